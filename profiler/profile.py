@@ -1,0 +1,186 @@
+"""The load profile of the workspace's `requests` table: every figure of DESIGN §2.2.
+
+All figures are DuckDB SQL with bound parameters, except the two that need a sequential pass or
+a model: the LRU prefix-cache simulation (`profiler.prefix`, compiled) and the length segments
+(`profiler.segments`, scikit-learn on a seeded sample, assigned to every row in SQL).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from profiler.errors import WorkspaceError
+from profiler.schema import REQUESTS_TABLE, FormatInfo, LengthStats, Profile, RateSeries
+from profiler.workspace import Workspace
+
+DEFAULT_LRU_CAPACITIES: tuple[int, ...] = (1_000, 10_000, 100_000)
+RATE_WINDOWS_S: tuple[float, ...] = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 21600, 86400)
+MAX_RATE_POINTS = 2_000
+
+_TIME_SQL = f"""
+WITH t AS (SELECT arrival_s FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL),
+gaps AS (
+    SELECT arrival_s - lag(arrival_s) OVER (ORDER BY request_id) AS gap
+    FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL
+)
+SELECT (SELECT count(*) FROM t),
+       (SELECT max(arrival_s) - min(arrival_s) FROM t),
+       (SELECT max(c) FROM (SELECT count(*) AS c FROM t GROUP BY floor(arrival_s / 1.0))),
+       (SELECT max(c) FROM (SELECT count(*) AS c FROM t GROUP BY floor(arrival_s / 60.0))),
+       (SELECT stddev_pop(gap) / avg(gap) FROM gaps WHERE gap IS NOT NULL)
+"""
+
+_LENGTH_SQL = """
+SELECT quantile_cont({c}, [0.5, 0.9, 0.99]), avg({c}), max({c}), min({c}) FROM {t}
+"""
+
+_SESSION_SQL = f"""
+SELECT CASE WHEN count(session_id) = 0 THEN NULL
+            ELSE sum(CASE WHEN s.n >= 2 THEN 1 ELSE 0 END) / count(*) END
+FROM {REQUESTS_TABLE} r LEFT JOIN (
+    SELECT session_id AS sid, count(*) AS n FROM {REQUESTS_TABLE}
+    WHERE session_id IS NOT NULL GROUP BY session_id
+) s ON r.session_id = s.sid
+"""
+
+_REUSE_INFINITE_SQL = f"""
+WITH b AS (
+    SELECT request_id, unnest(block_hashes) AS h FROM {REQUESTS_TABLE}
+    WHERE block_hashes IS NOT NULL
+),
+first AS (SELECT h, min(request_id) AS first_id FROM b GROUP BY h)
+SELECT count(*), count(*) FILTER (WHERE b.request_id > first.first_id)
+FROM b JOIN first USING (h)
+"""
+
+_RATE_SQL = f"""
+SELECT floor(arrival_s / ?) AS w, count(*), sum(input_tokens), sum(output_tokens)
+FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL GROUP BY w ORDER BY w
+"""
+
+
+def compute_profile(
+    workspace: Workspace,
+    *,
+    lru_capacities: Sequence[int] = DEFAULT_LRU_CAPACITIES,
+    seed: int = 0,
+) -> Profile:
+    """Profile the workspace's current trace.
+
+    Raises:
+        WorkspaceError: no trace has been ingested into this workspace.
+    """
+    with workspace.connect(read_only=True) as con:
+        info, warnings = _meta(con)
+        return _profile(con, info, warnings, lru_capacities, seed)
+
+
+def _meta(con: Any) -> tuple[FormatInfo, list[str]]:
+    try:
+        row = con.execute("SELECT format_json, warnings_json FROM trace_meta").fetchone()
+    except Exception:  # duckdb.CatalogException when no trace was ingested
+        row = None
+    if row is None:
+        raise WorkspaceError("the workspace holds no trace: run `profile TRACE` first")
+    return FormatInfo.model_validate_json(row[0]), list(json.loads(row[1]))
+
+
+def _profile(
+    con: Any, info: FormatInfo, warnings: list[str], capacities: Sequence[int], seed: int
+) -> Profile:
+    from profiler.segments import find_segments
+
+    (n,) = con.execute(f"SELECT count(*) FROM {REQUESTS_TABLE}").fetchone()
+    timing = _timing(con, warnings)
+    reuse_inf, reuse_lru = _prefix_reuse(con, capacities)
+    return Profile(
+        n_requests=int(n),
+        **timing,
+        input_tokens=_lengths(con, "input_tokens"),
+        output_tokens=_lengths(con, "output_tokens"),
+        multi_turn_share=_session_share(con),
+        prefix_reuse_infinite=reuse_inf,
+        prefix_reuse_lru=reuse_lru,
+        segments=find_segments(con, seed=seed),
+        rate_series=_rate_series(con, timing["duration_s"]),
+        format=info,
+        warnings=warnings,
+    )
+
+
+def _timing(con: Any, warnings: list[str]) -> dict[str, float | None]:
+    n_timed, duration, peak1, peak60, cv = con.execute(_TIME_SQL).fetchone()
+    keys = ("duration_s", "mean_qps", "peak_qps_1s", "peak_qps_60s", "peak_to_mean_1s",
+            "peak_to_mean_60s", "interarrival_cv")
+    if not n_timed:
+        return dict.fromkeys(keys)
+    mean = n_timed / duration if duration else None
+    if not duration:
+        warnings.append("all requests arrive at the same instant: rates are undefined")
+    return {
+        "duration_s": float(duration),
+        "mean_qps": mean,
+        "peak_qps_1s": float(peak1),
+        "peak_qps_60s": peak60 / 60.0,
+        "peak_to_mean_1s": float(peak1) / mean if mean else None,
+        "peak_to_mean_60s": peak60 / 60.0 / mean if mean else None,
+        "interarrival_cv": None if cv is None else float(cv),
+    }
+
+
+def _lengths(con: Any, column: str) -> LengthStats:
+    # `column` is one of two constants above, never user input.
+    q, mean, hi, lo = con.execute(_LENGTH_SQL.format(c=column, t=REQUESTS_TABLE)).fetchone()
+    return LengthStats(p50=q[0], p90=q[1], p99=q[2], mean=mean, max=hi, min=lo)
+
+
+def _session_share(con: Any) -> float | None:
+    (share,) = con.execute(_SESSION_SQL).fetchone()
+    return None if share is None else float(share)
+
+
+def _prefix_reuse(
+    con: Any, capacities: Sequence[int]
+) -> tuple[float | None, dict[str, float] | None]:
+    total, hits = con.execute(_REUSE_INFINITE_SQL).fetchone()
+    if not total:
+        return None, None
+    from profiler.prefix import lru_hit_ratios
+
+    hashes, offsets = _flat_hashes(con)
+    ratios = lru_hit_ratios(hashes, offsets, list(capacities)) if capacities else {}
+    return hits / total, {str(c): float(r) for c, r in sorted(ratios.items())}
+
+
+def _flat_hashes(con: Any) -> tuple[Any, Any]:
+    """All block hashes in request order, flat, with per-request offsets (numpy)."""
+    import numpy as np
+    import pyarrow as pa
+
+    table = con.execute(
+        f"SELECT coalesce(block_hashes, []::UBIGINT[]) AS h FROM {REQUESTS_TABLE} "
+        "ORDER BY request_id"
+    ).to_arrow_table()
+    column = table.column("h").combine_chunks()
+    if isinstance(column, pa.ChunkedArray):  # zero-row tables stay chunked
+        column = pa.concat_arrays(column.chunks) if column.chunks else pa.array([], column.type)
+    offsets = np.asarray(column.offsets, dtype=np.int64)
+    values = np.asarray(column.values, dtype=np.uint64)
+    return values[offsets[0]:offsets[-1]], offsets - offsets[0]
+
+
+def _rate_series(con: Any, duration_s: float | None) -> RateSeries | None:
+    if not duration_s:
+        return None
+    window = next((w for w in RATE_WINDOWS_S if duration_s / w <= MAX_RATE_POINTS),
+                  RATE_WINDOWS_S[-1])
+    rows = con.execute(_RATE_SQL, [window]).fetchall()
+    return RateSeries(
+        window_s=window,
+        t_s=[float(r[0]) * window for r in rows],
+        requests=[int(r[1]) for r in rows],
+        input_tokens=[int(r[2]) for r in rows],
+        output_tokens=[int(r[3]) for r in rows],
+    )

@@ -1,0 +1,67 @@
+"""The DuckDB workspace file: where it lives, and opening it without leaving litter.
+
+Default location `.servefit/workspace.duckdb` under the working directory; `SERVEFIT_WORKSPACE`
+or an explicit path overrides it. A write that fails on a workspace it just created removes the
+file again, so bad input leaves no trace.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profiler.errors import WorkspaceError
+
+DEFAULT_RELATIVE_PATH = Path(".servefit") / "workspace.duckdb"
+ENV_VAR = "SERVEFIT_WORKSPACE"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A workspace file path. Nothing is opened or created until `connect`."""
+
+    path: Path
+
+    @classmethod
+    def resolve(cls, path: str | os.PathLike[str] | None = None) -> Workspace:
+        chosen = path or os.environ.get(ENV_VAR) or DEFAULT_RELATIVE_PATH
+        return cls(Path(chosen))
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    @contextmanager
+    def connect(self, *, read_only: bool = False) -> Iterator[Any]:
+        """Open the workspace (UTC session time zone); on error, undo a fresh creation."""
+        import duckdb
+
+        if read_only and not self.exists():
+            raise WorkspaceError(f"no workspace at {self.path}: run `profile` on a trace first")
+        created_dir = not self.path.parent.exists()
+        created = not self.exists()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            con = duckdb.connect(str(self.path), read_only=read_only)
+        except (duckdb.Error, OSError) as exc:
+            raise WorkspaceError(f"cannot open workspace {self.path}: {exc}") from None
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            yield con
+        except BaseException:
+            con.close()
+            if created:
+                self._remove(created_dir)
+            raise
+        else:
+            con.close()
+
+    def _remove(self, created_dir: bool) -> None:
+        for suffix in ("", ".wal"):
+            Path(str(self.path) + suffix).unlink(missing_ok=True)
+        if created_dir:
+            with suppress(OSError):
+                self.path.parent.rmdir()
