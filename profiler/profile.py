@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from profiler.errors import WorkspaceError
+from profiler.errors import UsageError, WorkspaceError
+from profiler.ingest import IngestOptions, ingest
 from profiler.schema import REQUESTS_TABLE, FormatInfo, LengthStats, Profile, RateSeries
 from profiler.workspace import Workspace
 
 DEFAULT_LRU_CAPACITIES: tuple[int, ...] = (1_000, 10_000, 100_000)
 RATE_WINDOWS_S: tuple[float, ...] = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 21600, 86400)
 MAX_RATE_POINTS = 2_000
+PROFILE_SNIFF_BYTES = 4096
 
 _TIME_SQL = f"""
 WITH t AS (SELECT arrival_s FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL),
@@ -55,10 +58,69 @@ SELECT count(*), count(*) FILTER (WHERE b.request_id > first.first_id)
 FROM b JOIN first USING (h)
 """
 
+# Dense: windows without requests are listed with zeros, so the series is a rate envelope.
 _RATE_SQL = f"""
-SELECT floor(arrival_s / ?) AS w, count(*), sum(input_tokens), sum(output_tokens)
-FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL GROUP BY w ORDER BY w
+WITH c AS (
+    SELECT floor(arrival_s / ?)::BIGINT AS w, count(*) AS n, sum(input_tokens) AS i,
+           sum(output_tokens) AS o
+    FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL GROUP BY w
+)
+SELECT g.w, coalesce(n, 0), coalesce(i, 0), coalesce(o, 0)
+FROM range(0, (SELECT max(w) + 1 FROM c)) g(w) LEFT JOIN c USING (w) ORDER BY g.w
 """
+
+
+def profile_trace(
+    path: str,
+    *,
+    workspace: Workspace,
+    options: IngestOptions | None = None,
+    lru_capacities: Sequence[int] = DEFAULT_LRU_CAPACITIES,
+    seed: int = 0,
+) -> Profile:
+    """Ingest `path` into the workspace (replacing its trace), then profile it.
+
+    Raises:
+        TraceError: the trace is unreadable or invalid; the workspace is left as it was.
+    """
+    ingest(path, workspace, options)
+    return compute_profile(workspace, lru_capacities=lru_capacities, seed=seed)
+
+
+def load_profile_or_trace(
+    source: str,
+    *,
+    workspace: Workspace,
+    options: IngestOptions | None = None,
+    seed: int = 0,
+) -> Profile:
+    """A saved profile.json as it is, or the profile of a trace (ingested into `workspace`)."""
+    if _looks_like_profile(source):
+        from pydantic import ValidationError
+
+        try:
+            return Profile.model_validate_json(Path(source).read_text(encoding="utf-8"))
+        except (ValidationError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{source}: not a valid profile.json ({_first_error(exc)})") \
+                from None
+    return profile_trace(source, workspace=workspace, options=options, seed=seed)
+
+
+def _looks_like_profile(source: str) -> bool:
+    try:
+        with open(source, "rb") as fh:
+            head = fh.read(PROFILE_SNIFF_BYTES)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") and b'"n_requests"' in head
+
+
+def _first_error(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+    return str(exc)
 
 
 def compute_profile(
@@ -159,10 +221,12 @@ def _flat_hashes(con: Any) -> tuple[Any, Any]:
     import numpy as np
     import pyarrow as pa
 
-    table = con.execute(
-        f"SELECT coalesce(block_hashes, []::UBIGINT[]) AS h FROM {REQUESTS_TABLE} "
-        "ORDER BY request_id"
-    ).to_arrow_table()
+    # A fresh cursor: the relation API refuses a connection with an unfinished result.
+    with con.cursor() as cur:
+        table = cur.sql(
+            f"SELECT coalesce(block_hashes, []::UBIGINT[]) AS h FROM {REQUESTS_TABLE} "
+            "ORDER BY request_id"
+        ).to_arrow_table()
     column = table.column("h").combine_chunks()
     if isinstance(column, pa.ChunkedArray):  # zero-row tables stay chunked
         column = pa.concat_arrays(column.chunks) if column.chunks else pa.array([], column.type)

@@ -1,0 +1,161 @@
+"""The CLI: parse arguments, call one library function per command, print the result.
+
+No figures are computed here. Errors a user can cause (ServeFitError) print one line on stderr
+and exit 2; heavy libraries are imported inside the commands so `--help` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from profiler.errors import ServeFitError, UsageError
+
+PROG = "python -m app"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except ServeFitError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_profile(sub)
+    _add_synth(sub)
+    return parser
+
+
+def _add_trace_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", help="force the trace format (default: detect)")
+    p.add_argument("--map", action="append", default=[], metavar="FIELD=COLUMN",
+                   help="name the column of a field: time, input, output, session, model, "
+                        "status, hashes, block_size (repeatable)")
+    p.add_argument("--time-unit", help="override the timestamp rule: s, ms, us, ns, datetime")
+    p.add_argument("--tokenizer", metavar="DIR", help="local Hugging Face tokenizer folder")
+    p.add_argument("--synthesize-arrivals", type=float, metavar="RATE",
+                   help="Poisson arrivals at RATE req/s for traces without timestamps")
+    p.add_argument("--max-decompressed-mb", type=int, metavar="MB",
+                   help="cap on a compressed trace's expanded size")
+    p.add_argument("--workspace", metavar="PATH",
+                   help="DuckDB workspace file (default .servefit/workspace.duckdb or "
+                        "$SERVEFIT_WORKSPACE)")
+    p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
+
+
+def _add_profile(sub: Any) -> None:
+    p = sub.add_parser("profile", help="ingest a trace and print its load profile")
+    p.add_argument("trace")
+    _add_trace_options(p)
+    p.add_argument("--lru-capacity-blocks", type=int, nargs="+", action="extend",
+                   metavar="N", help="LRU prefix-cache sizes to simulate (default 1000 10000 "
+                                     "100000)")
+    p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    p.add_argument("-o", "--output", metavar="PROFILE_JSON", help="also write the profile here")
+    p.set_defaults(handler=_cmd_profile)
+
+
+def _add_synth(sub: Any) -> None:
+    p = sub.add_parser("synth", help="write a synthetic trace with a profile's shape")
+    p.add_argument("source", metavar="PROFILE_OR_TRACE")
+    p.add_argument("--requests", type=int, required=True, metavar="N")
+    p.add_argument("-o", "--output", required=True, metavar="OUT_PARQUET")
+    p.add_argument("--rate-scale", type=float, default=1.0,
+                   help="multiply the profile's arrival rate")
+    _add_trace_options(p)
+    p.set_defaults(handler=_cmd_synth)
+
+
+def _ingest_options(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
+    from profiler.ingest import IngestOptions
+    from profiler.timestamps import parse_unit
+
+    column_map = {}
+    for item in args.map:
+        field, sep, column = item.partition("=")
+        if not sep or not field or not column:
+            raise UsageError(f"--map {item!r}: expected FIELD=COLUMN")
+        column_map[field.strip()] = column
+    try:
+        return IngestOptions(
+            format=args.format,
+            column_map=column_map,
+            time_unit=parse_unit(args.time_unit) if args.time_unit else None,
+            tokenizer_dir=args.tokenizer,
+            synthesize_arrivals_rps=args.synthesize_arrivals,
+            seed=args.seed,
+            max_decompressed_bytes=(args.max_decompressed_mb << 20)
+            if args.max_decompressed_mb else None,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UsageError(f"--{'-'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+def _workspace(args: argparse.Namespace) -> Any:
+    from profiler.workspace import Workspace
+
+    return Workspace.resolve(args.workspace)
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from app.render import profile_text
+    from profiler.profile import DEFAULT_LRU_CAPACITIES, profile_trace
+
+    capacities = args.lru_capacity_blocks or list(DEFAULT_LRU_CAPACITIES)
+    if any(c < 1 for c in capacities):
+        raise UsageError("--lru-capacity-blocks must be positive")
+    profile = profile_trace(args.trace, workspace=_workspace(args),
+                            options=_ingest_options(args), lru_capacities=capacities,
+                            seed=args.seed)
+    text = profile.model_dump_json(indent=2)
+    if args.output:
+        write_atomic(args.output, text + "\n")
+    print(text if args.json else profile_text(profile))
+    return 0
+
+
+def _cmd_synth(args: argparse.Namespace) -> int:
+    from profiler.profile import load_profile_or_trace
+    from profiler.synth import synthesize
+
+    if args.requests < 1:
+        raise UsageError("--requests must be at least 1")
+    profile = load_profile_or_trace(args.source, workspace=_workspace(args),
+                                    options=_ingest_options(args), seed=args.seed)
+    summary = synthesize(profile, n_requests=args.requests, seed=args.seed,
+                         out_path=args.output, rate_scale=args.rate_scale)
+    print(summary.model_dump_json(indent=2))
+    return 0
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` via a temporary file in the same folder, then rename."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+

@@ -1,0 +1,37 @@
+"""Plain-text rendering of a Profile for the terminal (seconds in, ms/units on screen)."""
+
+from __future__ import annotations
+
+from profiler.schema import LengthStats, Profile
+
+
+def _num(value: float | None, fmt: str = "{:,.3g}") -> str:
+    return "n/a" if value is None else fmt.format(value)
+
+
+def _lengths(name: str, s: LengthStats) -> str:
+    return (f"  {name:<14} p50 {s.p50:>9,.0f}  p90 {s.p90:>9,.0f}  p99 {s.p99:>9,.0f}  "
+            f"mean {s.mean:>9,.1f}  min {s.min:,.0f}  max {s.max:,.0f}")
+
+
+def profile_text(p: Profile) -> str:
+    """A short human summary of a profile (the JSON has every field)."""
+    lines = [
+        f"Trace     {p.format.source}",
+        f"Format    {p.format.explanation}",
+        f"Time      {p.format.timestamp_rule}",
+        f"Requests  {p.n_requests:,} over {_num(p.duration_s, '{:,.1f}')} s",
+        f"Rate      mean {_num(p.mean_qps)} req/s, peak 1 s {_num(p.peak_qps_1s)} "
+        f"(x{_num(p.peak_to_mean_1s)}), peak 60 s {_num(p.peak_qps_60s)} "
+        f"(x{_num(p.peak_to_mean_60s)}), inter-arrival CV {_num(p.interarrival_cv)}",
+        _lengths("input tokens", p.input_tokens),
+        _lengths("output tokens", p.output_tokens),
+        f"Sessions  multi-turn share {_num(p.multi_turn_share, '{:.1%}')}",
+        f"Prefix    reuse (infinite cache) {_num(p.prefix_reuse_infinite, '{:.1%}')}"
+        + "".join(f", LRU {k} blocks {v:.1%}" for k, v in (p.prefix_reuse_lru or {}).items()),
+        "Segments  " + "; ".join(
+            f"{s.share:.0%} around {s.input_tokens_p50:,.0f} in / {s.output_tokens_p50:,.0f} out"
+            for s in p.segments),
+    ]
+    lines += [f"Warning   {w}" for w in p.warnings]
+    return "\n".join(lines)

@@ -1,0 +1,185 @@
+"""Every profile figure on every real trace equals an independent pandas/numpy computation."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from profiler.profile import compute_profile, profile_trace
+from profiler.workspace import Workspace
+from tests import reference as ref
+
+REL = 1e-6
+LRU_CAPACITIES = [100, 1_000, 10_000]
+
+
+def _raw_azure(path):
+    df = pd.read_csv(path)
+    ts = pd.to_datetime(df["TIMESTAMP"])
+    t = (ts - ts.min()).dt.total_seconds().to_numpy()
+    return {"t": t, "input": df["ContextTokens"].to_numpy(),
+            "output": df["GeneratedTokens"].to_numpy()}
+
+
+def _raw_burstgpt(path):
+    df = pd.read_csv(path)
+    raw = {"t": df["Timestamp"].to_numpy(float), "input": df["Request tokens"].to_numpy(),
+           "output": df["Response tokens"].to_numpy()}
+    if "Session ID" in df:
+        raw["sessions"] = df["Session ID"]
+    return raw
+
+
+def _raw_mooncake(path):
+    df = pd.read_json(path, lines=True)
+    return {"t": df["timestamp"].to_numpy(float) / 1000.0, "input": df["input_length"].to_numpy(),
+            "output": df["output_length"].to_numpy(), "blocks": list(df["hash_ids"])}
+
+
+TRACES = {
+    "azure_code": (ref.TRACES / "AzureLLMInferenceTrace_code.csv", _raw_azure),
+    "azure_conv": (ref.SAMPLE, _raw_azure),
+    "burstgpt_1": (ref.TRACES / "BurstGPT_1.head400.csv", _raw_burstgpt),
+    "burstgpt_3": (ref.TRACES / "BurstGPT_3.head400.csv", _raw_burstgpt),
+    "mooncake_conversation": (ref.TRACES / "mooncake_conversation_trace.jsonl.gz", _raw_mooncake),
+    "mooncake_synthetic": (ref.TRACES / "mooncake_synthetic_trace.jsonl.gz", _raw_mooncake),
+}
+
+
+def _expected(raw: dict) -> dict:
+    n = len(raw["input"])
+    idx = ref.order(raw.get("t"), n)
+    exp = ref.timing(raw["t"]) if raw.get("t") is not None else {"n_requests": n}
+    exp["input_tokens"] = ref.lengths(raw["input"])
+    exp["output_tokens"] = ref.lengths(raw["output"])
+    sessions = raw.get("sessions")
+    exp["multi_turn_share"] = None if sessions is None else ref.multi_turn_share(sessions)
+    if raw.get("blocks") is not None:
+        blocks = [raw["blocks"][i] for i in idx]
+        exp["prefix_reuse_infinite"] = ref.infinite_reuse(blocks)
+        exp["prefix_reuse_lru"] = {str(c): ref.lru_reuse(blocks, c) for c in LRU_CAPACITIES}
+    else:
+        exp["prefix_reuse_infinite"] = None
+        exp["prefix_reuse_lru"] = None
+    return exp
+
+
+def _assert_close(actual, expected, path=""):
+    if isinstance(expected, dict):
+        assert set(expected) <= set(actual), path
+        for key, value in expected.items():
+            _assert_close(actual[key], value, f"{path}.{key}")
+    elif expected is None:
+        assert actual is None, path
+    else:
+        assert actual == pytest.approx(float(expected), rel=REL), path
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory):
+    out = {}
+    for name, (path, _) in TRACES.items():
+        ws = Workspace.resolve(tmp_path_factory.mktemp(name) / "ws.duckdb")
+        out[name] = profile_trace(str(path), workspace=ws, lru_capacities=LRU_CAPACITIES)
+    return out
+
+
+@pytest.mark.parametrize("name", list(TRACES))
+def test_figures_equal_independent_computation(profiles, name):
+    path, reader = TRACES[name]
+    expected = _expected(reader(path))
+    _assert_close(profiles[name].model_dump(), expected)
+
+
+@pytest.mark.parametrize("name", list(TRACES))
+def test_rate_series_counts_every_request(profiles, name):
+    path, reader = TRACES[name]
+    raw = reader(path)
+    series = profiles[name].rate_series
+    t = raw["t"] - raw["t"].min()
+    counts = np.bincount(np.floor(t / series.window_s).astype(np.int64))
+    assert series.requests == counts.tolist()
+    assert series.t_s == [i * series.window_s for i in range(len(counts))]
+    assert sum(series.input_tokens) == int(np.sum(raw["input"]))
+
+
+@pytest.mark.parametrize("name", list(TRACES))
+def test_segments_partition_the_trace(profiles, name):
+    prof = profiles[name]
+    assert sum(s.n_requests for s in prof.segments) == prof.n_requests
+    assert sum(s.share for s in prof.segments) == pytest.approx(1.0)
+    assert [s.input_tokens_p50 for s in prof.segments] == sorted(
+        s.input_tokens_p50 for s in prof.segments) or len(prof.segments) == 1
+
+
+def test_published_mooncake_reuse_figures(profiles):
+    # The trace's README: 36.6 % of blocks seen before; 21.1 % with a 10,000-block LRU
+    # (one decimal, so within 0.1 percentage point).
+    prof = profiles["mooncake_conversation"]
+    assert prof.prefix_reuse_infinite == pytest.approx(0.366, abs=1e-3)
+    assert prof.prefix_reuse_lru["10000"] == pytest.approx(0.211, abs=1e-3)
+
+
+def test_detected_formats(profiles):
+    kinds = {name: p.format.kind for name, p in profiles.items()}
+    assert kinds == {"azure_code": "azure", "azure_conv": "azure", "burstgpt_1": "burstgpt",
+                     "burstgpt_3": "burstgpt", "mooncake_conversation": "mooncake",
+                     "mooncake_synthetic": "mooncake"}
+    assert profiles["mooncake_conversation"].format.block_size == 512
+
+
+def test_burstgpt_zero_token_rows_are_failures_and_kept(tmp_path):
+    path = ref.TRACES / "BurstGPT_1.head400.csv"
+    ws = Workspace.resolve(tmp_path / "ws.duckdb")
+    prof = profile_trace(str(path), workspace=ws, lru_capacities=[])
+    df = pd.read_csv(path)
+    assert prof.n_requests == len(df)
+    with ws.connect(read_only=True) as con:
+        failures = con.execute(
+            "SELECT count(*) FROM requests WHERE status = 'failure'").fetchone()[0]
+    assert failures == int((df["Response tokens"] == 0).sum())
+
+
+@pytest.fixture(scope="module")
+def sharegpt(tmp_path_factory):
+    path = ref.TRACES / "sharegpt_head1000.json.gz"
+    ws = Workspace.resolve(tmp_path_factory.mktemp("sharegpt") / "ws.duckdb")
+    prof = profile_trace(str(path), workspace=ws, lru_capacities=[1_000, 100_000])
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        expected = ref.sharegpt_requests(json.load(fh))
+    return prof, expected, ws
+
+
+def test_sharegpt_each_human_turn_is_a_request(sharegpt):
+    prof, exp, _ = sharegpt
+    _assert_close(prof.model_dump(), {
+        "n_requests": len(exp),
+        "input_tokens": ref.lengths(exp["input"]),
+        "output_tokens": ref.lengths(exp["output"]),
+        "multi_turn_share": ref.multi_turn_share(exp["session"]),
+        "prefix_reuse_infinite": ref.infinite_reuse(list(exp["blocks"])),
+        "prefix_reuse_lru": {"1000": ref.lru_reuse(list(exp["blocks"]), 1_000),
+                             "100000": ref.lru_reuse(list(exp["blocks"]), 100_000)},
+    })
+
+
+def test_sharegpt_arrivals_undefined_and_said_so(sharegpt):
+    prof, _, ws = sharegpt
+    assert prof.format.arrivals == "undefined"
+    assert prof.duration_s is None and prof.mean_qps is None and prof.rate_series is None
+    assert any("no timestamps" in w for w in prof.warnings)
+    assert prof.format.tokens_estimated
+    with ws.connect(read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM requests WHERE arrival_s IS NOT NULL"
+                           ).fetchone()[0] == 0
+
+
+def test_profile_is_recomputable_from_workspace(profiles, tmp_path):
+    path, _ = TRACES["burstgpt_3"]
+    ws = Workspace.resolve(tmp_path / "ws.duckdb")
+    first = profile_trace(str(path), workspace=ws)
+    assert compute_profile(ws) == first
