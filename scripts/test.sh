@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install everything the tests need and run the whole suite: fast tests, then the slow ones
+# (real browser, large inputs). System packages (Chromium for the browser tests) are installed
+# with apt-get when missing and running as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+bash scripts/setup.sh dev
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+.venv/bin/python -m ruff check .
+.venv/bin/python -m pytest -m "not slow" "$@"
+# Exit code 5 means "no test selected": not a failure for the slow group alone.
+status=0
+.venv/bin/python -m pytest -m slow "$@" || status=$?
+[ "$status" = 0 ] || [ "$status" = 5 ] || exit "$status"
