@@ -7,7 +7,6 @@ and exit 2; heavy libraries are imported inside the commands so `--help` stays i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile

@@ -1,0 +1,75 @@
+"""`python -m app` end to end in a subprocess: JSON keys, files written, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests import reference as ref
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE_KEYS = {"n_requests", "duration_s", "mean_qps", "peak_qps_1s", "peak_qps_60s",
+                "peak_to_mean_1s", "peak_to_mean_60s", "interarrival_cv", "input_tokens",
+                "output_tokens", "multi_turn_share", "prefix_reuse_infinite",
+                "prefix_reuse_lru", "segments", "rate_series", "format", "warnings"}
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("SERVEFIT_WORKSPACE", None)
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_profile_json_has_exactly_the_design_keys(tmp_path):
+    trace = ref.TRACES / "mooncake_conversation_trace.jsonl.gz"
+    out = run_cli("profile", str(trace), "--json", "--lru-capacity-blocks", "500", "10000",
+                  "-o", "p.json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)
+    assert set(printed) == PROFILE_KEYS
+    assert set(printed["input_tokens"]) == {"p50", "p90", "p99", "mean", "max", "min"}
+    assert set(printed["prefix_reuse_lru"]) == {"500", "10000"}
+    assert json.loads((tmp_path / "p.json").read_text()) == printed
+    assert (tmp_path / ".servefit" / "workspace.duckdb").is_file()
+    raw = pd.read_json(trace, lines=True)
+    assert printed["n_requests"] == len(raw)
+    assert printed["output_tokens"]["max"] == raw["output_length"].max()
+
+
+def test_profile_text_summary(tmp_path):
+    out = run_cli("profile", str(ref.TRACES / "BurstGPT_1.head400.csv"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "BurstGPT" in out.stdout and "400" in out.stdout
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    ("", "empty"),
+    ("a,b\n1,2\n", "--map"),
+    ("input_tokens,output_tokens\n5,7\n-3,2\n", "row 2"),
+])
+def test_bad_input_is_one_line_exit_2_and_no_workspace(tmp_path, content, needle):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(content)
+    out = run_cli("profile", str(bad), "-o", "p.json", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "bad.csv" in lines[0]
+    assert not (tmp_path / ".servefit").exists()
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_usage_errors_exit_2(tmp_path):
+    trace = str(ref.TRACES / "BurstGPT_1.head400.csv")
+    for args in (["--map", "nonsense"], ["--map", "colour=x"], ["--time-unit", "weeks"],
+                 ["--format", "nope"], ["--lru-capacity-blocks", "0"]):
+        out = run_cli("profile", trace, *args, cwd=tmp_path)
+        assert out.returncode == 2, args
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
