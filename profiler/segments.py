@@ -14,7 +14,7 @@ from typing import Any
 
 from profiler.schema import REQUESTS_TABLE, Segment
 
-SAMPLE_ROWS = 20_000
+SAMPLE_ROWS = 10_000
 SILHOUETTE_ROWS = 3_000
 MAX_K = 4
 MIN_SILHOUETTE = 0.35
@@ -30,7 +30,7 @@ WITH x AS (
     SELECT input_tokens, output_tokens, ln(1 + input_tokens) AS li, ln(1 + output_tokens) AS lo
     FROM {REQUESTS_TABLE}
 ),
-a AS (SELECT *, list_position(d, list_min(d)) - 1 AS seg FROM (SELECT *, [{{dist}}] AS d FROM x))
+a AS (SELECT *, {{case}} AS seg FROM (SELECT *, {{columns}} FROM x))
 SELECT seg, count(*), quantile_cont(input_tokens, 0.5), quantile_cont(output_tokens, 0.5),
        avg(li), avg(lo), var_pop(li), covar_pop(li, lo), var_pop(lo)
 FROM a GROUP BY seg ORDER BY seg
@@ -45,9 +45,8 @@ def find_segments(con: Any, *, seed: int = 0) -> list[Segment]:
     if len(sample) == 0:
         return []
     centroids = _centroids(sample, seed)
-    dist = ", ".join("(li - ?) * (li - ?) + (lo - ?) * (lo - ?)" for _ in centroids)
-    params = [v for cx, cy in centroids for v in (cx, cx, cy, cy)]
-    rows = con.execute(_ASSIGN_SQL.format(dist=dist), params).fetchall()
+    columns, case, params = _argmin_sql(centroids)
+    rows = con.execute(_ASSIGN_SQL.format(columns=columns, case=case), params).fetchall()
     total = sum(r[1] for r in rows)
     return [
         Segment(
@@ -61,6 +60,23 @@ def find_segments(con: Any, *, seed: int = 0) -> list[Segment]:
         )
         for r in rows
     ]
+
+
+def _argmin_sql(centroids: list[tuple[float, float]]) -> tuple[str, str, list[float]]:
+    """Distance columns d0..dk-1 and a CASE giving the nearest centroid (first on ties).
+
+    Segment i wins when d_i is no larger than every later distance, earlier ones having lost.
+    Centroid coordinates are bound parameters.
+    """
+    k = len(centroids)
+    columns = ", ".join(f"(li - ?) * (li - ?) + (lo - ?) * (lo - ?) AS d{i}" for i in range(k))
+    params = [v for cx, cy in centroids for v in (cx, cx, cy, cy)]
+    whens = [
+        f"WHEN d{i} <= least({', '.join(f'd{j}' for j in range(i + 1, k))}) THEN {i}"
+        for i in range(k - 1)
+    ]
+    case = f"CASE {' '.join(whens)} ELSE {k - 1} END" if whens else "0"
+    return columns, case, params
 
 
 def _centroids(sample: Any, seed: int) -> list[tuple[float, float]]:
@@ -78,7 +94,7 @@ def _centroids(sample: Any, seed: int) -> list[tuple[float, float]]:
         # OpenMP threads cost more than they save on 2-D data this small (10-100x here).
         with threadpool_limits(limits=1):
             for k in range(2, MAX_K + 1):
-                model = KMeans(n_clusters=k, n_init=4, random_state=seed).fit(sample)
+                model = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(sample)
                 score = silhouette_score(sample, model.labels_,
                                          sample_size=min(SILHOUETTE_ROWS, len(sample)),
                                          random_state=seed)
