@@ -7,7 +7,9 @@ a model: the LRU prefix-cache simulation (`profiler.prefix`, compiled) and the l
 
 from __future__ import annotations
 
+import importlib
 import json
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,8 +39,12 @@ SELECT (SELECT count(*) FROM t),
        (SELECT stddev_pop(gap) / avg(gap) FROM gaps WHERE gap IS NOT NULL)
 """
 
-_LENGTH_SQL = """
-SELECT quantile_cont({c}, [0.5, 0.9, 0.99]), avg({c}), max({c}), min({c}) FROM {t}
+_LENGTH_SQL = f"""
+SELECT quantile_cont(input_tokens, [0.5, 0.9, 0.99]), avg(input_tokens), max(input_tokens),
+       min(input_tokens),
+       quantile_cont(output_tokens, [0.5, 0.9, 0.99]), avg(output_tokens), max(output_tokens),
+       min(output_tokens)
+FROM {REQUESTS_TABLE}
 """
 
 _SESSION_SQL = f"""
@@ -85,8 +91,20 @@ def profile_trace(
     Raises:
         TraceError: the trace is unreadable or invalid; the workspace is left as it was.
     """
+    _preload_segment_libraries()
     ingest(path, workspace, options)
     return compute_profile(workspace, lru_capacities=lru_capacities, seed=seed)
+
+
+def _preload_segment_libraries() -> None:
+    """Import scikit-learn on a side thread while DuckDB ingests the trace.
+
+    The import costs ~1 s of Python; DuckDB's work releases the GIL, so the two overlap on a
+    multi-core machine. `segments` imports the same modules later (instantly, or waiting on
+    the import lock). A daemon thread: nothing to join or clean up.
+    """
+    threading.Thread(target=importlib.import_module, args=("sklearn.cluster",),
+                     name="servefit-preload", daemon=True).start()
 
 
 def load_profile_or_trace(
@@ -159,11 +177,12 @@ def _profile(
     (n,) = con.execute(f"SELECT count(*) FROM {REQUESTS_TABLE}").fetchone()
     timing = _timing(con, warnings)
     reuse_inf, reuse_lru = _prefix_reuse(con, capacities)
+    input_tokens, output_tokens = _lengths(con)
     return Profile(
         n_requests=int(n),
         **timing,
-        input_tokens=_lengths(con, "input_tokens"),
-        output_tokens=_lengths(con, "output_tokens"),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         multi_turn_share=_session_share(con),
         prefix_reuse_infinite=reuse_inf,
         prefix_reuse_lru=reuse_lru,
@@ -194,10 +213,11 @@ def _timing(con: Any, warnings: list[str]) -> dict[str, float | None]:
     }
 
 
-def _lengths(con: Any, column: str) -> LengthStats:
-    # `column` is one of two constants above, never user input.
-    q, mean, hi, lo = con.execute(_LENGTH_SQL.format(c=column, t=REQUESTS_TABLE)).fetchone()
-    return LengthStats(p50=q[0], p90=q[1], p99=q[2], mean=mean, max=hi, min=lo)
+def _lengths(con: Any) -> tuple[LengthStats, LengthStats]:
+    row = con.execute(_LENGTH_SQL).fetchone()
+    stats = [LengthStats(p50=q[0], p90=q[1], p99=q[2], mean=mean, max=hi, min=lo)
+             for q, mean, hi, lo in (row[:4], row[4:])]
+    return stats[0], stats[1]
 
 
 def _session_share(con: Any) -> float | None:

@@ -50,6 +50,7 @@ class Workspace:
             raise WorkspaceError(f"cannot open workspace {self.path}: {exc}") from None
         try:
             con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET enable_progress_bar = false")
             yield con
         except BaseException:
             con.close()
