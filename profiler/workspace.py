@@ -8,6 +8,7 @@ file again, so bad input leaves no trace.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -18,6 +19,10 @@ from profiler.errors import WorkspaceError
 
 DEFAULT_RELATIVE_PATH = Path(".servefit") / "workspace.duckdb"
 ENV_VAR = "SERVEFIT_WORKSPACE"
+# DuckDB's memory cap (e.g. "2GB"); past it DuckDB spills to `<workspace>.tmp/`. Unset: DuckDB's
+# default, 80 % of RAM.
+MEMORY_ENV_VAR = "SERVEFIT_MEMORY_LIMIT"
+_MEMORY_RE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,9 @@ class Workspace:
         try:
             con.execute("SET TimeZone = 'UTC'")
             con.execute("SET enable_progress_bar = false")
+            limit = os.environ.get(MEMORY_ENV_VAR)
+            if limit:
+                con.execute(f"SET memory_limit = '{_memory_limit(limit)}'")
             yield con
         except BaseException:
             con.close()
@@ -66,3 +74,11 @@ class Workspace:
         if created_dir:
             with suppress(OSError):
                 self.path.parent.rmdir()
+
+
+def _memory_limit(text: str) -> str:
+    """A validated DuckDB size literal (it is interpolated: SET takes no parameters)."""
+    value = text.strip()
+    if not _MEMORY_RE.match(value):
+        raise WorkspaceError(f"${MEMORY_ENV_VAR}={text!r}: expected a size such as 2GB or 512MiB")
+    return value
