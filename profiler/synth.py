@@ -1,7 +1,8 @@
 """Synthetic request traces with the shape of a Profile (the `synth` command, DESIGN §2.4).
 
-Owns turning a `Profile` back into a canonical request table (DESIGN §2.1): arrivals, joint
-lengths, sessions and prefix-chained block hashes, written as Parquet in bounded-memory chunks.
+Owns turning a `Profile` back into a canonical request table (DESIGN §2.1): arrivals
+(`synth_arrivals`), joint lengths, sessions and prefix-chained block hashes (`synth_prefix`),
+written as Parquet in bounded-memory chunks.
 It reads nothing but the Profile: no workspace, no source trace, no global RNG.
 """
 
@@ -18,19 +19,23 @@ from pydantic import Field
 
 from profiler.errors import UsageError
 from profiler.schema import Profile, Record
+from profiler.synth_arrivals import CHUNK_ROWS, arrival_stream, rechunk
+from profiler.synth_prefix import (
+    POOL_CHAINS,
+    POOL_ZIPF_A,
+    Chains,
+    Prefix,
+    attach,
+    build_chains,
+    prefix_setup,
+    search_share,
+    shared_runs,
+)
 
-CHUNK_ROWS = 1_000_000
+# CHUNK_ROWS (above) also sets the rows per written chunk: `_plans` reads it from this module.
 MAX_CHUNK_BLOCKS = 1 << 22  # prompt blocks per written chunk on the block-hash path
-ENVELOPE_WINDOW_S = 60.0
-DEFAULT_BLOCK_SIZE = 16
 DEFAULT_MEAN_TURNS = 4.0
 SESSION_SPREAD = 8  # about this many multi-turn sessions are in progress at once
-POOL_CHAINS = 512  # shared system-prompt chains, drawn with Zipf popularity
-POOL_ZIPF_A = 0.8
-CALIBRATION_ROWS = 100_000
-_SHAPE_BOUNDS = (1e-2, 1e4)  # Gamma shape = 1/CV² stays within CV 0.01 .. 10
-
-_POOL_TAG, _SESSION_TAG, _UNIQUE_TAG, _ROOT_TAG = (t << 60 for t in (1, 2, 3, 4))
 
 
 class SynthSummary(Record):
@@ -87,12 +92,12 @@ def synthesize(
 
     rngs = np.random.default_rng(seed).spawn(4)
     notes: list[str] = []
-    arrivals = _arrival_stream(profile, n_requests, rngs[0], rate_scale=rate_scale,
-                               rate_rps=rate_rps, notes=notes)
+    arrivals = arrival_stream(profile, n_requests, rngs[0], rate_scale=rate_scale,
+                              rate_rps=rate_rps, notes=notes)
     lengths = _length_model(profile, rngs[1].spawn(1)[0], notes)
     sessions = _session_model(profile, mean_turns, notes)
     plans: Any = _plans(arrivals, lengths, sessions, n_requests, rngs[1:3])
-    prefix = _prefix_setup(profile)
+    prefix = prefix_setup(profile)
     block_size = None
     if prefix is not None:
         block_size = prefix.block_size
@@ -121,207 +126,6 @@ def _check_args(
 
 def _positive(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-
-
-# --- arrivals --------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Envelope:
-    """Piecewise-constant rate over one period of the source (window starts, widths, counts)."""
-
-    starts: Any
-    widths: Any
-    counts: Any
-    period_s: float
-    scale: float = 1.0  # synthetic requests per source request (sets the mean rate)
-    shape: float = 1.0  # Gamma shape of the gaps inside a window
-
-
-def _arrival_stream(
-    profile: Profile, n: int, rng: Any, *, rate_scale: float, rate_rps: float | None,
-    notes: list[str],
-) -> Iterator[Any]:
-    """An endless stream of arrival-time arrays (seconds, increasing, first arrival 0)."""
-    series = profile.rate_series
-    if not profile.duration_s or not profile.mean_qps or series is None:
-        if rate_rps is None:
-            raise UsageError("the profile has no arrival times: a rate must be given "
-                             "(--rate REQ_PER_S)")
-        rate = rate_rps * rate_scale
-        notes.append(f"arrivals: Poisson at {rate:g} req/s (the profile has no arrival times)")
-        return _poisson_stream(rng, rate)
-    rate = (rate_rps or profile.mean_qps) * rate_scale
-    env = _envelope(series.window_s, series.requests, profile.duration_s)
-    env.scale = _rate_scale_factor(env, n, rate)
-    target_cv = 1.0 if profile.interarrival_cv is None else profile.interarrival_cv
-    env.shape, cv = _calibrate_shape(env, CALIBRATION_ROWS, target_cv, rng.spawn(1)[0])
-    notes.append(
-        f"arrivals: mean {rate:g} req/s ({'given rate' if rate_rps else 'profile mean_qps'} "
-        f"x rate_scale {rate_scale:g}); rate envelope = the profile's request counts per "
-        f"{env.widths[0]:g} s window, looped every {env.period_s:g} s, each window's count "
-        f"fixed; inside a window a Gamma renewal process with shape {env.shape:.4g} "
-        f"(calibrated: inter-arrival CV {cv:.3f}, profile {target_cv:.3f})"
-    )
-    return _shift_to_zero(_envelope_stream(env, rng))
-
-
-def _envelope(window_s: float, requests: list[int], duration_s: float) -> _Envelope:
-    """Source counts regrouped into windows of about `ENVELOPE_WINDOW_S` over one period.
-
-    The period is a whole number of windows, so looped windows stay on the 60 s grid the
-    profile counts peaks on; a partial last window keeps its rate, a short one is merged.
-    """
-    import numpy as np
-
-    group = max(1, round(ENVELOPE_WINDOW_S / window_s)) if window_s < ENVELOPE_WINDOW_S else 1
-    counts = np.asarray(requests, dtype=np.float64)
-    counts = np.pad(counts, (0, -len(counts) % group)).reshape(-1, group).sum(axis=1)
-    width = window_s * group
-    exposure = duration_s - (len(counts) - 1) * width
-    if len(counts) > 1 and exposure < width / 2:  # too short to estimate a rate
-        counts = np.concatenate([counts[:-2], [counts[-2] + counts[-1]]])
-    elif 0 < exposure < width:
-        counts[-1] *= width / exposure
-    starts = np.arange(len(counts)) * width
-    return _Envelope(starts=starts, widths=np.full(len(counts), width), counts=counts,
-                     period_s=float(len(counts) * width))
-
-
-def _rate_scale_factor(env: _Envelope, n: int, rate: float) -> float:
-    """Synthetic requests per source request so that n requests span n / rate seconds."""
-    import numpy as np
-
-    horizon = n / rate
-    cycles, rem = divmod(horizon, env.period_s)
-    i = max(0, int(np.searchsorted(env.starts, rem, side="right")) - 1)
-    partial = env.counts[:i].sum() + env.counts[i] * min(1.0, (rem - env.starts[i]) /
-                                                         env.widths[i])
-    expected = cycles * env.counts.sum() + partial
-    if expected <= 0:
-        return rate * env.period_s / env.counts.sum()
-    return float(n / expected)
-
-
-def _window_counts(env: _Envelope, first: int, count: int) -> tuple[Any, Any, Any]:
-    """Integer arrivals, start and width of global windows first .. first + count - 1.
-
-    Counts round the cumulative expected count, so they never drift from the envelope.
-    """
-    import numpy as np
-
-    g = np.arange(first, first + count, dtype=np.int64)
-    cycle, src = np.divmod(g, len(env.counts))
-    cum = np.concatenate([[0.0], np.cumsum(env.counts)])
-    lo = env.scale * (cycle * cum[-1] + cum[src])
-    hi = lo + env.scale * env.counts[src]
-    counts = (np.floor(hi + 0.5) - np.floor(lo + 0.5)).astype(np.int64)
-    return counts, cycle * env.period_s + env.starts[src], env.widths[src]
-
-
-def _place(
-    rng: Any, counts: Any, starts: Any, widths: Any, shape: float, *, pin: bool = False
-) -> Any:
-    """Arrival times: per window, `count` points split by count + 1 Gamma(shape) gaps.
-
-    `pin` puts the first point of the first window at its start (the trace's t = 0).
-    """
-    import numpy as np
-
-    keep = counts > 0
-    counts, starts, widths = counts[keep], starts[keep], widths[keep]
-    gaps = rng.gamma(shape, size=int(counts.sum() + len(counts)))
-    if pin and len(gaps):
-        gaps[0] = 0.0
-    cs = np.cumsum(gaps)
-    ends = np.cumsum(counts + 1) - 1
-    base = np.concatenate([[0.0], cs[ends[:-1]]])
-    total = cs[ends] - base
-    owner = np.repeat(np.arange(len(counts)), counts)
-    inner = np.ones(len(gaps), dtype=bool)
-    inner[ends] = False
-    frac = np.divide(cs[inner] - base[owner], total[owner],
-                     out=np.zeros(len(owner)), where=total[owner] > 0)
-    ends_s = starts + widths
-    last = ends_s - 4 * np.spacing(ends_s)  # a point never rounds into the next window
-    return np.minimum(starts[owner] + frac * widths[owner], last[owner])
-
-
-def _envelope_stream(env: _Envelope, rng: Any, rows: int = CHUNK_ROWS) -> Iterator[Any]:
-    per_window = env.scale * env.counts.sum() / len(env.counts)
-    step = int(max(1, min(1 << 20, rows / max(per_window, 1e-9))))
-    first = 0
-    while True:
-        counts, starts, widths = _window_counts(env, first, step)
-        yield _place(rng, counts, starts, widths, env.shape, pin=first == 0)
-        first += step
-
-
-def _calibrate_shape(env: _Envelope, n: int, target_cv: float, rng: Any) -> tuple[float, float]:
-    """The Gamma shape whose synthetic inter-arrival CV (over n requests) is nearest target."""
-    import numpy as np
-
-    state = rng.bit_generator.state
-
-    def cv_at(shape: float) -> float:
-        rng.bit_generator.state = state  # common random numbers: a smooth, monotone search
-        env.shape = shape
-        t = _take(_envelope_stream(env, rng, n), max(n, 2))
-        gaps = np.diff(t)
-        return float(gaps.std() / gaps.mean()) if gaps.mean() > 0 else 0.0
-
-    lo, hi = (math.log(b) for b in _SHAPE_BOUNDS)  # CV falls as the shape grows
-    for _ in range(24):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if cv_at(math.exp(mid)) > target_cv else (lo, mid)
-    shape = math.exp((lo + hi) / 2)
-    return shape, cv_at(shape)
-
-
-def _poisson_stream(rng: Any, rate: float) -> Iterator[Any]:
-    import numpy as np
-
-    t = 0.0
-    while True:
-        gaps = rng.exponential(1.0 / rate, CHUNK_ROWS)
-        out = t + np.concatenate([[0.0], np.cumsum(gaps[:-1])])
-        t = float(out[-1] + gaps[-1])
-        yield out
-
-
-def _shift_to_zero(stream: Iterator[Any]) -> Iterator[Any]:
-    origin = None
-    for t in stream:
-        if len(t) == 0:
-            continue
-        origin = t[0] if origin is None else origin
-        yield t - origin
-
-
-def _take(stream: Iterator[Any], n: int) -> Any:
-    import numpy as np
-
-    parts, have = [], 0
-    while have < n:
-        parts.append(next(stream))
-        have += len(parts[-1])
-    return np.concatenate(parts)[:n]
-
-
-def _rechunk(stream: Iterator[Any], n: int, size: int) -> Iterator[Any]:
-    """Arrays of exactly `size` items (the last one shorter) from `stream`, n items in all."""
-    import numpy as np
-
-    buffer, have, done = [], 0, 0
-    while done < n:
-        want = min(size, n - done)
-        while have < want:
-            buffer.append(next(stream))
-            have += len(buffer[-1])
-        joined = np.concatenate(buffer)
-        buffer, have = [joined[want:]], have - want
-        done += want
-        yield joined[:want]
 
 
 # --- lengths ---------------------------------------------------------------------------------
@@ -469,7 +273,7 @@ def _draw_sessions(model: _Sessions, rng: Any, n: int, first_id: int) -> tuple[A
 
 
 @dataclass(slots=True)
-class _Plan:
+class Plan:
     """One chunk of requests (request ids first_id ..) before block hashes are attached."""
 
     first_id: int
@@ -485,12 +289,12 @@ class _Plan:
 def _plans(
     arrivals: Iterator[Any], lengths: _Lengths, sessions: _Sessions | None, n: int,
     rngs: list[Any],
-) -> Iterator[_Plan]:
+) -> Iterator[Plan]:
     first_id, next_session = 0, 0
-    for t in _rechunk(arrivals, n, CHUNK_ROWS):
+    for t in rechunk(arrivals, n, CHUNK_ROWS):
         size = len(t)
         inp, out = _draw_lengths(lengths, rngs[0], size)
-        plan = _Plan(first_id, t, inp, out)
+        plan = Plan(first_id, t, inp, out)
         if sessions is not None:
             plan.session, plan.multi = _draw_sessions(sessions, rngs[1], size, next_session)
             next_session = int(plan.session.max()) + 1
@@ -498,43 +302,18 @@ def _plans(
         yield plan
 
 
-# --- prefix reuse: block hashes --------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Prefix:
-    block_size: int
-    target: float
-
-
-def _prefix_setup(profile: Profile) -> _Prefix | None:
-    if profile.prefix_reuse_infinite is None:
-        return None
-    return _Prefix(block_size=int(profile.format.block_size or DEFAULT_BLOCK_SIZE),
-                   target=float(profile.prefix_reuse_infinite))
-
-
-@dataclass(slots=True)
-class _Chains:
-    """Per request of the whole trace: blocks, chains, and the search state for `share`."""
-
-    n_blocks: Any
-    pool: Any  # shared system-prompt chain of the request (its session's, for sessions)
-    jitter: Any  # uniform [0, 1): randomized rounding of share * n_blocks
-    follow: Any  # a later turn of a multi-turn session
-    first: Any  # index of the first request of the request's session (itself if single)
-    by_pool: Any  # request order sorted by pool chain (stable)
-    by_session: Any  # multi-turn requests sorted by their session's first request (stable)
+# --- block hashes, one written piece at a time -----------------------------------------------
+# The hash model is synth_prefix's; splitting into pieces of MAX_CHUNK_BLOCKS is a write bound.
 
 
 def _with_hashes(
-    plans: list[_Plan], prefix: _Prefix, rng: Any, *, seed: int, profile: Profile,
+    plans: list[Plan], prefix: Prefix, rng: Any, *, seed: int, profile: Profile,
     notes: list[str],
-) -> Iterator[_Plan]:
+) -> Iterator[Plan]:
     """The plans, split where needed, with prefix-chained block hashes whose infinite-cache
     reuse is nearest the profile's (hashes are made one piece at a time, as written)."""
-    chains = _chains(plans, prefix.block_size, rng)
-    share, reached = _search_share(chains, prefix.target)
+    chains = build_chains(plans, prefix.block_size, rng)
+    share, reached = search_share(chains, prefix.target)
     assumed = "" if profile.format.block_size else " (assumed: the profile has none)"
     notes.append(
         f"prefix reuse: block_size {prefix.block_size}{assumed}; each request shares a "
@@ -548,98 +327,18 @@ def _with_hashes(
     return _hashed(plans, chains, share, seed)
 
 
-def _hashed(plans: list[_Plan], chains: _Chains, share: float, seed: int) -> Iterator[_Plan]:
-    k, covered = _shared_runs(chains, share)
+def _hashed(plans: list[Plan], chains: Chains, share: float, seed: int) -> Iterator[Plan]:
+    k, covered = shared_runs(chains, share)
     done = 0
     for plan in plans:
         size = len(plan.arrival_s)
         for piece, part in _split(plan, chains.n_blocks[done:done + size], done):
-            _attach(piece, chains, k=k, covered=covered, part=part, seed=seed)
+            attach(piece, chains, k=k, covered=covered, part=part, seed=seed)
             yield piece
         done += size
 
 
-def _chains(plans: list[_Plan], block_size: int, rng: Any) -> _Chains:
-    import numpy as np
-
-    inp = np.concatenate([p.input_tokens for p in plans]).astype(np.int64)
-    n_blocks = (inp + block_size - 1) // block_size
-    n = len(n_blocks)
-    weights = 1.0 / np.arange(1, POOL_CHAINS + 1) ** POOL_ZIPF_A
-    pool = np.searchsorted(np.cumsum(weights) / weights.sum(), rng.random(n), side="right")
-    pool = np.minimum(pool, POOL_CHAINS - 1)
-    jitter = rng.random(n)
-    first = np.arange(n)
-    follow = np.zeros(n, dtype=bool)
-    by_session = np.zeros(0, dtype=np.int64)
-    if plans[0].multi is not None:
-        session = np.concatenate([p.session for p in plans])
-        multi = np.concatenate([p.multi for p in plans])
-        _, first_of, inverse = np.unique(session, return_index=True, return_inverse=True)
-        first = first_of[inverse]
-        follow = multi & (first != np.arange(n))
-        pool = pool[first]
-        where = np.flatnonzero(multi)
-        by_session = where[np.argsort(first[where], kind="stable")]
-    return _Chains(n_blocks, pool, jitter, follow, first,
-                   np.argsort(pool, kind="stable"), by_session)
-
-
-def _shared_runs(chains: _Chains, share: float) -> tuple[Any, Any]:
-    """(k, covered): leading blocks shared with a chain, and how many of them are the pool's."""
-    import numpy as np
-
-    k = np.minimum(np.floor(share * chains.n_blocks + chains.jitter), chains.n_blocks)
-    k = k.astype(np.int64)
-    covered = np.where(chains.follow, np.minimum(k, k[chains.first]), k)
-    return k, covered
-
-
-def _reuse(chains: _Chains, share: float) -> float:
-    """Infinite-cache reuse of the blocks `_attach` writes for this share (DESIGN §2.2)."""
-    import numpy as np
-
-    k, covered = _shared_runs(chains, share)
-    seen = np.minimum(covered, _prev_max(covered, chains.by_pool, chains.pool)).sum()
-    if len(chains.by_session):
-        idx = chains.by_session
-        own = k[chains.first[idx]]  # the session's own blocks start after its first turn's run
-        prior = _prev_max(k, idx, chains.first)[idx]
-        seen += np.maximum(np.minimum(k[idx], prior) - own, 0)[chains.follow[idx]].sum()
-    total = chains.n_blocks.sum()
-    return float(seen / total) if total else 0.0
-
-
-def _prev_max(values: Any, order: Any, group: Any) -> Any:
-    """Per request, the max of `values` over earlier requests of its group (0 if none).
-
-    `order` lists requests sorted by group, ties in request order; the result is indexed by
-    request (entries outside `order` are 0).
-    """
-    import numpy as np
-
-    big = np.int64(1 << 32)
-    g = group[order].astype(np.int64)
-    running = np.maximum.accumulate(g * big + values[order])
-    prior = np.concatenate([[-1], running[:-1]]) - g * big
-    out = np.zeros(len(values), dtype=np.int64)
-    out[order] = np.maximum(prior, 0)
-    return out
-
-
-def _search_share(chains: _Chains, target: float) -> tuple[float, float]:
-    """The shared fraction whose reuse is nearest `target` (reuse grows with it)."""
-    lo, hi = 0.0, 1.0
-    if _reuse(chains, hi) <= target:
-        return hi, _reuse(chains, hi)
-    for _ in range(30):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _reuse(chains, mid) < target else (lo, mid)
-    best = min((lo, hi), key=lambda s: abs(_reuse(chains, s) - target))
-    return best, _reuse(chains, best)
-
-
-def _split(plan: _Plan, n_blocks: Any, first: int) -> Iterator[tuple[_Plan, slice]]:
+def _split(plan: Plan, n_blocks: Any, first: int) -> Iterator[tuple[Plan, slice]]:
     """Pieces of `plan` holding at most MAX_CHUNK_BLOCKS blocks (at least one request each),
     with each piece's slice of the whole trace's per-request arrays."""
     import numpy as np
@@ -649,7 +348,7 @@ def _split(plan: _Plan, n_blocks: Any, first: int) -> Iterator[tuple[_Plan, slic
     while start < len(n_blocks):
         base = cum[start - 1] if start else 0
         stop = max(start + 1, int(np.searchsorted(cum, base + MAX_CHUNK_BLOCKS, side="right")))
-        piece = _Plan(
+        piece = Plan(
             plan.first_id + start, plan.arrival_s[start:stop], plan.input_tokens[start:stop],
             plan.output_tokens[start:stop],
             None if plan.session is None else plan.session[start:stop],
@@ -657,58 +356,6 @@ def _split(plan: _Plan, n_blocks: Any, first: int) -> Iterator[tuple[_Plan, slic
         )
         yield piece, slice(first + start, first + stop)
         start = stop
-
-
-def _mix(x: Any) -> Any:
-    """splitmix64 finalizer, elementwise on uint64 (wrapping arithmetic)."""
-    import numpy as np
-
-    x = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return x
-
-
-def _tagged(tag: int, keys: Any) -> Any:
-    import numpy as np
-
-    return _mix(keys.astype(np.uint64) | np.uint64(tag))
-
-
-def _attach(
-    plan: _Plan, chains: _Chains, *, k: Any, covered: Any, part: slice, seed: int
-) -> None:
-    """Block hashes for the requests of `plan` (trace-wide arrays sliced by `part`).
-
-    Block i's identity is its pool chain's (i < covered), its session's (i < k) or the
-    request's own; its hash mixes block i - 1's hash with that identity.
-    """
-    import numpy as np
-
-    nb, k, covered = chains.n_blocks[part], k[part], covered[part]
-    offsets = np.concatenate([[0], np.cumsum(nb)])
-    owner = np.repeat(np.arange(len(nb)), nb)
-    pos = np.arange(offsets[-1]) - offsets[owner]
-    sess = chains.first[part]
-    rid = np.arange(part.start, part.stop)
-    ident = np.where(
-        pos < covered[owner], _tagged(_POOL_TAG, chains.pool[part])[owner],
-        np.where(pos < k[owner], _tagged(_SESSION_TAG, sess)[owner],
-                 _tagged(_UNIQUE_TAG, rid)[owner]),
-    )
-    hashes = np.empty(offsets[-1], dtype=np.uint64)
-    root = _mix(np.array([(seed & ((1 << 56) - 1)) | _ROOT_TAG], dtype=np.uint64))[0]
-    by_len = np.argsort(nb, kind="stable")
-    sorted_nb = nb[by_len]
-    for p in range(int(sorted_nb[-1]) if len(nb) else 0):
-        alive = by_len[np.searchsorted(sorted_nb, p, side="right"):]
-        idx = offsets[alive] + p
-        prev = hashes[idx - 1] if p else root
-        hashes[idx] = _mix(prev ^ ident[idx])
-    plan.hash_offsets, plan.hash_values = offsets, hashes
 
 
 # --- write -----------------------------------------------------------------------------------
@@ -725,7 +372,7 @@ def _arrow_schema() -> Any:
     return pa.schema([(name, types[kind]) for name, kind in REQUEST_COLUMNS.items()])
 
 
-def _table(plan: _Plan, schema: Any, block_size: int | None) -> Any:
+def _table(plan: Plan, schema: Any, block_size: int | None) -> Any:
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
