@@ -24,13 +24,24 @@ from profiler.formats import TABLE_FORMATS, TEXT_FORMATS, FieldMap, TableFormat,
 from profiler.formats.base import FIELDS, quote_ident
 from profiler.formats.generic import resolve as resolve_generic
 from profiler.schema import REQUESTS_TABLE, FormatInfo, Record
-from profiler.sources import OpenedTrace, first_invalid_utf8_line, open_trace
+from profiler.sources import (
+    DIAGNOSE_ROWS,
+    JsonProblem,
+    OpenedTrace,
+    first_invalid_utf8_line,
+    first_json_problem,
+    first_long_line,
+    first_ragged_row,
+    json_error_reason,
+    open_trace,
+)
 from profiler.textblocks import TextMeasurer
 from profiler.timestamps import TimeSpec, TimeUnit, detect_numeric, epoch_class
 from profiler.workspace import Workspace
 
 TEXT_BATCH = 2_000
 INT32_MAX = 2**31 - 1
+SHOW_COLUMNS = 20
 STAGE_DDL = """
 CREATE OR REPLACE TEMP TABLE stage (
     src_row BIGINT, t_raw DOUBLE, in_v DOUBLE, out_v DOUBLE, session_id VARCHAR,
@@ -142,7 +153,10 @@ def _first_object(con: Any, opened: OpenedTrace) -> dict[str, Any] | None:
     ).fetchone()
     if row is None:
         raise TraceError("no data rows (the JSON holds no objects)", path=opened.source)
-    obj = json.loads(row[0])
+    try:
+        obj = json.loads(row[0])
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(json_error_reason(exc, row[0]), path=opened.source, row=1) from None
     return obj if isinstance(obj, dict) else None
 
 
@@ -150,7 +164,8 @@ def _text_format(con: Any, opened: OpenedTrace, options: IngestOptions) -> TextF
     if options.format is not None:
         text = TEXT_FORMATS.get(options.format)
         if text is not None and opened.container not in ("jsonl", "json_array"):
-            raise UsageError(f"--format {options.format} needs a JSON or JSONL file")
+            raise UsageError(f"{opened.source}: --format {options.format} needs a JSON or JSONL "
+                             f"file, not {opened.container}")
         return text
     if opened.container not in ("jsonl", "json_array") or options.column_map:
         return None
@@ -176,7 +191,7 @@ def _detect_table(
         fm = fm or fmt.match(columns)
         if fm is None:
             raise FormatDetectionError(
-                f"columns {columns} do not fit format {fmt.kind}", path=opened.source
+                f"columns {_show(columns)} do not fit format {fmt.kind}", path=opened.source
             )
         return fmt, _apply_map(fm, options.column_map)
     if options.column_map:
@@ -188,10 +203,36 @@ def _detect_table(
         if fm is not None:
             return fmt, fm
     raise FormatDetectionError(
-        f"unknown columns {columns}: no known trace format matches",
+        f"unknown columns {_show(columns)}: no known trace format matches",
         path=opened.source,
         hint="name them with --map input=COL --map output=COL [--map time=COL …]",
     )
+
+
+def _diagnose_structure(opened: OpenedTrace) -> None:
+    """When no format fits, a broken file structure is the likelier story: name its row."""
+    if opened.container in ("jsonl", "json_array"):
+        found = first_json_problem(opened.path, opened.container, JSON_MAX_OBJECT_BYTES,
+                                   max_rows=DIAGNOSE_ROWS)
+        if found is not None:
+            raise _json_error(opened, found)
+    elif opened.container == "csv":
+        ragged = first_ragged_row(opened.path)
+        if ragged is not None:
+            raise TraceError(
+                f"line {ragged.line} has {ragged.fields} fields where the header has "
+                f"{ragged.header_fields} (separator {ragged.separator!r})",
+                path=opened.source, row=ragged.row,
+                hint="every row needs the header's number of fields; quote values that "
+                "contain the separator",
+            )
+
+
+def _show(columns: list[str]) -> str:
+    """Column names for a one-line message: quoted, each clipped, at most SHOW_COLUMNS."""
+    shown = [repr(c if len(c) <= 40 else c[:39] + "…") for c in columns[:SHOW_COLUMNS]]
+    more = f", … ({len(columns)} columns)" if len(columns) > SHOW_COLUMNS else ""
+    return "[" + ", ".join(shown) + more + "]"
 
 
 def _apply_map(fm: FieldMap, column_map: dict[str, str]) -> FieldMap:
@@ -207,10 +248,15 @@ def _stage_table(
 ) -> tuple[FormatInfo, list[str]]:
     typed = _columns(con, opened)
     names = [c for c, _ in typed]
-    fmt, fm = _detect_table(names, opened, options)
+    try:
+        fmt, fm = _detect_table(names, opened, options)
+    except FormatDetectionError:
+        _diagnose_structure(opened)
+        raise
     missing = [c for c in fm.used().values() if c not in names]
     if missing:
-        raise UsageError(f"{opened.source}: no column {missing[0]!r}; columns are {names}")
+        raise UsageError(
+            f"{opened.source}: no column {missing[0]!r}; columns are {_show(names)}")
     types = dict(typed)
     time_is_datetime = _is_datetime(con, opened, fm.time, types=types, fmt=fmt, options=options)
     con.execute(_stage_select(opened, fmt, fm, time_is_datetime), [opened.path])
@@ -335,14 +381,19 @@ def _text_requests(
 ) -> list[Any]:
     try:
         obj = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(json_error_reason(exc, text), path=opened.source, row=row) from None
+    try:
         if not isinstance(obj, dict):
             raise ValueError("not a JSON object")
         return fmt.to_requests(obj, measurer)
     except TraceError as exc:
-        raise TraceError(str(exc), path=opened.source, row=row) from None
-    except (ValueError, TypeError, AttributeError, KeyError) as exc:
-        raise TraceError(f"malformed {fmt.kind} object: {exc}", path=opened.source, row=row) \
-            from None
+        raise TraceError(" ".join(str(exc).split()), path=opened.source, row=row) from None
+    except (ValueError, TypeError, AttributeError, KeyError, ArithmeticError,
+            RecursionError) as exc:
+        detail = " ".join(str(exc).split())[:DETAIL_CHARS] or type(exc).__name__
+        raise TraceError(f"malformed {fmt.kind} object: {detail}", path=opened.source,
+                         row=row) from None
 
 
 def _raw_dict(req: Any, measurer: TextMeasurer) -> dict[str, Any]:
@@ -362,7 +413,7 @@ def _raw_dict(req: Any, measurer: TextMeasurer) -> dict[str, Any]:
 def _as_float(value: Any) -> float | None:
     try:
         return None if isinstance(value, bool) else float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -393,23 +444,27 @@ def _validate(con: Any, opened: OpenedTrace, info: FormatInfo) -> int:
             FROM stage"""
     ).fetchone()
     if n == 0:
-        raise TraceError("no data rows (header only?)", path=opened.source,
-                         hint="the file must hold at least one request")
+        what = (f"no requests: no {info.kind} object holds a request" if info.kind in TEXT_FORMATS
+                else "no data rows (header only?)")
+        raise TraceError(what, path=opened.source, hint="the file must hold at least one request")
     problems = [(r, f) for r, f in ((bad_time, "time"), (bad_in, "input"), (bad_out, "output"))
                 if r is not None]
     if problems:
         row, fld = min(problems)
         column = info.columns.get(fld, fld)
-        raw = _raw_value(con, opened, info, column, row)
+        raw = _raw_value(con, opened, info, fld, row)
         what = "a valid timestamp" if fld == "time" else "a whole, non-negative token count"
         raise TraceError(f"{raw} is not {what}", path=opened.source, row=row, column=column,
                          hint="fix or drop that row")
     return int(n)
 
 
-def _raw_value(con: Any, opened: OpenedTrace, info: FormatInfo, column: str, row: int) -> str:
-    if info.kind in TEXT_FORMATS:
-        return "the value"
+def _raw_value(con: Any, opened: OpenedTrace, info: FormatInfo, fld: str, row: int) -> str:
+    column = info.columns.get(fld, fld)
+    if info.kind in TEXT_FORMATS:  # the text is gone; the staged number is what was read
+        staged = {"time": "t_raw", "input": "in_v", "output": "out_v"}[fld]
+        (value,) = con.execute(f"SELECT {staged} FROM stage WHERE src_row = ?", [row]).fetchone()
+        return "a missing or non-numeric value" if value is None else f"{value:.10g}"
     value = con.execute(
         f"SELECT {quote_ident(column)}::VARCHAR FROM (SELECT row_number() OVER () AS rn, "
         f"{quote_ident(column)} FROM {_scan_sql(opened)}) WHERE rn = ?",
@@ -445,9 +500,10 @@ def _check_mixed_units(con: Any, opened: OpenedTrace, info: FormatInfo, spec: Ti
                        "OR abs(t_raw) >= ? ORDER BY src_row LIMIT 1",
                        list(_class_bounds(spec.unit))).fetchone()
     if rows is not None:
-        other = epoch_class(rows[1]) or "relative"
+        other = epoch_class(rows[1])
+        looks = f"epoch {other}" if other else "relative time"
         raise TraceError(
-            f"mixed time units: {rows[1]:.6g} looks like {other} where the column is epoch "
+            f"mixed time units: {rows[1]:.6g} looks like {looks} where the column is epoch "
             f"{spec.unit}",
             path=opened.source, row=int(rows[0]), column=info.columns.get("time"),
             hint="convert the column to one unit, or pass --time-unit",
@@ -470,17 +526,23 @@ def _backwards_warning(con: Any) -> list[str]:
 
 
 def _synthesize_arrivals(con: Any, n: int, options: IngestOptions) -> tuple[TimeSpec, str]:
-    import numpy as np
-    import pyarrow as pa
+    """Poisson arrivals in file order, in SQL: exponential gaps from a seeded hash of the row.
 
+    u = top 53 bits of hash(src_row, seed) / 2^53 is uniform in [0, 1); gap = -ln(1 - u) / rate.
+    Deterministic for a seed, and no Python per row however long the trace.
+    """
     rate = float(options.synthesize_arrivals_rps or 0)
-    rng = np.random.default_rng(options.seed)
-    gaps = rng.exponential(1.0 / rate, n)
-    times = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
-    con.register("arrivals", pa.table({"src_row": np.arange(1, n + 1), "t": times}))
-    con.execute("UPDATE stage SET t_raw = arrivals.t FROM arrivals "
-                "WHERE stage.src_row = arrivals.src_row")
-    con.unregister("arrivals")
+    con.execute(
+        """UPDATE stage SET t_raw = a.t FROM (
+               SELECT src_row, coalesce(sum(g) OVER (ORDER BY src_row ROWS BETWEEN
+                      UNBOUNDED PRECEDING AND 1 PRECEDING), 0.0) AS t
+               FROM (SELECT src_row,
+                            -ln(1.0 - (hash(src_row, ?::BIGINT) >> 11)::DOUBLE
+                                / 9007199254740992.0) / ? AS g
+                     FROM stage)
+           ) a WHERE stage.src_row = a.src_row""",
+        [options.seed, rate],
+    )
     note = f"arrivals synthesized: Poisson at {rate:g} req/s (seed {options.seed}), in file order"
     return TimeSpec("s", note), note
 
@@ -517,30 +579,79 @@ def _write(con: Any, info: FormatInfo, spec: TimeSpec | None, warnings: list[str
 
 # --- error mapping ---------------------------------------------------------------------------
 
-_LINE = re.compile(r"line:?\s*(\d+)", re.IGNORECASE)
+_CSV_LINE = re.compile(r"CSV Error on Line:\s*(\d+)")
+_LIMIT = re.compile(r"(?:line size of|maximum_object_size\"? of)\s*(\d+)\s*bytes", re.IGNORECASE)
+_PREFIX = re.compile(r"^[\w ]*(?:Error|Exception):\s*")
+CSV_MAX_LINE_BYTES = 2_000_000  # DuckDB's read_csv max_line_size default
+JSON_MAX_OBJECT_BYTES = 16 << 20  # DuckDB's read_json maximum_object_size default
+DETAIL_CHARS = 200
 
 
 def _map_duckdb_error(exc: Exception, opened: OpenedTrace) -> TraceError:
+    """One line naming file (and row where it can be found) for a DuckDB read error."""
     message = str(exc)
-    if "unicode" in message.lower() or "utf-8" in message.lower():
-        where = first_invalid_utf8_line(opened.path)
-        line = where[0] if where else None
+    low = message.lower()
+    if "unicode" in low or "utf-8" in low or "utf8" in low:
+        return _utf8_error(opened)
+    if "maximum_object_size" in message or "line size" in low or "max_line_size" in low:
+        m = _LIMIT.search(message)
+        default = CSV_MAX_LINE_BYTES if opened.container == "csv" else JSON_MAX_OBJECT_BYTES
+        return _long_line_error(opened, int(m.group(1)) if m else default)
+    if opened.container in ("jsonl", "json_array"):
+        limit = JSON_MAX_OBJECT_BYTES
+        found = first_json_problem(opened.path, opened.container, limit)
+        if found is not None:
+            return _json_error(opened, found)
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    detail = _PREFIX.sub("", lines[0]) if lines else type(exc).__name__
+    m = _CSV_LINE.search(message)
+    if m:  # DuckDB counts file lines from 1, header included; the next lines say what failed
+        reason = next((ln for ln in lines[1:] if not ln.startswith("Original Line")), detail)
+        line = int(m.group(1))
         return TraceError(
-            f"bytes that are not UTF-8 at line {line}" if line else "bytes that are not UTF-8",
-            path=opened.source, hint="re-encode the file as UTF-8 (e.g. iconv -t UTF-8)",
+            f"cannot parse csv at line {line}: {_clip(reason, opened)}", path=opened.source,
+            row=line - 1 if line > 1 else None,
+            hint="check the delimiter, quoting and the number of fields on that line",
         )
-    if "maximum_object_size" in message or "max_line_size" in message or \
-            "maximum line size" in message.lower():
-        m = _LINE.search(message)
-        return TraceError(
-            "a line is too long to be one request" + (f" (line {m.group(1)})" if m else ""),
-            path=opened.source, hint="each request must be one line of at most a few MB",
-        )
-    first = message.splitlines()[0] if message else type(exc).__name__
-    m = _LINE.search(message)
-    detail = re.sub(r"^[\w ]*Error:\s*", "", first)
+    return TraceError(f"cannot read {opened.container}: {_clip(detail, opened)}",
+                      path=opened.source)
+
+
+def _clip(text: str, opened: OpenedTrace) -> str:
+    """A third-party message made safe for our one line: no paths, no newlines, bounded."""
+    for path in {opened.path, opened.source}:
+        text = text.replace(f' in file "{path}"', "").replace(f'"{path}"', "the file")
+        text = text.replace(path, "the file")
+    text = " ".join(text.split())
+    return text if len(text) <= DETAIL_CHARS else text[: DETAIL_CHARS - 1] + "…"
+
+
+def _utf8_error(opened: OpenedTrace) -> TraceError:
+    where = first_invalid_utf8_line(opened.path)
+    hint = "re-encode the file as UTF-8, e.g. with iconv -t UTF-8"
+    if where is None:
+        return TraceError("bytes that are not UTF-8", path=opened.source, hint=hint)
+    line = where[0]
+    row = line - 1 if opened.container == "csv" else line
+    return TraceError(f"bytes that are not UTF-8 at line {line}", path=opened.source,
+                      row=row if row >= 1 and opened.container != "json_array" else None,
+                      hint=hint)
+
+
+def _long_line_error(opened: OpenedTrace, limit: int) -> TraceError:
+    line = first_long_line(opened.path, limit)
+    where = f"line {line} is" if line else "a line is"
+    row = None if line is None else (line - 1 if opened.container == "csv" else line)
     return TraceError(
-        f"cannot parse {opened.container}: {detail}" + (f" (line {m.group(1)})" if m and
-                                                        "line" not in detail.lower() else ""),
-        path=opened.source,
+        f"{where} longer than {limit:,} bytes, too long to be one request",
+        path=opened.source, row=row if row and opened.container != "json_array" else None,
+        hint="each request must be one line of at most a few MB; drop or trim that row",
+    )
+
+
+def _json_error(opened: OpenedTrace, found: JsonProblem) -> TraceError:
+    where = f" (line {found.line})" if found.line and found.line != found.row else ""
+    return TraceError(
+        f"{found.reason}{where}", path=opened.source, row=found.row,
+        hint="each row must be one JSON object" + (" per line" if found.line else ""),
     )

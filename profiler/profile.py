@@ -5,6 +5,9 @@ a model: the LRU prefix-cache simulation (`profiler.prefix`, compiled) and the l
 (`profiler.segments`, scikit-learn on a seeded sample, assigned to every row in SQL).
 """
 
+# ruff: noqa: S608 - the only name composed into SQL here is the constant REQUESTS_TABLE; every
+# value is a bound parameter.
+
 from __future__ import annotations
 
 import importlib

@@ -8,6 +8,7 @@ one clear line and DuckDB then reads a plain file of known size.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import tempfile
@@ -31,10 +32,25 @@ UNSUPPORTED_MAGIC = {
     b"PK\x03\x04": "zip",
     b"7z\xbc\xaf\x27\x1c": "7z",
 }
+BINARY_MAGIC = {
+    b"\x89PNG\r\n\x1a\n": "PNG image",
+    b"\xff\xd8\xff": "JPEG image",
+    b"GIF8": "GIF image",
+    b"%PDF-": "PDF document",
+    b"\x7fELF": "program (ELF)",
+    b"SQLite format 3\x00": "SQLite database",
+    b"ARROW1": "Arrow/Feather file",
+}
+BINARY_CONTROL = bytes(b for b in range(0x20) if b not in b"\t\n\r\x0c\x08\x1b")
+BINARY_CONTROL_SHARE = 0.1
 SNIFF_BYTES = 64 * 1024
 COPY_CHUNK = 1 << 20
+ZSTD_FEED = 1 << 10
 DEFAULT_MAX_EXPANSION = 200
 DEFAULT_MIN_CAP_BYTES = 256 << 20
+JSON_SCAN_MAX_BYTES = 64 << 20
+DIAGNOSE_ROWS = 25_000  # a little over DuckDB's sniffing sample (20,480 rows)
+CSV_SEPARATORS = (",", "\t", ";", "|")
 
 
 @dataclass(frozen=True)
@@ -67,43 +83,89 @@ def _compression(head: bytes, source: str) -> str | None:
     return None
 
 
-def _open_decompressor(raw: BinaryIO, kind: str) -> BinaryIO:
-    if kind == "gzip":
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+def _gzip_chunks(raw: BinaryIO) -> Iterator[bytes]:
+    reader = gzip.GzipFile(fileobj=raw)
+    while chunk := reader.read(COPY_CHUNK):
+        yield chunk
+
+
+def _zstd_chunks(raw: BinaryIO) -> Iterator[bytes]:
+    """Decompress every zstd frame; a frame cut short raises EOFError.
+
+    `stream_reader` stops silently at a truncated frame, so frames are driven by hand through
+    `decompressobj`, fed `ZSTD_FEED` bytes at a time: a zstd block holds at most 128 KiB, so one
+    feed expands to at most ~32 MiB however the input was crafted.
+    """
     import zstandard
 
-    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    dctx = zstandard.ZstdDecompressor()
+    dobj, in_frame = dctx.decompressobj(), False
+    while data := raw.read(COPY_CHUNK):
+        view = memoryview(data)
+        while view:
+            piece, view = view[:ZSTD_FEED], view[ZSTD_FEED:]
+            in_frame = True
+            if out := dobj.decompress(piece.tobytes()):
+                yield out
+            while dobj.eof:
+                rest = dobj.unused_data
+                dobj, in_frame = dctx.decompressobj(), bool(rest)
+                if rest and (out := dobj.decompress(rest)):
+                    yield out
+    if in_frame:
+        raise EOFError("the last zstd frame ends early")
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.3g} MiB" if n >= 1 << 20 else f"{n:,} bytes"
 
 
 def _expand(source: str, kind: str, dest: str, cap_bytes: int) -> None:
     """Stream-decompress `source` into `dest`, refusing to write more than `cap_bytes`."""
+    import zstandard
+
     written = 0
     try:
         with open(source, "rb") as raw, open(dest, "wb") as out:
-            reader = _open_decompressor(raw, kind)
-            while chunk := reader.read(COPY_CHUNK):
+            chunks = _gzip_chunks(raw) if kind == "gzip" else _zstd_chunks(raw)
+            for chunk in chunks:
                 written += len(chunk)
                 if written > cap_bytes:
                     raise TraceError(
-                        f"{kind} data expands past {cap_bytes >> 20} MiB "
-                        f"({os.path.getsize(source)} compressed bytes): refusing a "
+                        f"{kind} data expands past {_size(cap_bytes)} "
+                        f"({os.path.getsize(source):,} compressed bytes): refusing a "
                         "possible decompression bomb",
                         path=source,
                         hint="raise --max-decompressed-mb if the file is genuine",
                     )
                 out.write(chunk)
-    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+    except (EOFError, gzip.BadGzipFile, zlib.error, zstandard.ZstdError) as exc:
         raise TraceError(
-            f"{kind} data is truncated or corrupt ({exc})",
+            f"{kind} data is truncated or corrupt ({_one_line(exc)})",
             path=source,
             hint="re-download or re-compress the file",
         ) from None
-    except Exception as exc:  # zstandard raises its own ZstdError
-        if type(exc).__name__ == "ZstdError":
-            raise TraceError(
-                f"zstd data is truncated or corrupt ({exc})", path=source
-            ) from None
-        raise
+    except OSError as exc:
+        raise TraceError(
+            f"cannot expand the {kind} data ({_one_line(exc)})",
+            path=source,
+            hint="check free space in the temporary folder (TMPDIR)",
+        ) from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _binary_kind(head: bytes) -> str | None:
+    """A name for content that is clearly not text (known magic, NULs, control bytes)."""
+    for magic, name in BINARY_MAGIC.items():
+        if head.startswith(magic):
+            return name
+    if b"\x00" in head:
+        return "binary file"
+    control = len(head) - len(head.translate(None, BINARY_CONTROL))
+    return "binary file" if control > len(head) * BINARY_CONTROL_SHARE else None
 
 
 def _container(head: bytes, source: str) -> Container:
@@ -112,9 +174,13 @@ def _container(head: bytes, source: str) -> Container:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
         raise TraceError("the file is empty", path=source, hint="export the trace again")
-    if b"\x00" in head:
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise TraceError("the file is UTF-16 text", path=source,
+                         hint="re-encode it as UTF-8, e.g. with iconv -f UTF-16 -t UTF-8")
+    binary = _binary_kind(head)
+    if binary is not None:
         raise TraceError(
-            "this is a binary file, not a trace (CSV/TSV, JSON, JSONL or Parquet)",
+            f"this is a {binary}, not a trace (CSV/TSV, JSON, JSONL or Parquet)",
             path=source,
         )
     if text.startswith(b"["):
@@ -140,7 +206,11 @@ def open_trace(
     source = str(source)
     if not Path(source).is_file():
         raise TraceError("no such file", path=source)
-    head = _head(source)
+    try:
+        head = _head(source)
+    except OSError as exc:
+        raise TraceError(f"cannot read the file ({exc.strerror or _one_line(exc)})",
+                         path=source) from None
     kind = _compression(head, source)
     if kind is None:
         yield OpenedTrace(source, source, _container(head, source), None)
@@ -172,4 +242,174 @@ def first_invalid_utf8_line(path: str) -> tuple[int, int] | None:
                 return line + chunk[:bad].count(b"\n"), offset + bad
             line += chunk.count(b"\n")
             offset += len(chunk)
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return line, offset
+    return None
+
+
+def first_long_line(path: str, limit: int) -> int | None:
+    """The 1-based number of the first line longer than `limit` bytes, if any (streaming)."""
+    line, length = 1, 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(COPY_CHUNK):
+            start = 0
+            while (nl := chunk.find(b"\n", start)) != -1:
+                if length + nl - start > limit:
+                    return line
+                line, length, start = line + 1, 0, nl + 1
+            length += len(chunk) - start
+            if length > limit:
+                return line
+    return None
+
+
+@dataclass(frozen=True)
+class JsonProblem:
+    """Where a JSON/JSONL file first goes wrong: data row (object number), line, and what."""
+
+    row: int
+    line: int | None
+    reason: str
+
+
+def first_json_problem(
+    path: str, container: Container, max_line_bytes: int, max_rows: int | None = None
+) -> JsonProblem | None:
+    """The first value of a JSONL file or JSON array that is not a well-formed JSON object.
+
+    Used only after a reader has failed, to name the row. Lines (JSONL) are read at most
+    `max_line_bytes` at a time, and only the first `max_rows` when given; an array is parsed
+    only when it is under `JSON_SCAN_MAX_BYTES`.
+    """
+    if container == "jsonl":
+        return _jsonl_problem(path, max_line_bytes, max_rows)
+    if container == "json_array" and os.path.getsize(path) <= JSON_SCAN_MAX_BYTES:
+        return _json_array_problem(path)
+    return None
+
+
+def json_error_reason(exc: Exception, text: str = "", *, with_line: bool = False) -> str:
+    """What is wrong with `text`, from the exception `json.loads` raised on it (one line)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "bytes that are not UTF-8"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    if not isinstance(exc, json.JSONDecodeError):
+        if "digits" in str(exc):
+            return "a JSON number with too many digits"
+        return f"not valid JSON ({_one_line(exc)})"
+    if exc.msg.startswith("Unterminated string") or not text[exc.pos:].strip():
+        return "not valid JSON: cut off in the middle of a value (truncated?)"
+    where = f"line {exc.lineno}, column {exc.colno}" if with_line else f"column {exc.colno}"
+    return f"not valid JSON: {exc.msg}{'' if exc.msg.endswith(' at') else ' at'} {where}"
+
+
+def _not_object(value: object) -> str:
+    kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return f"{kinds.get(type(value), 'a number')}, not a JSON object"
+
+
+def _jsonl_problem(path: str, max_line_bytes: int, max_rows: int | None) -> JsonProblem | None:
+    row = 0
+    with open(path, "rb") as fh:
+        for line, raw in enumerate(iter(lambda: fh.readline(max_line_bytes + 1), b""), 1):
+            if max_rows is not None and row >= max_rows:
+                return None
+            if len(raw) > max_line_bytes:
+                return JsonProblem(row + 1, line, f"line longer than {_size(max_line_bytes)}")
+            if not raw.strip():
+                continue
+            row, text = row + 1, ""
+            try:
+                text = raw.decode("utf-8").strip()
+                value = json.loads(text)
+            except (ValueError, RecursionError) as exc:
+                return JsonProblem(row, line, json_error_reason(exc, text))
+            if not isinstance(value, dict):
+                return JsonProblem(row, line, _not_object(value))
+    return None
+
+
+def _json_array_problem(path: str) -> JsonProblem | None:
+    try:
+        text = Path(path).read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None  # reported by the UTF-8 check with its line
+    decoder, end = json.JSONDecoder(), len(text)
+
+    def skip(pos: int) -> int:
+        while pos < end and text[pos] in " \t\r\n":
+            pos += 1
+        return pos
+
+    pos, row = skip(0), 0
+    if pos >= end or text[pos] != "[":
+        return JsonProblem(1, None, "the file does not start with a JSON array")
+    pos = skip(pos + 1)
+    if pos < end and text[pos] == "]":
+        return None
+    while True:
+        row += 1
+        if pos >= end:
+            return JsonProblem(row, None, "the array is cut short (truncated file?)")
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError) as exc:
+            return JsonProblem(row, None, json_error_reason(exc, text, with_line=True))
+        if not isinstance(value, dict):
+            return JsonProblem(row, None, _not_object(value))
+        pos = skip(pos)
+        if pos >= end:
+            return JsonProblem(row, None, "the array is cut short (truncated file?)")
+        if text[pos] == "]":
+            break
+        if text[pos] != ",":
+            return JsonProblem(row, None, f"expected ',' or ']' after this element, "
+                                          f"found {text[pos]!r}")
+        pos = skip(pos + 1)
+    if skip(pos + 1) < end:
+        return JsonProblem(row + 1, None, "content after the closing ']' of the array")
+    return None
+
+
+@dataclass(frozen=True)
+class RaggedRow:
+    """A CSV row whose field count differs from the header's."""
+
+    row: int
+    line: int
+    fields: int
+    header_fields: int
+    separator: str
+
+
+def first_ragged_row(path: str, max_rows: int = DIAGNOSE_ROWS) -> RaggedRow | None:
+    """The first of the leading `max_rows` CSV rows whose field count differs from the header's.
+
+    The separator is the most frequent of comma, tab, `;` and `|` in the first line (none of
+    them: a single column, nothing to check).
+    Used only after format detection failed, to tell a broken file from unknown columns.
+    """
+    import csv
+    import itertools
+
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        first = fh.readline(SNIFF_BYTES)
+        counts = {sep: first.count(sep) for sep in CSV_SEPARATORS}
+        separator = max(counts, key=lambda k: counts[k])
+        if not counts[separator]:
+            return None
+        fh.seek(0)
+        reader = csv.reader(fh, delimiter=separator, strict=False)
+        try:
+            header = next(reader, None)
+            if header is None:
+                return None
+            for row, fields in enumerate(itertools.islice(reader, max_rows), 1):
+                if fields and len(fields) != len(header):
+                    return RaggedRow(row, reader.line_num, len(fields), len(header), separator)
+        except csv.Error:
+            return None
     return None
