@@ -11,8 +11,10 @@ persistent is written before validation passes.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
-import re
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,32 +25,30 @@ from profiler.errors import FormatDetectionError, TraceError, UsageError
 from profiler.formats import TABLE_FORMATS, TEXT_FORMATS, FieldMap, TableFormat, TextFormat
 from profiler.formats.base import FIELDS, quote_ident
 from profiler.formats.generic import resolve as resolve_generic
-from profiler.schema import REQUESTS_TABLE, FormatInfo, Record
-from profiler.sources import (
-    DIAGNOSE_ROWS,
-    JsonProblem,
-    OpenedTrace,
-    first_invalid_utf8_line,
-    first_json_problem,
-    first_long_line,
-    first_ragged_row,
-    json_error_reason,
-    open_trace,
+from profiler.ingest_errors import (
+    DETAIL_CHARS,
+    diagnose_structure,
+    map_duckdb_error,
+    show_columns,
 )
+from profiler.schema import REQUEST_COLUMNS, REQUESTS_TABLE, FormatInfo, Record
+from profiler.sources import OpenedTrace, json_error_reason, open_trace
 from profiler.textblocks import TextMeasurer
 from profiler.timestamps import TimeSpec, TimeUnit, detect_numeric, epoch_class
 from profiler.workspace import Workspace
 
 TEXT_BATCH = 2_000
 INT32_MAX = 2**31 - 1
-SHOW_COLUMNS = 20
 STAGE_DDL = """
 CREATE OR REPLACE TEMP TABLE stage (
     src_row BIGINT, t_raw DOUBLE, in_v DOUBLE, out_v DOUBLE, session_id VARCHAR,
     model VARCHAR, block_hashes UBIGINT[], block_size INTEGER, status VARCHAR,
     tokens_estimated BOOLEAN)
 """
-META_DDL = "CREATE OR REPLACE TABLE trace_meta (format_json VARCHAR, warnings_json VARCHAR)"
+META_DDL = """CREATE OR REPLACE TABLE trace_meta (
+    format_json VARCHAR, warnings_json VARCHAR, n_requests BIGINT, fingerprint VARCHAR)"""
+# Bump when ingestion changes what it writes, so cached workspaces are re-ingested.
+INGEST_VERSION = 2
 
 
 class IngestOptions(Record):
@@ -85,14 +85,51 @@ def ingest(path: str, workspace: Workspace, options: IngestOptions | None = None
     _check_options(options)
     import duckdb
 
+    fingerprint = _fingerprint(path, options)
+    cached = _cached(workspace, fingerprint)
+    if cached is not None:
+        return cached
     with (
         open_trace(path, max_decompressed_bytes=options.max_decompressed_bytes) as opened,
         workspace.connect() as con,
     ):
         try:
-            return _ingest(con, opened, options)
+            return _ingest(con, opened, options, fingerprint)
         except duckdb.Error as exc:
-            raise _map_duckdb_error(exc, opened) from None
+            raise map_duckdb_error(exc, opened) from None
+
+
+def _fingerprint(path: str, options: IngestOptions) -> str | None:
+    """Identity of (file version, options): same file, same mtime and size, same options."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # open_trace reports the missing file
+    key = [os.path.abspath(path), st.st_size, st.st_mtime_ns, options.model_dump(mode="json"),
+           INGEST_VERSION]
+    if options.tokenizer_dir:  # a changed tokenizer changes every count
+        with contextlib.suppress(OSError):
+            tok = os.stat(os.path.join(options.tokenizer_dir, "tokenizer.json"))
+            key += [tok.st_size, tok.st_mtime_ns]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()
+
+
+def _cached(workspace: Workspace, fingerprint: str | None) -> IngestResult | None:
+    """The workspace's trace when it is this very file read with these options, else None."""
+    import duckdb
+
+    if fingerprint is None or not workspace.exists():
+        return None
+    try:
+        with workspace.connect(read_only=True) as con:
+            row = con.execute("SELECT format_json, warnings_json, n_requests FROM trace_meta "
+                              "WHERE fingerprint = ?", [fingerprint]).fetchall()
+    except duckdb.Error:  # an older workspace layout, or one without a trace: ingest anew
+        return None
+    if not row:
+        return None
+    info, warnings, n = row[0]
+    return IngestResult(FormatInfo.model_validate_json(info), int(n), json.loads(warnings))
 
 
 def _check_options(options: IngestOptions) -> None:
@@ -106,18 +143,24 @@ def _check_options(options: IngestOptions) -> None:
         )
 
 
-def _ingest(con: Any, opened: OpenedTrace, options: IngestOptions) -> IngestResult:
+def _ingest(
+    con: Any, opened: OpenedTrace, options: IngestOptions, fingerprint: str | None
+) -> IngestResult:
     text_format = _text_format(con, opened, options)
-    con.execute(STAGE_DDL)
     if text_format is not None:
+        con.execute(STAGE_DDL)
         info, warnings = _stage_text(con, opened, text_format, options)
     else:
         info, warnings = _stage_table(con, opened, options)
     n = _validate(con, opened, info)
-    spec, more = _time_spec(con, opened, info, options)
-    warnings += more
+    info = _block_size(con, info)
+    spec = _time_spec(con, opened, info, options)
+    backwards = _backwards(con) if spec is not None else 0
+    if backwards:
+        warnings.append(f"{backwards} rows arrive earlier than the row before them: "
+                        "sorted by arrival time")
     if spec is None and options.synthesize_arrivals_rps:
-        spec, note = _synthesize_arrivals(con, n, options)
+        spec, note = _synthesize_arrivals(con, options)
         info = info.model_copy(update={"arrivals": "synthesized", "timestamp_rule": note})
         warnings.append(note)
     elif spec is None:
@@ -129,7 +172,8 @@ def _ingest(con: Any, opened: OpenedTrace, options: IngestOptions) -> IngestResu
         info = info.model_copy(update={"timestamp_rule": spec.reason})
         if options.synthesize_arrivals_rps:
             warnings.append("--synthesize-arrivals ignored: the trace has timestamps")
-    warnings += _write(con, info, spec, warnings)
+    _write(con, info, spec, warnings, needs_sort=backwards > 0,
+           meta=(n, fingerprint))
     return IngestResult(format=info, n_requests=n, warnings=warnings)
 
 
@@ -191,7 +235,7 @@ def _detect_table(
         fm = fm or fmt.match(columns)
         if fm is None:
             raise FormatDetectionError(
-                f"columns {_show(columns)} do not fit format {fmt.kind}", path=opened.source
+                f"columns {show_columns(columns)} do not fit format {fmt.kind}", path=opened.source
             )
         return fmt, _apply_map(fm, options.column_map)
     if options.column_map:
@@ -203,36 +247,10 @@ def _detect_table(
         if fm is not None:
             return fmt, fm
     raise FormatDetectionError(
-        f"unknown columns {_show(columns)}: no known trace format matches",
+        f"unknown columns {show_columns(columns)}: no known trace format matches",
         path=opened.source,
         hint="name them with --map input=COL --map output=COL [--map time=COL …]",
     )
-
-
-def _diagnose_structure(opened: OpenedTrace) -> None:
-    """When no format fits, a broken file structure is the likelier story: name its row."""
-    if opened.container in ("jsonl", "json_array"):
-        found = first_json_problem(opened.path, opened.container, JSON_MAX_OBJECT_BYTES,
-                                   max_rows=DIAGNOSE_ROWS)
-        if found is not None:
-            raise _json_error(opened, found)
-    elif opened.container == "csv":
-        ragged = first_ragged_row(opened.path)
-        if ragged is not None:
-            raise TraceError(
-                f"line {ragged.line} has {ragged.fields} fields where the header has "
-                f"{ragged.header_fields} (separator {ragged.separator!r})",
-                path=opened.source, row=ragged.row,
-                hint="every row needs the header's number of fields; quote values that "
-                "contain the separator",
-            )
-
-
-def _show(columns: list[str]) -> str:
-    """Column names for a one-line message: quoted, each clipped, at most SHOW_COLUMNS."""
-    shown = [repr(c if len(c) <= 40 else c[:39] + "…") for c in columns[:SHOW_COLUMNS]]
-    more = f", … ({len(columns)} columns)" if len(columns) > SHOW_COLUMNS else ""
-    return "[" + ", ".join(shown) + more + "]"
 
 
 def _apply_map(fm: FieldMap, column_map: dict[str, str]) -> FieldMap:
@@ -251,12 +269,12 @@ def _stage_table(
     try:
         fmt, fm = _detect_table(names, opened, options)
     except FormatDetectionError:
-        _diagnose_structure(opened)
+        diagnose_structure(opened)
         raise
     missing = [c for c in fm.used().values() if c not in names]
     if missing:
         raise UsageError(
-            f"{opened.source}: no column {missing[0]!r}; columns are {_show(names)}")
+            f"{opened.source}: no column {missing[0]!r}; columns are {show_columns(names)}")
     types = dict(typed)
     time_is_datetime = _is_datetime(con, opened, fm.time, types=types, fmt=fmt, options=options)
     con.execute(_stage_select(opened, fmt, fm, time_is_datetime), [opened.path])
@@ -299,8 +317,13 @@ def _is_datetime(
 
 
 def _stage_select(opened: OpenedTrace, fmt: TableFormat, fm: FieldMap, dt: bool) -> str:
-    def col(name: str | None, cast: str) -> str:
-        return f"TRY_CAST({quote_ident(name)} AS {cast})" if name else f"NULL::{cast}"
+    """CREATE the TEMP stage with the four core columns and only the optional ones mapped.
+
+    Absent optional columns are added at write time as metadata-only columns, which is several
+    times cheaper in DuckDB than carrying NULLs through every row.
+    """
+    def col(name: str, cast: str) -> str:
+        return f"TRY_CAST({quote_ident(name)} AS {cast})"
 
     if fm.time is None:
         time_sql = "NULL::DOUBLE"
@@ -308,16 +331,19 @@ def _stage_select(opened: OpenedTrace, fmt: TableFormat, fm: FieldMap, dt: bool)
         time_sql = f"epoch_us(TRY_CAST({quote_ident(fm.time)} AS TIMESTAMPTZ))::DOUBLE"
     else:
         time_sql = col(fm.time, "DOUBLE")
-    block_size = col(fm.block_size, "INTEGER") if fm.block_size else (
-        f"{int(fmt.block_size)}::INTEGER" if fmt.block_size and fm.hashes else "NULL::INTEGER"
-    )
-    status = fmt.status_sql(fm) or (col(fm.status, "VARCHAR") if fm.status else "NULL")
+    optional = {
+        "session_id": col(fm.session, "VARCHAR") if fm.session else None,
+        "model": col(fm.model, "VARCHAR") if fm.model else None,
+        "block_hashes": col(fm.hashes, "UBIGINT[]") if fm.hashes else None,
+        "block_size": col(fm.block_size, "INTEGER") if fm.block_size else (
+            f"{int(fmt.block_size)}::INTEGER" if fmt.block_size and fm.hashes else None),
+        "status": fmt.status_sql(fm) or (col(fm.status, "VARCHAR") if fm.status else None),
+    }
+    extra = "".join(f", {sql} AS {name}" for name, sql in optional.items() if sql)
     return f"""
-        INSERT INTO stage
-        SELECT row_number() OVER () AS src_row, {time_sql}, {col(fm.input, "DOUBLE")},
-               {col(fm.output, "DOUBLE")}, {col(fm.session, "VARCHAR")},
-               {col(fm.model, "VARCHAR")}, {col(fm.hashes, "UBIGINT[]")}, {block_size},
-               {status}, false
+        CREATE OR REPLACE TEMP TABLE stage AS
+        SELECT row_number() OVER () AS src_row, {time_sql} AS t_raw,
+               {col(fm.input, "DOUBLE")} AS in_v, {col(fm.output, "DOUBLE")} AS out_v{extra}
         FROM {_scan_sql(opened)}
     """
 
@@ -477,9 +503,9 @@ def _raw_value(con: Any, opened: OpenedTrace, info: FormatInfo, fld: str, row: i
 
 def _time_spec(
     con: Any, opened: OpenedTrace, info: FormatInfo, options: IngestOptions
-) -> tuple[TimeSpec | None, list[str]]:
+) -> TimeSpec | None:
     if info.arrivals != "trace":
-        return None, []
+        return None
     fmt = TABLE_FORMATS.get(info.kind) or TEXT_FORMATS[info.kind]
     if options.time_unit is not None:
         spec = TimeSpec(options.time_unit, f"--time-unit {options.time_unit} (user override)")
@@ -492,7 +518,7 @@ def _time_spec(
         spec = detect_numeric(info.columns.get("time", "time"), float(median))
         if spec.epoch:
             _check_mixed_units(con, opened, info, spec)
-    return spec, _backwards_warning(con)
+    return spec
 
 
 def _check_mixed_units(con: Any, opened: OpenedTrace, info: FormatInfo, spec: TimeSpec) -> None:
@@ -515,17 +541,28 @@ def _class_bounds(unit: str) -> tuple[float, float]:
     return bounds[unit]
 
 
-def _backwards_warning(con: Any) -> list[str]:
+def _backwards(con: Any) -> int:
+    """Rows that arrive before their predecessor in file order.
+
+    `stage` was filled in src_row order and DuckDB preserves insertion order, so a streaming
+    lag over () compares file neighbours without sorting.
+    """
     (back,) = con.execute(
-        "SELECT count(*) FROM (SELECT t_raw < lag(t_raw) OVER (ORDER BY src_row) AS b "
-        "FROM stage) WHERE b"
+        "SELECT count(*) FROM (SELECT t_raw < lag(t_raw) OVER () AS b FROM stage) WHERE b"
     ).fetchone()
-    if not back:
-        return []
-    return [f"{back} rows arrive earlier than the row before them: sorted by arrival time"]
+    return int(back)
 
 
-def _synthesize_arrivals(con: Any, n: int, options: IngestOptions) -> tuple[TimeSpec, str]:
+def _block_size(con: Any, info: FormatInfo) -> FormatInfo:
+    """The trace's block size when rows carry one (ServeFit tables) and all agree."""
+    if info.block_size is not None or not {"block_size", "hashes"} <= set(info.columns):
+        return info
+    lo, hi = con.execute("SELECT min(block_size), max(block_size) FROM stage "
+                         "WHERE block_hashes IS NOT NULL").fetchone()
+    return info.model_copy(update={"block_size": lo}) if lo is not None and lo == hi else info
+
+
+def _synthesize_arrivals(con: Any, options: IngestOptions) -> tuple[TimeSpec, str]:
     """Poisson arrivals in file order, in SQL: exponential gaps from a seeded hash of the row.
 
     u = top 53 bits of hash(src_row, seed) / 2^53 is uniform in [0, 1); gap = -ln(1 - u) / rate.
@@ -550,108 +587,51 @@ def _synthesize_arrivals(con: Any, n: int, options: IngestOptions) -> tuple[Time
 # --- write -----------------------------------------------------------------------------------
 
 
-def _write(con: Any, info: FormatInfo, spec: TimeSpec | None, warnings: list[str]) -> list[str]:
+def _write(
+    con: Any, info: FormatInfo, spec: TimeSpec | None, warnings: list[str], *, needs_sort: bool,
+    meta: tuple[int, str | None],
+) -> None:
+    """Replace `requests` and `trace_meta` in one transaction.
+
+    Rows already in arrival order (the usual case) keep their file order, which saves a sort
+    of the whole trace; otherwise they are sorted by (arrival, file row).
+    """
     scale = spec.seconds_per_unit if spec else 0.0
     arrival = "(t_raw - (SELECT min(t_raw) FROM stage)) * ?" if spec else "NULL::DOUBLE"
-    order = "t_raw, src_row" if spec else "src_row"
     params = [scale] if spec else []
+    if needs_sort:
+        request_id = "row_number() OVER (ORDER BY t_raw, src_row) - 1"
+        order = "ORDER BY t_raw, src_row"
+    else:
+        request_id, order = "src_row - 1", ""
+    present = {d[0] for d in con.execute("SELECT * FROM stage LIMIT 0").description}
+    optional = list(REQUEST_COLUMNS)[4:]
+    # Columns up to the last staged one are written; absent ones before it as NULLs, the
+    # absent tail is added afterwards as metadata-only columns.
+    last = max((i for i, c in enumerate(optional) if c in present), default=-1)
+    written = "".join(
+        f", {c}" if c in present else f", NULL::{REQUEST_COLUMNS[c]} AS {c}"
+        for c in optional[: last + 1]
+    )
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute(
             f"""CREATE OR REPLACE TABLE {REQUESTS_TABLE} AS
-                SELECT (row_number() OVER (ORDER BY {order}) - 1)::BIGINT AS request_id,
+                SELECT ({request_id})::BIGINT AS request_id,
                        ({arrival})::DOUBLE AS arrival_s,
-                       in_v::INTEGER AS input_tokens, out_v::INTEGER AS output_tokens,
-                       session_id, model, block_hashes, block_size, status, tokens_estimated
-                FROM stage ORDER BY {order}""",
+                       in_v::INTEGER AS input_tokens, out_v::INTEGER AS output_tokens{written}
+                FROM stage {order}""",
             params,
         )
+        for c in optional[last + 1 :]:
+            default = " DEFAULT false" if c == "tokens_estimated" else ""
+            con.execute(f"ALTER TABLE {REQUESTS_TABLE} ADD COLUMN {c} {REQUEST_COLUMNS[c]}"
+                        f"{default}")
         con.execute(META_DDL)
-        con.execute("INSERT INTO trace_meta VALUES (?, ?)",
-                    [info.model_dump_json(), json.dumps(warnings)])
+        con.execute("INSERT INTO trace_meta VALUES (?, ?, ?, ?)",
+                    [info.model_dump_json(), json.dumps(warnings), *meta])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
     con.execute("DROP TABLE stage")
-    return []
-
-
-# --- error mapping ---------------------------------------------------------------------------
-
-_CSV_LINE = re.compile(r"CSV Error on Line:\s*(\d+)")
-_LIMIT = re.compile(r"(?:line size of|maximum_object_size\"? of)\s*(\d+)\s*bytes", re.IGNORECASE)
-_PREFIX = re.compile(r"^[\w ]*(?:Error|Exception):\s*")
-CSV_MAX_LINE_BYTES = 2_000_000  # DuckDB's read_csv max_line_size default
-JSON_MAX_OBJECT_BYTES = 16 << 20  # DuckDB's read_json maximum_object_size default
-DETAIL_CHARS = 200
-
-
-def _map_duckdb_error(exc: Exception, opened: OpenedTrace) -> TraceError:
-    """One line naming file (and row where it can be found) for a DuckDB read error."""
-    message = str(exc)
-    low = message.lower()
-    if "unicode" in low or "utf-8" in low or "utf8" in low:
-        return _utf8_error(opened)
-    if "maximum_object_size" in message or "line size" in low or "max_line_size" in low:
-        m = _LIMIT.search(message)
-        default = CSV_MAX_LINE_BYTES if opened.container == "csv" else JSON_MAX_OBJECT_BYTES
-        return _long_line_error(opened, int(m.group(1)) if m else default)
-    if opened.container in ("jsonl", "json_array"):
-        limit = JSON_MAX_OBJECT_BYTES
-        found = first_json_problem(opened.path, opened.container, limit)
-        if found is not None:
-            return _json_error(opened, found)
-    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
-    detail = _PREFIX.sub("", lines[0]) if lines else type(exc).__name__
-    m = _CSV_LINE.search(message)
-    if m:  # DuckDB counts file lines from 1, header included; the next lines say what failed
-        reason = next((ln for ln in lines[1:] if not ln.startswith("Original Line")), detail)
-        line = int(m.group(1))
-        return TraceError(
-            f"cannot parse csv at line {line}: {_clip(reason, opened)}", path=opened.source,
-            row=line - 1 if line > 1 else None,
-            hint="check the delimiter, quoting and the number of fields on that line",
-        )
-    return TraceError(f"cannot read {opened.container}: {_clip(detail, opened)}",
-                      path=opened.source)
-
-
-def _clip(text: str, opened: OpenedTrace) -> str:
-    """A third-party message made safe for our one line: no paths, no newlines, bounded."""
-    for path in {opened.path, opened.source}:
-        text = text.replace(f' in file "{path}"', "").replace(f'"{path}"', "the file")
-        text = text.replace(path, "the file")
-    text = " ".join(text.split())
-    return text if len(text) <= DETAIL_CHARS else text[: DETAIL_CHARS - 1] + "…"
-
-
-def _utf8_error(opened: OpenedTrace) -> TraceError:
-    where = first_invalid_utf8_line(opened.path)
-    hint = "re-encode the file as UTF-8, e.g. with iconv -t UTF-8"
-    if where is None:
-        return TraceError("bytes that are not UTF-8", path=opened.source, hint=hint)
-    line = where[0]
-    row = line - 1 if opened.container == "csv" else line
-    return TraceError(f"bytes that are not UTF-8 at line {line}", path=opened.source,
-                      row=row if row >= 1 and opened.container != "json_array" else None,
-                      hint=hint)
-
-
-def _long_line_error(opened: OpenedTrace, limit: int) -> TraceError:
-    line = first_long_line(opened.path, limit)
-    where = f"line {line} is" if line else "a line is"
-    row = None if line is None else (line - 1 if opened.container == "csv" else line)
-    return TraceError(
-        f"{where} longer than {limit:,} bytes, too long to be one request",
-        path=opened.source, row=row if row and opened.container != "json_array" else None,
-        hint="each request must be one line of at most a few MB; drop or trim that row",
-    )
-
-
-def _json_error(opened: OpenedTrace, found: JsonProblem) -> TraceError:
-    where = f" (line {found.line})" if found.line and found.line != found.row else ""
-    return TraceError(
-        f"{found.reason}{where}", path=opened.source, row=found.row,
-        hint="each row must be one JSON object" + (" per line" if found.line else ""),
-    )

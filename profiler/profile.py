@@ -10,6 +10,7 @@ a model: the LRU prefix-cache simulation (`profiler.prefix`, compiled) and the l
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import threading
@@ -23,32 +24,46 @@ from profiler.schema import REQUESTS_TABLE, FormatInfo, LengthStats, Profile, Ra
 from profiler.workspace import Workspace
 
 DEFAULT_LRU_CAPACITIES: tuple[int, ...] = (1_000, 10_000, 100_000)
-RATE_WINDOWS_S: tuple[float, ...] = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 21600, 86400)
+RATE_WINDOWS_S: tuple[int, ...] = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 21600, 86400)
 MAX_RATE_POINTS = 2_000
 PROFILE_SNIFF_BYTES = 4096
 
-_TIME_SQL = f"""
-WITH t AS (SELECT arrival_s FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL),
--- The table is stored in request_id order and DuckDB preserves insertion order, so a
--- streaming lag over () sees arrival order without a sort.
-gaps AS (
+_SPAN_SQL = f"SELECT count(arrival_s), max(arrival_s) - min(arrival_s) FROM {REQUESTS_TABLE}"
+
+# The table is stored in request_id order and DuckDB preserves insertion order, so a streaming
+# lag over () sees arrival order without a sort.
+_GAPS_CV_SQL = f"""
+SELECT stddev_pop(gap) / avg(gap) FROM (
     SELECT arrival_s - lag(arrival_s) OVER () AS gap
     FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL
+) WHERE gap IS NOT NULL
+"""
+
+# One pass over the trace into per-second counts; the 1 s and 60 s peaks and the (dense) rate
+# series of `?`-second windows all come from that small table: floor(t / w) = floor(t) // w
+# for whole-second windows. sum(x::BIGINT)::BIGINT takes DuckDB's fast non-HUGEINT path.
+_WINDOWS_SQL = f"""
+WITH per_s AS (
+    SELECT floor(arrival_s)::BIGINT AS s, count(*) AS n,
+           sum(input_tokens::BIGINT)::BIGINT AS i, sum(output_tokens::BIGINT)::BIGINT AS o
+    FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL GROUP BY s
+),
+per_w AS (
+    SELECT s // ? AS w, sum(n)::BIGINT AS n, sum(i)::BIGINT AS i, sum(o)::BIGINT AS o
+    FROM per_s GROUP BY w
 )
-SELECT (SELECT count(*) FROM t),
-       (SELECT max(arrival_s) - min(arrival_s) FROM t),
-       (SELECT max(c) FROM (SELECT count(*) AS c FROM t GROUP BY floor(arrival_s / 1.0))),
-       (SELECT max(c) FROM (SELECT count(*) AS c FROM t GROUP BY floor(arrival_s / 60.0))),
-       (SELECT stddev_pop(gap) / avg(gap) FROM gaps WHERE gap IS NOT NULL)
+SELECT g.w, coalesce(n, 0), coalesce(i, 0), coalesce(o, 0),
+       (SELECT max(n) FROM per_s),
+       (SELECT max(c) FROM (SELECT sum(n) AS c FROM per_s GROUP BY s // 60))
+FROM range(0, (SELECT max(w) + 1 FROM per_w)) g(w) LEFT JOIN per_w USING (w) ORDER BY g.w
 """
 
 _LENGTH_SQL = f"""
-SELECT quantile_cont(input_tokens, [0.5, 0.9, 0.99]), avg(input_tokens), max(input_tokens),
-       min(input_tokens),
-       quantile_cont(output_tokens, [0.5, 0.9, 0.99]), avg(output_tokens), max(output_tokens),
-       min(output_tokens)
+SELECT avg(input_tokens), max(input_tokens), min(input_tokens),
+       avg(output_tokens), max(output_tokens), min(output_tokens)
 FROM {REQUESTS_TABLE}
 """
+PERCENTILES = (0.5, 0.9, 0.99)
 
 _SESSION_SQL = f"""
 SELECT CASE WHEN count(session_id) = 0 THEN NULL
@@ -69,18 +84,6 @@ SELECT count(*), count(*) FILTER (WHERE b.request_id > first.first_id)
 FROM b JOIN first USING (h)
 """
 
-# Dense: windows without requests are listed with zeros, so the series is a rate envelope.
-_RATE_SQL = f"""
-WITH c AS (
-    SELECT floor(arrival_s / ?)::BIGINT AS w, count(*) AS n, sum(input_tokens) AS i,
-           sum(output_tokens) AS o
-    FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL GROUP BY w
-)
-SELECT g.w, coalesce(n, 0), coalesce(i, 0), coalesce(o, 0)
-FROM range(0, (SELECT max(w) + 1 FROM c)) g(w) LEFT JOIN c USING (w) ORDER BY g.w
-"""
-
-
 def profile_trace(
     path: str,
     *,
@@ -99,8 +102,9 @@ def profile_trace(
     return compute_profile(workspace, lru_capacities=lru_capacities, seed=seed)
 
 
+@functools.cache  # once per process
 def _preload_segment_libraries() -> None:
-    """Import scikit-learn on a side thread while DuckDB ingests the trace.
+    """Import scikit-learn on a side thread while DuckDB ingests and runs the first queries.
 
     The import costs ~1 s of Python; DuckDB's work releases the GIL, so the two overlap on a
     multi-core machine. `segments` imports the same modules later (instantly, or waiting on
@@ -157,6 +161,7 @@ def compute_profile(
     Raises:
         WorkspaceError: no trace has been ingested into this workspace.
     """
+    _preload_segment_libraries()
     with workspace.connect(read_only=True) as con:
         info, warnings = _meta(con)
         return _profile(con, info, warnings, lru_capacities, seed)
@@ -178,7 +183,7 @@ def _profile(
     from profiler.segments import find_segments
 
     (n,) = con.execute(f"SELECT count(*) FROM {REQUESTS_TABLE}").fetchone()
-    timing = _timing(con, warnings)
+    timing, rate_series = _timing(con, warnings)
     reuse_inf, reuse_lru = _prefix_reuse(con, capacities)
     input_tokens, output_tokens = _lengths(con)
     return Profile(
@@ -190,36 +195,54 @@ def _profile(
         prefix_reuse_infinite=reuse_inf,
         prefix_reuse_lru=reuse_lru,
         segments=find_segments(con, seed=seed),
-        rate_series=_rate_series(con, timing["duration_s"]),
+        rate_series=rate_series,
         format=info,
         warnings=warnings,
     )
 
 
-def _timing(con: Any, warnings: list[str]) -> dict[str, float | None]:
-    n_timed, duration, peak1, peak60, cv = con.execute(_TIME_SQL).fetchone()
+def _timing(con: Any, warnings: list[str]) -> tuple[dict[str, float | None], RateSeries | None]:
     keys = ("duration_s", "mean_qps", "peak_qps_1s", "peak_qps_60s", "peak_to_mean_1s",
             "peak_to_mean_60s", "interarrival_cv")
+    n_timed, duration = con.execute(_SPAN_SQL).fetchone()
     if not n_timed:
-        return dict.fromkeys(keys)
+        return dict.fromkeys(keys), None
+    window = next((w for w in RATE_WINDOWS_S if duration / w <= MAX_RATE_POINTS),
+                  RATE_WINDOWS_S[-1])
+    rows = con.execute(_WINDOWS_SQL, [window]).fetchall()
+    peak1, peak60 = float(rows[0][4]), rows[0][5] / 60.0
+    (cv,) = con.execute(_GAPS_CV_SQL).fetchone()
     mean = n_timed / duration if duration else None
     if not duration:
         warnings.append("all requests arrive at the same instant: rates are undefined")
-    return {
+    timing = {
         "duration_s": float(duration),
         "mean_qps": mean,
-        "peak_qps_1s": float(peak1),
-        "peak_qps_60s": peak60 / 60.0,
-        "peak_to_mean_1s": float(peak1) / mean if mean else None,
-        "peak_to_mean_60s": peak60 / 60.0 / mean if mean else None,
+        "peak_qps_1s": peak1,
+        "peak_qps_60s": peak60,
+        "peak_to_mean_1s": peak1 / mean if mean else None,
+        "peak_to_mean_60s": peak60 / mean if mean else None,
         "interarrival_cv": None if cv is None else float(cv),
     }
+    series = RateSeries(
+        window_s=window,
+        t_s=[float(r[0]) * window for r in rows],
+        requests=[int(r[1]) for r in rows],
+        input_tokens=[int(r[2]) for r in rows],
+        output_tokens=[int(r[3]) for r in rows],
+    ) if duration else None
+    return timing, series
 
 
 def _lengths(con: Any) -> tuple[LengthStats, LengthStats]:
+    from profiler.quantiles import int_quantiles
+
     row = con.execute(_LENGTH_SQL).fetchone()
-    stats = [LengthStats(p50=q[0], p90=q[1], p99=q[2], mean=mean, max=hi, min=lo)
-             for q, mean, hi, lo in (row[:4], row[4:])]
+    stats = []
+    for column, (mean, hi, lo) in (("input_tokens", row[:3]), ("output_tokens", row[3:])):
+        q = int_quantiles(con, column, PERCENTILES)
+        stats.append(LengthStats(p50=q[0, 0.5], p90=q[0, 0.9], p99=q[0, 0.99], mean=mean,
+                                 max=hi, min=lo))
     return stats[0], stats[1]
 
 
@@ -258,18 +281,3 @@ def _flat_hashes(con: Any) -> tuple[Any, Any]:
     offsets = np.asarray(column.offsets, dtype=np.int64)
     values = np.asarray(column.values, dtype=np.uint64)
     return values[offsets[0]:offsets[-1]], offsets - offsets[0]
-
-
-def _rate_series(con: Any, duration_s: float | None) -> RateSeries | None:
-    if not duration_s:
-        return None
-    window = next((w for w in RATE_WINDOWS_S if duration_s / w <= MAX_RATE_POINTS),
-                  RATE_WINDOWS_S[-1])
-    rows = con.execute(_RATE_SQL, [window]).fetchall()
-    return RateSeries(
-        window_s=window,
-        t_s=[float(r[0]) * window for r in rows],
-        requests=[int(r[1]) for r in rows],
-        input_tokens=[int(r[2]) for r in rows],
-        output_tokens=[int(r[3]) for r in rows],
-    )

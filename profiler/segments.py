@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from profiler.quantiles import int_quantiles
 from profiler.schema import REQUESTS_TABLE, Segment
 
 SAMPLE_ROWS = 10_000
-SILHOUETTE_ROWS = 3_000
+SILHOUETTE_ROWS = 2_000
 MAX_K = 4
 MIN_SILHOUETTE = 0.35
 MIN_ROWS_TO_SPLIT = 50
@@ -25,15 +26,17 @@ SELECT ln(1 + input_tokens), ln(1 + output_tokens) FROM {REQUESTS_TABLE}
 USING SAMPLE reservoir({SAMPLE_ROWS} ROWS) REPEATABLE ({{seed}})
 """
 
-_ASSIGN_SQL = f"""
-WITH x AS (
-    SELECT input_tokens, output_tokens, ln(1 + input_tokens) AS li, ln(1 + output_tokens) AS lo
-    FROM {REQUESTS_TABLE}
-),
-a AS (SELECT *, {{case}} AS seg FROM (SELECT *, {{columns}} FROM x))
-SELECT seg, count(*), quantile_cont(input_tokens, 0.5), quantile_cont(output_tokens, 0.5),
-       avg(li), avg(lo), var_pop(li), covar_pop(li, lo), var_pop(lo)
-FROM a GROUP BY seg ORDER BY seg
+# Each row with its nearest centroid (`seg`); {columns}/{case} come from _argmin_sql.
+_ASSIGNED_SQL = f"""(
+    SELECT input_tokens, output_tokens, li, lo, {{case}} AS seg FROM (
+        SELECT *, {{columns}} FROM (
+            SELECT input_tokens, output_tokens, ln(1 + input_tokens) AS li,
+                   ln(1 + output_tokens) AS lo
+            FROM {REQUESTS_TABLE})))"""
+
+_MOMENTS_SQL = """
+SELECT seg, count(*), avg(li), avg(lo), var_pop(li), covar_pop(li, lo), var_pop(lo)
+FROM {assigned} GROUP BY seg ORDER BY seg
 """
 
 
@@ -46,17 +49,23 @@ def find_segments(con: Any, *, seed: int = 0) -> list[Segment]:
         return []
     centroids = _centroids(sample, seed)
     columns, case, params = _argmin_sql(centroids)
-    rows = con.execute(_ASSIGN_SQL.format(columns=columns, case=case), params).fetchall()
+    assigned = _ASSIGNED_SQL.format(columns=columns, case=case)
+    rows = con.execute(_MOMENTS_SQL.format(assigned=assigned), params).fetchall()
+    medians = {
+        column: int_quantiles(con, column, [0.5], group_sql="seg", source_sql=assigned,
+                              source_params=params)
+        for column in ("input_tokens", "output_tokens")
+    }
     total = sum(r[1] for r in rows)
     return [
         Segment(
             share=r[1] / total,
             n_requests=int(r[1]),
-            input_tokens_p50=float(r[2]),
-            output_tokens_p50=float(r[3]),
-            log_input_mean=float(r[4]),
-            log_output_mean=float(r[5]),
-            log_cov=[[float(r[6]), float(r[7])], [float(r[7]), float(r[8])]],
+            input_tokens_p50=medians["input_tokens"][r[0], 0.5],
+            output_tokens_p50=medians["output_tokens"][r[0], 0.5],
+            log_input_mean=float(r[2]),
+            log_output_mean=float(r[3]),
+            log_cov=[[float(r[4]), float(r[5])], [float(r[5]), float(r[6])]],
         )
         for r in rows
     ]

@@ -47,6 +47,14 @@ def test_canonical_table_columns_and_order(ws, azure_code):
     np.testing.assert_allclose(got["arrival_s"], t[idx], rtol=0, atol=1e-9)
     assert got["input_tokens"].tolist() == df["ContextTokens"].to_numpy()[idx].tolist()
     assert got["arrival_s"].iloc[0] == 0.0
+    assert not got["tokens_estimated"].any() and got["session_id"].isna().all()
+    with ws.connect(read_only=True) as con:
+        types = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() "
+                                 "WHERE table_name = 'requests'").fetchall())
+    assert types == {"request_id": "BIGINT", "arrival_s": "DOUBLE", "input_tokens": "INTEGER",
+                     "output_tokens": "INTEGER", "session_id": "VARCHAR", "model": "VARCHAR",
+                     "block_hashes": "UBIGINT[]", "block_size": "INTEGER", "status": "VARCHAR",
+                     "tokens_estimated": "BOOLEAN"}
 
 
 @pytest.mark.parametrize("container", ["tsv", "parquet", "jsonl", "json_array", "csv.gz",
@@ -137,7 +145,8 @@ def test_canonical_parquet_round_trip(tmp_path, ws):
     out = tmp_path / "canon.parquet"
     first.to_parquet(out)
     ws2 = Workspace.resolve(tmp_path / "ws2.duckdb")
-    assert ingest(str(out), ws2).format.kind == "servefit"
+    info = ingest(str(out), ws2).format
+    assert (info.kind, info.block_size) == ("servefit", 512)
     again = _requests(ws2)
     assert again["arrival_s"].tolist() == first["arrival_s"].tolist()
     assert [list(h) for h in again["block_hashes"]] == [list(h) for h in first["block_hashes"]]
@@ -261,3 +270,30 @@ def test_sharegpt_synthesized_arrivals_are_said_and_seeded(tmp_path, conversatio
     assert a.duration_s == b.duration_s
     assert a.mean_qps == pytest.approx(4.0, rel=0.15)
     assert a.interarrival_cv == pytest.approx(1.0, rel=0.15)
+
+
+def test_same_file_and_options_are_not_ingested_twice(tmp_path, ws, monkeypatch):
+    import os
+
+    import profiler.ingest as ingest_module
+
+    path = tmp_path / "b.csv"
+    path.write_bytes((ref.TRACES / "BurstGPT_3.head400.csv").read_bytes())
+    first = ingest(str(path), ws)
+
+    def must_not_open(*args, **kwargs):
+        raise AssertionError("re-read a trace the workspace already holds")
+
+    with monkeypatch.context() as m:
+        m.setattr(ingest_module, "open_trace", must_not_open)
+        again = ingest(str(path), ws)
+        assert (again.format, again.n_requests, again.warnings) == (
+            first.format, first.n_requests, first.warnings)
+        with pytest.raises(AssertionError):  # other options: read again
+            ingest(str(path), ws, IngestOptions(time_unit="ms"))
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    with monkeypatch.context() as m:
+        m.setattr(ingest_module, "open_trace", must_not_open)
+        with pytest.raises(AssertionError):  # a newer version of the file: read again
+            ingest(str(path), ws)
