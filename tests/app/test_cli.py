@@ -73,3 +73,22 @@ def test_usage_errors_exit_2(tmp_path):
         out = run_cli("profile", trace, *args, cwd=tmp_path)
         assert out.returncode == 2, args
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_profile_then_synth_from_the_saved_profile(tmp_path):
+    trace = ref.TRACES / "BurstGPT_3.head400.csv"
+    assert run_cli("profile", str(trace), "-o", "p.json", cwd=tmp_path).returncode == 0
+    out = run_cli("synth", "p.json", "--requests", "2000", "-o", "s.parquet", "--seed", "3",
+                  cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    synth = pd.read_parquet(tmp_path / "s.parquet")
+    assert len(synth) == 2000 and synth["arrival_s"].is_monotonic_increasing
+    again = run_cli("profile", "s.parquet", "--json", cwd=tmp_path)
+    assert json.loads(again.stdout)["format"]["kind"] == "servefit"
+
+
+def test_synth_refuses_a_broken_profile(tmp_path):
+    (tmp_path / "p.json").write_text('{"n_requests": "many", "format": {}}')
+    out = run_cli("synth", "p.json", "--requests", "10", "-o", "s.parquet", cwd=tmp_path)
+    assert out.returncode == 2 and "not a valid profile.json" in out.stderr
+    assert not (tmp_path / "s.parquet").exists()
