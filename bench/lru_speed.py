@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profiler import prefix
+from tests.reference import lru_hits as python_lru_hits  # the tests' plain OrderedDict LRU
 
 
 def make_workload(n_blocks: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -47,25 +47,6 @@ def make_workload(n_blocks: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]
     hashes = rng.integers(0, 2**64, total, dtype=np.uint64, endpoint=False)
     hashes[is_shared] = pool[(pool_off[:-1][choice][req] + pos)[is_shared]]
     return hashes, offsets
-
-
-def python_lru_hits(requests: list[list[int]], capacity: int) -> int:
-    """The straightforward baseline: OrderedDict LRU, same semantics as `lru_hit_ratio`."""
-    cache: OrderedDict[int, None] = OrderedDict()
-    hits = 0
-    for blocks in requests:
-        for h in blocks:
-            if h not in cache:
-                break
-            hits += 1
-        for h in reversed(blocks):
-            if h in cache:
-                cache.move_to_end(h)
-            else:
-                if len(cache) >= capacity:
-                    cache.popitem(last=False)
-                cache[h] = None
-    return hits
 
 
 def best_of(repeats: int, fn, *args) -> tuple[float, object]:

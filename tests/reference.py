@@ -59,24 +59,22 @@ def multi_turn_share(sessions: pd.Series) -> float | None:
     return float((counts >= 2).sum() / len(sessions))
 
 
-def infinite_reuse(blocks: list[list]) -> float:
-    first: dict = {}
-    total = hits = 0
-    for r, req in enumerate(blocks):
-        for b in req:
-            total += 1
-            if b in first and first[b] < r:
-                hits += 1
-        for b in req:
-            first.setdefault(b, r)
-    return hits / total
-
-
-def lru_reuse(blocks: list[list], capacity: int) -> float:
-    cache: OrderedDict = OrderedDict()
-    total = hits = 0
+def infinite_hits(blocks: list[list]) -> int:
+    """Blocks already seen in an earlier request (repeats inside one request don't count)."""
+    seen: set = set()
+    hits = 0
     for req in blocks:
-        total += len(req)
+        hits += sum(b in seen for b in req)
+        seen.update(req)
+    return hits
+
+
+def lru_hits(blocks: list[list], capacity: int) -> int:
+    """vLLM/SGLang prefix-cache LRU written the obvious way: leading-run hits, then every
+    block inserted or refreshed, last block first, evicting the least recently used."""
+    cache: OrderedDict = OrderedDict()  # last = most recently used
+    hits = 0
+    for req in blocks:
         for b in req:
             if b not in cache:
                 break
@@ -85,10 +83,18 @@ def lru_reuse(blocks: list[list], capacity: int) -> float:
             if b in cache:
                 cache.move_to_end(b)
             else:
-                cache[b] = None
-                if len(cache) > capacity:
+                if len(cache) >= capacity:
                     cache.popitem(last=False)
-    return hits / total
+                cache[b] = None
+    return hits
+
+
+def infinite_reuse(blocks: list[list]) -> float:
+    return infinite_hits(blocks) / sum(len(r) for r in blocks)
+
+
+def lru_reuse(blocks: list[list], capacity: int) -> float:
+    return lru_hits(blocks, capacity) / sum(len(r) for r in blocks)
 
 
 def prefix_ids(text: str, width: int) -> list[bytes]:

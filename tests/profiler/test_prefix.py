@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,40 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from profiler.prefix import infinite_hit_ratio, lru_hit_ratio, lru_hit_ratios
+from tests.reference import infinite_hits, lru_hits
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 CAPACITIES = (1000, 10_000, 100_000)
 
 
 # ---------------------------------------------------------------- reference implementation
-
-
-def ref_lru_hits(requests: Sequence[Sequence[int]], capacity: int) -> int:
-    """vLLM/SGLang prefix-cache LRU, written the obvious way."""
-    cache: OrderedDict[int, None] = OrderedDict()  # last = most recently used
-    hits = 0
-    for blocks in requests:
-        for h in blocks:  # leading run of cached blocks only
-            if h not in cache:
-                break
-            hits += 1
-        for h in reversed(blocks):  # last block first: the first ends most recent
-            if h in cache:
-                cache.move_to_end(h)
-            else:
-                if len(cache) >= capacity:
-                    cache.popitem(last=False)
-                cache[h] = None
-    return hits
-
-
-def ref_infinite_hits(requests: Sequence[Sequence[int]]) -> int:
-    seen: set[int] = set()
-    hits = 0
-    for blocks in requests:
-        hits += sum(h in seen for h in blocks)
-        seen.update(blocks)  # only after the request: repeats inside it don't count
-    return hits
 
 
 def flatten(requests: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -89,10 +61,10 @@ def test_mooncake_matches_reference(mooncake: tuple[str, list[list[int]]]) -> No
     got = lru_hit_ratios(hashes, offsets, CAPACITIES)
     assert set(got) == set(CAPACITIES)
     for capacity in CAPACITIES:
-        expected = ref_lru_hits(requests, capacity) / total
+        expected = lru_hits(requests, capacity) / total
         assert got[capacity] == pytest.approx(expected, rel=1e-9, abs=0)
         assert lru_hit_ratio(hashes, offsets, capacity) == got[capacity]
-    expected_inf = ref_infinite_hits(requests) / total
+    expected_inf = infinite_hits(requests) / total
     assert infinite_hit_ratio(hashes, offsets) == pytest.approx(expected_inf, rel=1e-9, abs=0)
 
 
@@ -155,8 +127,8 @@ def test_full_uint64_range() -> None:
     big = [2**64 - 1, 2**63, 0, 2**63 - 1]
     requests = [big, big[:2], [2**64 - 2], big]
     total = sum(map(len, requests))
-    assert lru(requests, 3) == ref_lru_hits(requests, 3) / total
-    assert infinite(requests) == ref_infinite_hits(requests) / total
+    assert lru(requests, 3) == lru_hits(requests, 3) / total
+    assert infinite(requests) == infinite_hits(requests) / total
 
 
 def test_table_growth_and_a_request_larger_than_the_table() -> None:
@@ -174,8 +146,8 @@ def test_table_growth_and_a_request_larger_than_the_table() -> None:
     total = sum(map(len, requests))
     hashes, offsets = flatten(requests)
     for capacity in (1, 50, 3000, 10_000):
-        assert lru_hit_ratio(hashes, offsets, capacity) == ref_lru_hits(requests, capacity) / total
-    assert infinite_hit_ratio(hashes, offsets) == ref_infinite_hits(requests) / total
+        assert lru_hit_ratio(hashes, offsets, capacity) == lru_hits(requests, capacity) / total
+    assert infinite_hit_ratio(hashes, offsets) == infinite_hits(requests) / total
 
 
 def test_lru_hit_ratios_matches_single_calls() -> None:
@@ -254,5 +226,5 @@ _traces = st.lists(
 def test_matches_reference_on_random_traces(requests: list[list[int]], capacity: int) -> None:
     total = sum(map(len, requests))
     hashes, offsets = flatten(requests)
-    assert lru_hit_ratio(hashes, offsets, capacity) == ref_lru_hits(requests, capacity) / total
-    assert infinite_hit_ratio(hashes, offsets) == ref_infinite_hits(requests) / total
+    assert lru_hit_ratio(hashes, offsets, capacity) == lru_hits(requests, capacity) / total
+    assert infinite_hit_ratio(hashes, offsets) == infinite_hits(requests) / total
