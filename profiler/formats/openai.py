@@ -12,7 +12,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from profiler.errors import TraceError
 from profiler.formats.base import RawRequest, TextFormat
 from profiler.textblocks import TextMeasurer, message_text, render_message
 
@@ -130,18 +129,11 @@ def to_requests(obj: dict[str, Any], measurer: TextMeasurer) -> list[RawRequest]
     ]
 
 
-def _checked(obj: dict[str, Any], measurer: TextMeasurer) -> list[RawRequest]:
-    try:
-        return to_requests(obj, measurer)
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise TraceError(f"malformed request log object: {exc}") from None
-
-
 FORMAT = TextFormat(
     kind="openai",
     label="OpenAI-style request log",
     match=_match,
-    to_requests=_checked,
+    to_requests=to_requests,
     time_reason="`created` and friends: number (unit by magnitude) or ISO datetime (UTC)",
     columns={"input": "usage.prompt_tokens | messages/prompt text",
              "output": "usage.completion_tokens | response text",
