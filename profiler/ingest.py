@@ -367,7 +367,7 @@ def _stage_text(
     measurer = TextMeasurer(options.tokenizer_dir)
     measurer.load()
     row, src = 0, 0
-    any_time = False
+    any_time = any_estimated = False
     for batch in _objects(con, opened):
         records = []
         for text in batch:
@@ -375,6 +375,7 @@ def _stage_text(
             for req in _text_requests(fmt, text, measurer, opened, row):
                 src += 1
                 any_time = any_time or req.t_raw is not None
+                any_estimated = any_estimated or req.tokens_estimated
                 records.append({"src_row": src, **_raw_dict(req, measurer)})
         if records:
             table = pa.Table.from_pylist(records, schema=_STAGE_ARROW())
@@ -390,11 +391,11 @@ def _stage_text(
         timestamp_rule=fmt.time_reason,
         arrivals="trace" if any_time else "undefined",
         block_size=measurer.block_size,
-        tokens_estimated=measurer.estimated,
+        tokens_estimated=any_estimated,
         source=opened.source,
     )
     warnings = []
-    if measurer.estimated:
+    if any_estimated:
         warnings.append(
             "token counts estimated from text (ceil(chars/4)) where usage was absent; "
             "pass --tokenizer DIR for exact counts"

@@ -297,3 +297,15 @@ def test_same_file_and_options_are_not_ingested_twice(tmp_path, ws, monkeypatch)
         m.setattr(ingest_module, "open_trace", must_not_open)
         with pytest.raises(AssertionError):  # a newer version of the file: read again
             ingest(str(path), ws)
+
+
+def test_usage_counts_everywhere_means_nothing_estimated(tmp_path, ws):
+    lines = [json.dumps({"created": 1_700_000_000 + i, "prompt": "hello " * (i + 1),
+                         "usage": {"prompt_tokens": 10 + i, "completion_tokens": 5}})
+             for i in range(20)]
+    path = tmp_path / "u.jsonl"
+    path.write_text("\n".join(lines))
+    result = ingest(str(path), ws)
+    assert not result.format.tokens_estimated
+    assert not any("estimated" in w for w in result.warnings)
+    assert _requests(ws)["input_tokens"].tolist() == [10 + i for i in range(20)]
