@@ -1,0 +1,145 @@
+"""The contract every engine plug-in implements, and the small records it returns.
+
+A plug-in is a module-level object keyed by `kind`; generic code looks it up in
+`engines.ENGINES` and never branches on the engine's name. Plug-ins render and check; they do
+not predict or launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engines.config import EngineConfig, EngineKind
+from engines.facts import HardwareFacts, ModelFacts
+
+# Our metric keys; each plug-in maps them to its Prometheus sample names (newest first).
+MetricKey = Literal[
+    "queue_depth",
+    "running",
+    "kv_cache_usage",
+    "prefix_cache_hit_rate",
+    "prefix_cache_queries_tokens",
+    "prefix_cache_hits_tokens",
+    "ttft_seconds",
+    "itl_seconds",
+    "tpot_seconds",
+    "e2e_seconds",
+    "queue_time_seconds",
+    "prompt_tokens",
+    "generation_tokens",
+    "preemptions",
+    "spec_draft_tokens",
+    "spec_accepted_tokens",
+]
+
+GpuSelection = int | Sequence[int] | Literal["all"]
+
+
+class EngineDefaults(BaseModel):
+    """What the engine does when a knob is left unset, for the release it was read from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine_version: str = Field(description="Engine release these defaults describe.")
+    max_num_seqs: int | None = Field(description="Default concurrency cap; None = GPU-dependent.")
+    max_batched_tokens: int | None = Field(description="Default step budget; None = GPU-dependent.")
+    gpu_memory_fraction: float | None = Field(description="Default memory fraction knob.")
+    prefix_caching: bool = Field(description="Prefix caching on by default.")
+    chunked_prefill: bool = Field(description="Chunked prefill on by default.")
+    kv_cache_dtype: str = Field(description="Default KV-cache dtype (engine spelling).")
+    port: int = Field(description="Default HTTP port.")
+    notes: str = Field(default="", description="How GPU-dependent defaults are chosen.")
+
+
+class ReadinessProbe(BaseModel):
+    """How to tell the server is up and can generate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    health_path: str = Field(description="GET path that answers 200 once the engine is alive.")
+    models_path: str = Field(description="GET path listing the served model names.")
+    served_model_name: str = Field(description="Name the server lists and expects in requests.")
+    completion_path: str = Field(description="POST path of the tiny completion.")
+    completion_body: dict[str, Any] = Field(description="JSON body of a one-token completion.")
+
+
+class ServerProcess(BaseModel):
+    """One process of a deployment: argv (never a shell string), env and port."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["server", "prefill", "decode", "router"] = Field(description="Its job.")
+    argv: list[str] = Field(description="Argument vector, argv[0] the program.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment.")
+    port: int = Field(ge=1, le=65535, description="HTTP port it serves.")
+
+
+class DisaggregationPlan(BaseModel):
+    """Prefill and decode instances plus the router clients talk to."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefill: list[ServerProcess] = Field(description="Prefill instances.")
+    decode: list[ServerProcess] = Field(description="Decode instances.")
+    router: ServerProcess = Field(description="The proxy clients send requests to.")
+    gpus_needed: int = Field(ge=1, description="GPUs all instances take together.")
+
+
+@runtime_checkable
+class EnginePlugin(Protocol):
+    """What `engines/<kind>.py` provides (one instance per engine, registered by `kind`)."""
+
+    kind: EngineKind
+    defaults: EngineDefaults
+    metric_names: Mapping[str, tuple[str, ...]]
+    metrics_path: str
+
+    def check(self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts) -> None:
+        """Refuse what the engine cannot do here.
+
+        Raises:
+            CapabilityError: with a one-line reason, for the first problem found.
+        """
+        ...
+
+    def server_argv(self, config: EngineConfig) -> list[str]:
+        """The full launch command as an argument list (program first)."""
+        ...
+
+    def config_file(self, config: EngineConfig) -> tuple[str, str]:
+        """(file name, text) of the engine's config file holding the same settings."""
+        ...
+
+    def serve_argv_with_config_file(self, config: EngineConfig, path: str) -> list[str]:
+        """The launch command that reads its settings from the file at `path`."""
+        ...
+
+    def docker_image(self, version: str | None = None) -> str:
+        """The official image reference for `version` (None = the pinned default)."""
+        ...
+
+    def docker_run_argv(
+        self,
+        config: EngineConfig,
+        *,
+        image: str,
+        host_port: int,
+        model_cache_dir: str,
+        gpus: GpuSelection = "all",
+        container_name: str | None = None,
+    ) -> list[str]:
+        """`docker run …` for this config as an argument list."""
+        ...
+
+    def readiness(self, config: EngineConfig) -> ReadinessProbe:
+        """How a launcher knows the server is ready."""
+        ...
+
+    def disaggregation_plan(
+        self, config: EngineConfig, *, host: str = "127.0.0.1", base_port: int = 8100
+    ) -> DisaggregationPlan:
+        """Processes for a prefill/decode deployment of `config` (needs `disaggregation`)."""
+        ...

@@ -1,0 +1,137 @@
+"""`EngineConfig`: one engine-neutral serving configuration (DESIGN §2.3).
+
+Each `engines/<kind>.py` renders it to that engine's own flags and config file. `None` on a
+knob means "leave the engine's default"; the values are validated here so renderers can pass
+them on without quoting or escaping.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+EngineKind = Literal["vllm", "sglang", "trtllm"]
+KvCacheDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "fp4"]
+WeightQuantization = Literal["none", "fp8", "int8", "int4", "awq", "gptq", "nvfp4", "mxfp4"]
+SpeculativeMethod = Literal["ngram", "eagle", "eagle3", "draft_model", "mtp"]
+ExtraArgValue = str | int | float | bool
+
+# Long-flag names without the leading dashes: vLLM/SGLang use dashes, TRT-LLM underscores.
+_FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# A hostname or an IPv4/IPv6 literal; no spaces or shell syntax.
+_HOST = re.compile(r"^[A-Za-z0-9.:_-]+$")
+_NEEDS_DRAFT: frozenset[str] = frozenset({"eagle", "eagle3", "draft_model"})
+
+
+class SpeculativeConfig(BaseModel):
+    """Speculative decoding: how drafts are proposed and how many tokens per step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: SpeculativeMethod = Field(
+        description="Draft proposer: ngram (prompt lookup), eagle/eagle3 (draft heads), "
+        "draft_model (a small model of the same family), mtp (the model's own MTP layers).",
+    )
+    num_tokens: int = Field(ge=1, description="Speculative tokens proposed per decode step.")
+    draft_model: str | None = Field(
+        default=None,
+        description="HF id or local path of the draft (eagle, eagle3, draft_model only).",
+    )
+
+    @model_validator(mode="after")
+    def _draft_matches_method(self) -> Self:
+        if self.method in _NEEDS_DRAFT and not self.draft_model:
+            raise ValueError(f"speculative method {self.method!r} needs a draft_model")
+        if self.method not in _NEEDS_DRAFT and self.draft_model is not None:
+            raise ValueError(f"speculative method {self.method!r} takes no draft_model")
+        return self
+
+
+class DisaggregationConfig(BaseModel):
+    """Prefill/decode disaggregation: separate engine instances per phase behind a router."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefill_instances: int = Field(ge=1, description="Engine instances serving prefill.")
+    decode_instances: int = Field(ge=1, description="Engine instances serving decode.")
+
+
+class EngineConfig(BaseModel):
+    """One serving configuration, engine-neutral; None = the engine's own default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: EngineKind = Field(description="Serving framework that runs this config.")
+    model: str = Field(min_length=1, description="HF model id or local checkpoint path.")
+    tp: int = Field(default=1, ge=1, description="Tensor-parallel size (GPUs per stage).")
+    pp: int = Field(default=1, ge=1, description="Pipeline-parallel size (stages).")
+    max_num_seqs: int | None = Field(
+        default=None, ge=1, description="Cap on concurrently running sequences."
+    )
+    max_batched_tokens: int | None = Field(
+        default=None, ge=1, description="Token budget per scheduler step (prefill chunk budget)."
+    )
+    gpu_memory_fraction: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="The engine's own memory fraction knob; not comparable across engines.",
+    )
+    prefix_caching: bool | None = Field(default=None, description="Reuse KV of shared prefixes.")
+    chunked_prefill: bool | None = Field(
+        default=None, description="Split long prefills into budget-sized chunks."
+    )
+    kv_cache_dtype: KvCacheDtype = Field(
+        default="auto", description="KV-cache storage dtype; auto = the model's dtype."
+    )
+    weight_quantization: WeightQuantization | None = Field(
+        default=None, description="Weight quantization; None = whatever the checkpoint says."
+    )
+    speculative: SpeculativeConfig | None = Field(
+        default=None, description="Speculative decoding, or None for plain decoding."
+    )
+    max_model_len: int | None = Field(
+        default=None, ge=1, description="Max tokens per sequence (prompt + output)."
+    )
+    disaggregation: DisaggregationConfig | None = Field(
+        default=None, description="Prefill/decode disaggregation, or None for one instance."
+    )
+    extra_args: dict[str, ExtraArgValue] = Field(
+        default_factory=dict,
+        description="Additional long flags for the engine (name without dashes → scalar).",
+    )
+    host: str = Field(default="0.0.0.0", description="Interface the server binds.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port the server listens on.")
+
+    @field_validator("model")
+    @classmethod
+    def _model_is_one_safe_token(cls, value: str) -> str:
+        # The model is a positional argv element: a leading dash would read as a flag, and
+        # control characters have no place in a path or HF id.
+        if value != value.strip() or value.startswith("-"):
+            raise ValueError("model must not start with '-' or have surrounding whitespace")
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise ValueError("model must not contain control characters")
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _host_is_plain(cls, value: str) -> str:
+        if not _HOST.fullmatch(value):
+            raise ValueError("host must be a hostname or IP address")
+        return value
+
+    @field_validator("extra_args")
+    @classmethod
+    def _extra_args_are_flags(cls, value: dict[str, ExtraArgValue]) -> dict[str, ExtraArgValue]:
+        for key, item in value.items():
+            if not _FLAG_NAME.fullmatch(key):
+                raise ValueError(
+                    f"extra_args key {key!r} is not a long-flag name "
+                    "([a-z0-9-_], without leading dashes)"
+                )
+            if isinstance(item, str) and any(ord(ch) < 32 for ch in item):
+                raise ValueError(f"extra_args[{key!r}] must not contain control characters")
+        return value

@@ -1,0 +1,31 @@
+"""Exceptions raised by the engine plug-ins.
+
+`engines/` imports nothing else of ours, so it owns this tiny tree; the app maps it onto the
+project's error tree at its edge. Messages are one line: what is refused and why.
+"""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Root of every error an engine plug-in raises on purpose."""
+
+
+class UnknownEngineError(EngineError, KeyError):
+    """No plug-in is registered under the requested kind."""
+
+    def __str__(self) -> str:
+        # KeyError's str() wraps the message in quotes; keep it a plain line.
+        return str(self.args[0]) if self.args else ""
+
+
+class CapabilityError(EngineError):
+    """The engine cannot run this config on this hardware/model (or cannot express it).
+
+    Attributes:
+        reason: one line saying what is refused and why, fit to show a user as is.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)

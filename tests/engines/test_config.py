@@ -1,0 +1,86 @@
+"""EngineConfig validation and the plug-in registry."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from engines import ENGINES, get_engine
+from engines.base import EnginePlugin
+from engines.config import EngineConfig, SpeculativeConfig
+from engines.errors import EngineError, UnknownEngineError
+
+
+def _config(**overrides: object) -> EngineConfig:
+    return EngineConfig.model_validate({"engine": "vllm", "model": "org/m", **overrides})
+
+
+def test_minimal_config_leaves_knobs_to_the_engine() -> None:
+    config = _config()
+    assert (config.tp, config.pp, config.port, config.host) == (1, 1, 8000, "0.0.0.0")
+    assert config.max_num_seqs is None and config.prefix_caching is None
+    assert config.kv_cache_dtype == "auto" and config.weight_quantization is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"tensor_parallel": 2}, "Extra inputs are not permitted"),
+        ({"engine": "tgi"}, "Input should be 'vllm', 'sglang' or 'trtllm'"),
+        ({"kv_cache_dtype": "fp6"}, "kv_cache_dtype"),
+        ({"weight_quantization": "int3"}, "weight_quantization"),
+        ({"tp": 0}, "greater than or equal to 1"),
+        ({"pp": 0}, "greater than or equal to 1"),
+        ({"gpu_memory_fraction": 0.0}, "greater than 0"),
+        ({"gpu_memory_fraction": 1.2}, "less than or equal to 1"),
+        ({"model": "--trust-remote-code"}, "must not start with '-'"),
+        ({"model": "a\nb"}, "control characters"),
+        ({"host": "0.0.0.0; id"}, "hostname or IP"),
+        ({"port": 70000}, "less than or equal to 65535"),
+        ({"extra_args": {"--enforce-eager": True}}, "long-flag name"),
+        ({"extra_args": {"Block.Size": 16}}, "long-flag name"),
+        ({"extra_args": {"block-size": [16]}}, "extra_args"),
+        ({"disaggregation": {"prefill_instances": 0, "decode_instances": 1}}, "prefill_instances"),
+    ],
+)
+def test_invalid_configs_are_refused(overrides: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ValidationError, match=None) as info:
+        _config(**overrides)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("method", ["eagle", "eagle3", "draft_model"])
+def test_draft_methods_need_a_draft_model(method: str) -> None:
+    with pytest.raises(ValidationError, match=f"{method}' needs a draft_model"):
+        SpeculativeConfig(method=method, num_tokens=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("method", ["ngram", "mtp"])
+def test_draftless_methods_refuse_a_draft_model(method: str) -> None:
+    with pytest.raises(ValidationError, match="takes no draft_model"):
+        SpeculativeConfig(method=method, num_tokens=3, draft_model="org/d")  # type: ignore[arg-type]
+
+
+def test_speculative_num_tokens_at_least_one() -> None:
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        SpeculativeConfig(method="ngram", num_tokens=0)
+
+
+def test_extra_args_keep_scalar_types() -> None:
+    config = _config(extra_args={"enforce-eager": True, "block_size": 32, "swap-space": 4.5})
+    assert config.extra_args == {"enforce-eager": True, "block_size": 32, "swap-space": 4.5}
+    assert isinstance(config.extra_args["enforce-eager"], bool)
+
+
+def test_registry_maps_kind_to_plugin() -> None:
+    assert get_engine("vllm") is ENGINES["vllm"]
+    for kind, plugin in ENGINES.items():
+        assert plugin.kind == kind
+        assert isinstance(plugin, EnginePlugin)
+
+
+def test_unknown_engine_lists_known_kinds() -> None:
+    with pytest.raises(UnknownEngineError) as info:
+        get_engine("tgi")
+    assert str(info.value) == "unknown engine 'tgi'; known engines: vllm"
+    assert isinstance(info.value, EngineError)
