@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_profile(sub)
     _add_synth(sub)
+    _add_export(sub)
     return parser
 
 
@@ -79,6 +80,16 @@ def _add_synth(sub: Any) -> None:
                    help="multiply the profile's arrival rate")
     _add_trace_options(p)
     p.set_defaults(handler=_cmd_synth)
+
+
+def _add_export(sub: Any) -> None:
+    p = sub.add_parser("export", help="write config file, launch scripts, docker-compose, "
+                                      "Kubernetes manifest, bench command and report")
+    p.add_argument("rec", metavar="REC_JSON",
+                   help="recommendation: an EngineConfig or {\"config\": …, \"gpu\": …}")
+    p.add_argument("--out", required=True, metavar="DIR", help="bundle folder (created)")
+    p.add_argument("--json", action="store_true", help="print the written paths as JSON")
+    p.set_defaults(handler=_cmd_export)
 
 
 def _ingest_options(args: argparse.Namespace) -> Any:
@@ -143,6 +154,22 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     summary = synthesize(profile, n_requests=args.requests, seed=args.seed,
                          out_path=args.output, rate_scale=args.rate_scale)
     print(summary.model_dump_json(indent=2))
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    import json
+
+    from engines.errors import EngineError
+    from engines.export import export_file
+
+    try:
+        written = export_file(args.rec, args.out)
+    except EngineError as exc:  # engines/ owns its own tree; map it at this edge
+        raise UsageError(str(exc)) from None
+    paths = [str(path) for path in written]
+    print(json.dumps({"out": args.out, "files": paths}, indent=2) if args.json
+          else "\n".join(paths))
     return 0
 
 

@@ -5,12 +5,14 @@ Generic code looks plug-ins up here and never branches on an engine's name.
 
 from __future__ import annotations
 
-from engines import vllm
+from engines import sglang, trtllm, vllm
 from engines.base import EnginePlugin
 from engines.errors import UnknownEngineError
 
 ENGINES: dict[str, EnginePlugin] = {
     vllm.PLUGIN.kind: vllm.PLUGIN,
+    sglang.PLUGIN.kind: sglang.PLUGIN,
+    trtllm.PLUGIN.kind: trtllm.PLUGIN,
 }
 
 

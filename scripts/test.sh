@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the tests need and run the whole suite: fast tests, then the slow ones
-# (real browser, large inputs). System packages (Chromium for the browser tests) are installed
-# with apt-get when missing and running as root.
+# (real browser, the real vLLM's argument parser). System packages (Chromium for the browser
+# tests) are installed with apt-get when missing and running as root; vLLM's CPU build goes
+# into its own .venv-vllm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -9,6 +10,7 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 bash scripts/setup.sh dev
+bash scripts/setup_vllm.sh
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 .venv/bin/python -m ruff check .
 .venv/bin/python -m pytest -m "not slow" "$@"

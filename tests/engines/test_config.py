@@ -82,5 +82,5 @@ def test_registry_maps_kind_to_plugin() -> None:
 def test_unknown_engine_lists_known_kinds() -> None:
     with pytest.raises(UnknownEngineError) as info:
         get_engine("tgi")
-    assert str(info.value) == "unknown engine 'tgi'; known engines: vllm"
+    assert str(info.value) == "unknown engine 'tgi'; known engines: sglang, trtllm, vllm"
     assert isinstance(info.value, EngineError)

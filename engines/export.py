@@ -1,0 +1,641 @@
+"""Deployment bundle for one EngineConfig, generic over the registered plug-ins.
+
+Renders the engine's config file, local and docker launch scripts, docker-compose and
+Kubernetes manifests, a benchmark command and a short report, then writes them atomically.
+It only calls the `EnginePlugin` protocol, never branches on an engine's name, and launches
+nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import re
+import shlex
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from engines import get_engine
+from engines.base import EnginePlugin
+from engines.config import EngineConfig
+from engines.errors import EngineError
+from engines.facts import HardwareFacts, ModelFacts
+
+LAUNCH_SCRIPT = "launch.sh"
+DOCKER_SCRIPT = "launch-docker.sh"
+COMPOSE_FILE = "docker-compose.yaml"
+KUBERNETES_FILE = "kubernetes.yaml"
+BENCH_SCRIPT = "bench.sh"
+REPORT_FILE = "REPORT.md"
+FIXED_FILES = (LAUNCH_SCRIPT, DOCKER_SCRIPT, COMPOSE_FILE, KUBERNETES_FILE, BENCH_SCRIPT,
+               REPORT_FILE)
+# Absolute-looking placeholders for host paths known only where the bundle runs: the bundle
+# folder and the user's Hugging Face cache. Each output format resolves them its own way.
+_BUNDLE_DIR = "/@SERVEFIT_BUNDLE_DIR@"
+_HF_CACHE = "/@SERVEFIT_HF_CACHE@"
+_SHELL_PATHS = {_BUNDLE_DIR: '"$HERE"', _HF_CACHE: '"${HF_HOME:-$HOME/.cache/huggingface}"'}
+_COMPOSE_PATHS = {_BUNDLE_DIR: ".", _HF_CACHE: "${HOME}/.cache/huggingface"}
+_HERE = 'HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"'
+# Keyword of `docker_run_argv` through which a plug-in takes the host path of its config file
+# when its container must read that file (not in the EnginePlugin protocol yet).
+_CONFIG_PATH_KEYWORDS = ("config_file_path", "extra_options_path")
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_VOLUME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_HTTP_PATH = re.compile(r"^/[A-Za-z0-9._~/-]*$")
+_FIGURE_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_STARTUP_BUDGET_S = 1200  # weights download, compile and CUDA-graph capture can take minutes
+
+
+class ExportError(EngineError):
+    """The request cannot be exported, or the bundle cannot be written (one line)."""
+
+
+def _one_line(value: str, what: str) -> str:
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError(f"{what} must be one line without control characters")
+    return value
+
+
+class ExportRequest(BaseModel):
+    """What `export` packages: the chosen config plus optional context for the report.
+
+    `rec.json` is either this object or a bare EngineConfig (then every other field is unset).
+    Capability checks run only when both `hardware` and `model_facts` are given.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    config: EngineConfig = Field(description="The serving configuration to package.")
+    gpu: str | None = Field(default=None, max_length=100,
+                            description="GPU name for the report, e.g. 'H100-SXM'.")
+    gpu_count: int | None = Field(default=None, ge=1,
+                                  description="GPUs on the deployment target.")
+    hardware: HardwareFacts | None = Field(
+        default=None, description="GPU facts for the engine's capability check.")
+    model_facts: ModelFacts | None = Field(
+        default=None, description="Model facts for the engine's capability check.")
+    profile: str | None = Field(
+        default=None, max_length=4096,
+        description="Trace (or profile.json) the benchmark replays; written into bench.sh.")
+    predicted: dict[str, float] | None = Field(
+        default=None, description="Predicted figures by name (units in the name, e.g. ttft_ms).")
+    reasons: list[str] = Field(default_factory=list, description="Why this config, one line each.")
+    warnings: list[str] = Field(default_factory=list, description="Caveats, one line each.")
+    engine_version: str | None = Field(
+        default=None, description="Engine release of the docker image (None = plug-in's pin).")
+    host_port: int | None = Field(default=None, ge=1, le=65535,
+                                  description="Published host port (None = config.port).")
+    model_cache_dir: str | None = Field(
+        default=None,
+        description="HF cache for containers: an absolute host path or a docker volume name; "
+        "None = $HF_HOME or ~/.cache/huggingface where the bundle runs.")
+
+    @field_validator("gpu", "profile", "engine_version")
+    @classmethod
+    def _plain_text(cls, value: str | None) -> str | None:
+        return None if value is None else _one_line(value, "value")
+
+    @field_validator("reasons", "warnings")
+    @classmethod
+    def _lines(cls, value: list[str]) -> list[str]:
+        return [_one_line(item, "each reason/warning") for item in value]
+
+    @field_validator("predicted")
+    @classmethod
+    def _figures(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for name, number in (value or {}).items():
+            if not _FIGURE_NAME.fullmatch(name):
+                raise ValueError(f"predicted figure name {name!r} must match [A-Za-z0-9_.]+")
+            if not math.isfinite(number):
+                raise ValueError(f"predicted[{name!r}] must be finite")
+        return value
+
+    @field_validator("model_cache_dir")
+    @classmethod
+    def _cache_dir(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        _one_line(value, "model_cache_dir")
+        is_path = value.startswith("/") and ":" not in value and "," not in value
+        if not (is_path or _VOLUME_NAME.fullmatch(value)):
+            raise ValueError("model_cache_dir must be an absolute path (no ':' or ',') "
+                             "or a docker volume name")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if (self.hardware is None) != (self.model_facts is None):
+            raise ValueError("give both hardware and model_facts (for the capability check), "
+                             "or neither")
+        if self.config.disaggregation is not None:
+            raise ValueError("export of prefill/decode disaggregated configs is not supported yet")
+        count = self.gpu_count
+        if self.hardware is not None:
+            if count is not None and count != self.hardware.gpu_count:
+                raise ValueError(f"gpu_count={count} but hardware.gpu_count="
+                                 f"{self.hardware.gpu_count}")
+            count = self.hardware.gpu_count
+        needed = self.config.tp * self.config.pp
+        if count is not None and needed > count:
+            raise ValueError(f"tp×pp = {needed} GPUs, but gpu_count is {count}")
+        return self
+
+
+def load_request(path: str | os.PathLike[str]) -> ExportRequest:
+    """Read `rec.json`: an ExportRequest object, or a bare EngineConfig.
+
+    Raises:
+        ExportError: unreadable file, bad JSON, or an invalid field (path and field named).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ExportError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ExportError(f"{path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+                          ) from None
+    if not isinstance(data, dict):
+        raise ExportError(f"{path}: expected a JSON object (EngineConfig or {{\"config\": …}})")
+    try:
+        return ExportRequest.model_validate(data if "config" in data else {"config": data})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise ExportError(f"{path}: {where}: {first['msg']}") from None
+
+
+def export_file(
+    request_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
+) -> list[Path]:
+    """`load_request` then `export_bundle`; returns the paths written (see there)."""
+    return export_bundle(load_request(request_path), out_dir)
+
+
+def export_bundle(request: ExportRequest, out_dir: str | os.PathLike[str]) -> list[Path]:
+    """Render every bundle file, then write them into `out_dir` all or nothing.
+
+    Files of `out_dir` that are not part of the bundle are left alone; bundle files already
+    there are replaced, and restored if installing the new ones fails.
+
+    Returns:
+        The written paths, the engine's config file first.
+
+    Raises:
+        UnknownEngineError: no plug-in registered for `request.config.engine`.
+        CapabilityError: the plug-in's check refused the config on the given hardware/model.
+        ExportError: a plug-in output export cannot package, or a file cannot be written.
+    """
+    files = render_bundle(request)
+    return _install(files, Path(out_dir))
+
+
+def render_bundle(request: ExportRequest) -> dict[str, str]:
+    """File name → text of every bundle file (nothing written)."""
+    config = request.config
+    plugin = get_engine(config.engine)
+    if request.hardware is not None and request.model_facts is not None:
+        plugin.check(config, request.hardware, request.model_facts)
+    config_name, config_text = plugin.config_file(config)
+    if not _FILE_NAME.fullmatch(config_name) or config_name in FIXED_FILES:
+        raise ExportError(f"the {config.engine} plug-in's config file name {config_name!r} "
+                          "cannot be used in the bundle")
+    for arg in [*plugin.server_argv(config), request.model_cache_dir or ""]:
+        if _BUNDLE_DIR in arg or _HF_CACHE in arg:
+            raise ExportError(f"the request contains reserved text ({_BUNDLE_DIR}, {_HF_CACHE})")
+    host_port = request.host_port or config.port
+    image = plugin.docker_image(request.engine_version)
+    gpus = config.tp * config.pp
+    docker_argv = docker_command(request, bundle_dir=_BUNDLE_DIR, hf_cache_dir=_HF_CACHE)
+    container = _parse_docker_run(docker_argv, image, config.engine)
+    probe = plugin.readiness(config)
+    if not _HTTP_PATH.fullmatch(probe.health_path):
+        raise ExportError(f"readiness path {probe.health_path!r} is not a plain URL path")
+    local_script = _local_script(plugin, config, config_name)
+    files = {
+        config_name: config_text,
+        LAUNCH_SCRIPT: local_script,
+        DOCKER_SCRIPT: _script(f"start {config.engine} in its official image.", _HERE,
+                               "exec " + _shell_line(docker_argv)),
+        COMPOSE_FILE: _compose(container, config.engine, probe.health_path, gpus),
+        KUBERNETES_FILE: _kubernetes(container, config.engine, probe.health_path, gpus,
+                                     {config_name: config_text}),
+        BENCH_SCRIPT: _bench_script(request.profile, host_port),
+    }
+    files[REPORT_FILE] = _report(request, plugin, files, local_script=local_script,
+                                  image=image, host_port=host_port)
+    return files
+
+
+# -- scripts -----------------------------------------------------------------------------------
+
+
+def _script(purpose: str, *lines: str) -> str:
+    head = ["#!/usr/bin/env bash", f"# Generated by ServeFit: {purpose}", "set -euo pipefail"]
+    return "\n".join([*head, *lines]) + "\n"
+
+
+def docker_command(request: ExportRequest, *, bundle_dir: str, hf_cache_dir: str) -> list[str]:
+    """The plug-in's `docker run` for the request, with the bundle at `bundle_dir`.
+
+    `hf_cache_dir` is used when the request names no `model_cache_dir`. A plug-in whose
+    container reads the config file gets its host path through a `_CONFIG_PATH_KEYWORDS`
+    keyword of `docker_run_argv`.
+    """
+    config = request.config
+    plugin = get_engine(config.engine)
+    config_name = plugin.config_file(config)[0]
+    params = inspect.signature(plugin.docker_run_argv).parameters
+    extra = {key: f"{bundle_dir}/{config_name}" for key in _CONFIG_PATH_KEYWORDS
+             if key in params}
+    return plugin.docker_run_argv(
+        config, image=plugin.docker_image(request.engine_version),
+        host_port=request.host_port or config.port,
+        model_cache_dir=request.model_cache_dir or hf_cache_dir,
+        gpus=config.tp * config.pp, **extra)  # type: ignore[call-arg]
+
+
+def _substitute(arg: str, paths: dict[str, str], quote: Any) -> str:
+    """`arg` with each placeholder replaced by `paths[...]` and the rest passed to `quote`."""
+    pattern = "|".join(re.escape(key) for key in paths)
+    pieces: list[str] = []
+    pos = 0
+    for match in re.finditer(pattern, arg):
+        if match.start() > pos:
+            pieces.append(quote(arg[pos:match.start()]))
+        pieces.append(paths[match.group()])
+        pos = match.end()
+    if pos < len(arg) or not pieces:
+        pieces.append(quote(arg[pos:]))
+    return "".join(pieces)
+
+
+def _shell_line(argv: Sequence[str]) -> str:
+    # Every element is quoted; only the placeholders, resolved when the script runs, are not.
+    return " ".join(_substitute(arg, _SHELL_PATHS, shlex.quote) for arg in argv)
+
+
+def _local_script(plugin: EnginePlugin, config: EngineConfig, config_name: str) -> str:
+    argv = plugin.serve_argv_with_config_file(config, f"{_BUNDLE_DIR}/{config_name}")
+    return _script(f"start {config.engine} locally with the settings in {config_name}.",
+                   _HERE, "exec " + _shell_line(argv))
+
+
+def _bench_script(profile: str | None, host_port: int) -> str:
+    trace = (["DEFAULT_TRACE=" + shlex.quote(profile), 'TRACE="${1:-$DEFAULT_TRACE}"']
+             if profile else ['TRACE="${1:?usage: bench.sh TRACE_FILE (the trace to replay)}"'])
+    return _script(
+        "replay the profiled trace against the served endpoint "
+        "(needs `python -m app bench`, DESIGN §2.4).",
+        *trace,
+        "DEFAULT_ENDPOINT=" + shlex.quote(f"http://localhost:{host_port}"),
+        'ENDPOINT="${ENDPOINT:-$DEFAULT_ENDPOINT}"',
+        'exec python -m app bench --endpoint "$ENDPOINT" --workload trace --trace "$TRACE" '
+        '--json "${@:2}"',
+    )
+
+
+# -- docker run → compose / Kubernetes ---------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Container:
+    """What a plug-in's `docker run` asks for, in a form both manifests can use."""
+
+    image: str
+    entrypoint: list[str] | None = None
+    command: list[str] = field(default_factory=list)
+    ports: list[tuple[int, int]] = field(default_factory=list)  # (host, container)
+    volumes: list[tuple[str, str, str]] = field(default_factory=list)  # (source, target, mode)
+    env: list[tuple[str, str | None]] = field(default_factory=list)  # None = from the host
+    ipc_host: bool = False
+    shm_size: str | None = None
+    ulimits: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+_NO_VALUE = frozenset({"--rm", "-d", "--detach", "-i", "-t", "-it", "--init"})
+_IGNORED = frozenset({"--name", "--gpus", "--runtime"})  # GPUs come from tp×pp
+
+
+def _parse_docker_run(argv: Sequence[str], image: str, kind: str) -> _Container:
+    if list(argv[:2]) != ["docker", "run"]:
+        raise ExportError(f"the {kind} plug-in's docker command does not start with docker run")
+    out = _Container(image=image)
+    i = 2
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("-"):
+            if arg != image:
+                raise ExportError(f"the {kind} plug-in's docker command runs {arg!r}, "
+                                  f"not the image {image!r}")
+            out.command = list(argv[i + 1:])
+            return out
+        i += 1
+        if arg in _NO_VALUE:
+            continue
+        name, sep, value = arg.partition("=")
+        if not sep:
+            if i >= len(argv):
+                raise ExportError(f"docker option {arg} of the {kind} plug-in has no value")
+            value = argv[i]
+            i += 1
+        try:
+            _docker_option(out, name, value, kind)
+        except ValueError:
+            raise ExportError(f"docker option {name} {value!r} of the {kind} plug-in "
+                              "is malformed") from None
+    raise ExportError(f"the {kind} plug-in's docker command names no image")
+
+
+def _docker_option(out: _Container, name: str, value: str, kind: str) -> None:
+    if name in _IGNORED:
+        return
+    if name in ("-p", "--publish"):
+        host, _, inside = value.rpartition(":")
+        out.ports.append((int(host.rpartition(":")[2] or inside), int(inside.partition("/")[0])))
+    elif name in ("-v", "--volume"):
+        source, _, target = value.partition(":")
+        target, _, mode = target.partition(":")
+        out.volumes.append((source, target, mode))
+    elif name in ("-e", "--env"):
+        key, sep, val = value.partition("=")
+        out.env.append((key, val if sep else None))
+    elif name == "--ipc" and value == "host":
+        out.ipc_host = True
+    elif name == "--shm-size":
+        out.shm_size = value
+    elif name == "--ulimit":
+        key, _, limits = value.partition("=")
+        soft, _, hard = limits.partition(":")
+        out.ulimits[key] = (int(soft), int(hard or soft))
+    elif name == "--entrypoint":
+        out.entrypoint = [value]
+    else:
+        raise ExportError(f"the {kind} plug-in's docker option {name} {value!r} has no "
+                          "compose/Kubernetes translation in export")
+
+
+def _compose_escape(value: str) -> str:
+    # Compose interpolates $VAR and ${VAR} in every string; $$ is a literal $. Placeholders
+    # become paths relative to the compose file, or the user's HF cache.
+    return _substitute(value, _COMPOSE_PATHS, lambda text: text.replace("$", "$$"))
+
+
+def _health_test(port: int, path: str) -> list[str]:
+    # python3 ships in every engine image; curl does not.
+    url = f"http://localhost:{port}{path}"
+    code = f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5)"
+    return ["CMD", "python3", "-c", code]
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Safe YAML without anchors/aliases, which some manifest tools reject."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _dump_yaml(*docs: Any) -> str:
+    return yaml.dump_all(docs, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True,
+                         width=10**6)
+
+
+def _compose(c: _Container, kind: str, health_path: str, gpus: int) -> str:
+    service: dict[str, Any] = {"image": c.image}
+    if c.entrypoint is not None:
+        service["entrypoint"] = [_compose_escape(a) for a in c.entrypoint]
+    service["command"] = [_compose_escape(a) for a in c.command]
+    service["ports"] = [f"{host}:{inside}" for host, inside in c.ports]
+    if c.ipc_host:
+        service["ipc"] = "host"
+    if c.shm_size is not None:
+        service["shm_size"] = c.shm_size
+    if c.ulimits:
+        service["ulimits"] = {k: {"soft": s, "hard": h} for k, (s, h) in c.ulimits.items()}
+    if c.env:
+        service["environment"] = [k if v is None else f"{k}={_compose_escape(v)}"
+                                  for k, v in c.env]
+    service["volumes"] = [_compose_escape(":".join(filter(None, v))) for v in c.volumes]
+    service["deploy"] = {"resources": {"reservations": {"devices": [
+        {"driver": "nvidia", "count": gpus, "capabilities": ["gpu"]}]}}}
+    port = c.ports[0][1] if c.ports else None
+    if port is not None:
+        service["healthcheck"] = {"test": _health_test(port, health_path), "interval": "15s",
+                                  "timeout": "10s", "retries": 3,
+                                  "start_period": f"{_STARTUP_BUDGET_S}s"}
+    doc: dict[str, Any] = {"services": {kind: service}}
+    named = [s for s, _, _ in c.volumes if not s.startswith("/")]
+    if named:
+        doc["volumes"] = {_compose_escape(s): {} for s in named}
+    return f"# Generated by ServeFit: `docker compose up -d` serves {kind}.\n" + _dump_yaml(doc)
+
+
+def _kubernetes(c: _Container, kind: str, health_path: str, gpus: int,
+                config_files: dict[str, str]) -> str:
+    name = f"servefit-{kind}"
+    config_map: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-config", "labels": {}}, "data": {}}
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "servefit"}
+    port = c.ports[0][1] if c.ports else None
+    if port is None:
+        raise ExportError(f"the {kind} plug-in's docker command publishes no port")
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    for index, (source, target, mode) in enumerate(c.volumes):
+        vol = f"volume-{index}"
+        mount: dict[str, Any] = {"name": vol, "mountPath": target}
+        file_name = source.removeprefix(f"{_BUNDLE_DIR}/")
+        if file_name in config_files:  # a bundle file: ship it in a ConfigMap
+            config_map["data"][file_name] = config_files[file_name]
+            spec: dict[str, Any] = {"configMap": {"name": config_map["metadata"]["name"]}}
+            mount["subPath"] = file_name
+        elif source.startswith("/") and _HF_CACHE not in source and _BUNDLE_DIR not in source:
+            spec = {"hostPath": {"path": source, "type": "DirectoryOrCreate"}}
+        else:  # a docker named volume or the user's cache: pod-local scratch
+            spec = {"emptyDir": {}}
+        if mode == "ro":
+            mount["readOnly"] = True
+        volumes.append({"name": vol, **spec})
+        mounts.append(mount)
+    probe = {"httpGet": {"path": health_path, "port": port}, "periodSeconds": 10}
+    container: dict[str, Any] = {"name": kind, "image": c.image}
+    if any(_BUNDLE_DIR in a or _HF_CACHE in a for a in [*(c.entrypoint or []), *c.command]):
+        raise ExportError(f"the {kind} plug-in's container command names a host path")
+    if c.entrypoint is not None:
+        container["command"] = [_k8s_escape(a) for a in c.entrypoint]
+    container["args"] = [_k8s_escape(a) for a in c.command]
+    container["ports"] = [{"name": "http", "containerPort": port}]
+    if c.env:
+        container["env"] = [_k8s_env(k, v) for k, v in c.env]
+    container |= {
+        "resources": {"limits": {"nvidia.com/gpu": gpus}},
+        "startupProbe": {**probe, "failureThreshold": _STARTUP_BUDGET_S // 10},
+        "readinessProbe": {**probe, "failureThreshold": 3},
+        "volumeMounts": mounts,
+    }
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"containers": [container], "volumes": volumes}}},
+    }
+    service = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"selector": labels,
+                 "ports": [{"name": "http", "port": port, "targetPort": port}]},
+    }
+    config_map["metadata"]["labels"] = labels
+    docs = [config_map] if config_map["data"] else []
+    head = (f"# Generated by ServeFit: `kubectl apply -f {KUBERNETES_FILE}` serves {kind}.\n"
+            "# Host environment variables become optional keys of the Secret servefit-env.\n")
+    return head + _dump_yaml(*docs, deployment, service)
+
+
+def _k8s_escape(value: str) -> str:
+    # Kubernetes expands $(VAR) in command/args; $$ is a literal $.
+    return value.replace("$", "$$")
+
+
+def _k8s_env(key: str, value: str | None) -> dict[str, Any]:
+    if not _ENV_NAME.fullmatch(key):
+        raise ExportError(f"environment variable name {key!r} is not valid")
+    if value is not None:
+        return {"name": key, "value": _k8s_escape(value)}
+    ref = {"name": "servefit-env", "key": key, "optional": True}
+    return {"name": key, "valueFrom": {"secretKeyRef": ref}}
+
+
+# -- report ------------------------------------------------------------------------------------
+
+
+def _code(text: str) -> str:
+    """`text` as one Markdown code span, whatever backticks it holds."""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _block(text: str) -> str:
+    fence = "`" * max(3, max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence}sh\n{text}\n{fence}"
+
+
+def _knobs(config: EngineConfig) -> list[str]:
+    data = config.model_dump(mode="json", exclude_defaults=True,
+                             exclude={"engine", "model", "host", "port"})
+    return [f"{_code(f'{k}={json.dumps(v) if isinstance(v, dict) else v}')}"
+            for k, v in data.items()]
+
+
+def _report(request: ExportRequest, plugin: EnginePlugin, files: dict[str, str], *,
+            local_script: str, image: str, host_port: int) -> str:
+    config = request.config
+    gpus = config.tp * config.pp
+    hardware = request.hardware
+    gpu = request.gpu or (hardware.gpu_name if hardware else None)
+    count = request.gpu_count or (hardware.gpu_count if hardware else None)
+    target = (gpu or "GPU not given") + (f" × {count}" if count else "")
+    lines = [
+        f"# ServeFit export: {config.engine} serving {_code(config.model)}", "",
+        f"- Engine: {config.engine} (image {_code(image)})",
+        f"- Model: {_code(config.model)}",
+        f"- GPU: {target}; tp={config.tp}, pp={config.pp} → {gpus} GPU(s) per replica",
+        f"- Key knobs: {', '.join(_knobs(config)) or 'engine defaults'}",
+        f"- Endpoint: http://localhost:{host_port} (readiness: GET "
+        f"{plugin.readiness(config).health_path})",
+        "", "## Launch", "",
+        f"Locally (`./{LAUNCH_SCRIPT}`) runs:", "",
+        _block(local_script.rstrip("\n").splitlines()[-1].removeprefix("exec ")), "",
+        f"In docker: `./{DOCKER_SCRIPT}`, `docker compose up -d`, or "
+        f"`kubectl apply -f {KUBERNETES_FILE}`. Then `./{BENCH_SCRIPT}` replays the trace "
+        "(the `bench` command is pending).",
+        "", "## Capability check", "",
+    ]
+    if request.hardware is not None:
+        lines.append(f"Passed: {config.engine} accepts this config on "
+                     f"{request.hardware.gpu_count} × {request.hardware.gpu_name}.")
+    else:
+        lines.append("Skipped: the request gave no hardware/model facts.")
+    lines += ["", "## Predicted", ""]
+    if request.predicted:
+        lines += [f"- {name}: {value:g}" for name, value in request.predicted.items()]
+    else:
+        lines.append("None were given in the request.")
+    lines += ["", "## Reasons", ""]
+    lines += [f"- {r}" for r in request.reasons] or ["None were given in the request."]
+    if request.warnings:
+        lines += ["", "## Warnings", "", *[f"- {w}" for w in request.warnings]]
+    lines += ["", "## Files", "", *[f"- `{name}`" for name in [*files, REPORT_FILE]]]
+    return "\n".join(lines) + "\n"
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def _write_file(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if path.suffix == ".sh":
+        path.chmod(0o755)
+
+
+def _install(files: dict[str, str], out: Path) -> list[Path]:
+    """Write `files` into a staging folder next to `out`, then move them in, all or nothing."""
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out}: exists and is not a folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.export-"))
+    except OSError as exc:
+        raise ExportError(f"{out}: cannot write: {exc.strerror or exc}") from None
+    try:
+        staging.chmod(0o755)  # mkdtemp makes it private; the bundle is an ordinary folder
+        for name, text in files.items():
+            _write_file(staging / name, text)
+        if not out.exists():
+            os.rename(staging, out)  # the whole bundle appears at once
+        else:
+            _move_in(staging, out, list(files))
+    except OSError as exc:
+        raise ExportError(f"{out}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / name for name in files]
+
+
+def _move_in(staging: Path, out: Path, names: list[str]) -> None:
+    """Replace bundle files in an existing folder; restore the old ones if a move fails."""
+    backup = staging / ".previous"
+    backup.mkdir()
+    saved: list[str] = []
+    placed: list[str] = []
+    try:
+        for name in names:
+            target = out / name
+            if target.exists() or target.is_symlink():
+                os.replace(target, backup / name)
+                saved.append(name)
+            os.replace(staging / name, target)
+            placed.append(name)
+    except BaseException:
+        for name in placed:
+            (out / name).unlink(missing_ok=True)
+        for name in saved:
+            os.replace(backup / name, out / name)
+        raise

@@ -1,0 +1,560 @@
+"""The SGLang plug-in: flags, `--config` YAML, docker command, capability checks and metrics.
+
+Written against SGLang 0.5.23 (`python3 -m sglang.launch_server`); spellings follow
+shared/reference/engines.md. It renders and checks only; launching belongs to `runners/`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import ClassVar, Literal
+
+import yaml
+
+from engines.base import (
+    DisaggregationPlan,
+    EngineDefaults,
+    GpuSelection,
+    ReadinessProbe,
+    ServerProcess,
+)
+from engines.config import EngineConfig, EngineKind
+from engines.errors import CapabilityError, EngineError
+from engines.facts import HardwareFacts, ModelFacts
+
+SGLANG_VERSION = "0.5.23"
+IMAGE_REPOSITORY = "lmsysorg/sglang"
+CONFIG_FILE_NAME = "sglang-config.yaml"
+LAUNCH: tuple[str, ...] = ("python3", "-m", "sglang.launch_server")
+ROUTER: tuple[str, ...] = ("python3", "-m", "sglang_router.launch_router")
+SHM_SIZE = "32g"  # SGLang's docker docs insist on a large /dev/shm (NCCL, CUDA graphs)
+# NIXL needs no RDMA device name (Mooncake wants --disaggregation-ib-device) and matches the
+# connector the vLLM plug-in uses.
+DISAGG_TRANSFER_BACKEND = "nixl"
+BOOTSTRAP_BASE_PORT = 8998  # SGLang's default --disaggregation-bootstrap-port
+
+_KV_DTYPE: dict[str, str | None] = {
+    "auto": None,
+    "fp16": None,  # SGLang has no fp16 option: auto is the model dtype, checked in check()
+    "bf16": "bf16",
+    "fp8": "fp8_e4m3",  # SGLang's fp8 spelling; e4m3 is what "fp8" means on CUDA
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+    "fp4": "fp4_e2m1",
+}
+_KV_DTYPE_REFUSED: dict[str, str] = {
+    "int8": "SGLang has no int8 KV cache (choices: auto, fp8_e4m3, fp8_e5m2, bf16, fp4_e2m1); "
+    "use fp8",
+}
+_WEIGHT_QUANT: dict[str, str | None] = {
+    "none": None,
+    "fp8": "fp8",  # online FP8 on a BF16 checkpoint, or an FP8 checkpoint
+    "awq": "awq_marlin",
+    "gptq": "gptq_marlin",
+    "nvfp4": "modelopt_fp4",
+    "mxfp4": "mxfp4",
+}
+_WEIGHT_QUANT_REFUSED: dict[str, str] = {
+    "int8": "SGLang's w8a8_int8 loads only pre-quantized W8A8 checkpoints; load one with "
+    "weight_quantization unset",
+    "int4": "SGLang has no --quantization value for generic int4 weights; use awq/gptq or a "
+    "pre-quantized checkpoint with weight_quantization unset",
+}
+_SPEC_ALGORITHM: dict[str, str] = {
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "draft_model": "STANDALONE",
+    "ngram": "NGRAM",
+    "mtp": "NEXTN",  # DeepSeek-style MTP layers; SGLang treats NEXTN as EAGLE on own heads
+}
+_IMAGE_TAG = re.compile(
+    r"^(latest|dev|v?\d+\.\d+\.\d+(rc\d+|\.post\d+)?(-[0-9A-Za-z][0-9A-Za-z.]*)*)$"
+)
+_CONTAINER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+Setting = tuple[str, str | int | float | bool]
+Role = Literal["prefill", "decode"]
+
+
+def _flag_name(key: str) -> str:
+    """SGLang's argparse knows only dashed long flags; render `_` as `-`."""
+    return key.replace("_", "-")
+
+
+def _speculative_settings(config: EngineConfig) -> list[Setting]:
+    """K = `num_tokens` draft tokens per step, as a chain (top-k 1).
+
+    Drafting methods get `--speculative-num-steps K --speculative-eagle-topk 1
+    --speculative-num-draft-tokens K+1`: SGLang counts the verified root token in
+    num-draft-tokens and requires K+1 when top-k is 1. SGLang's docs ask for all three or
+    none; we set all three so the proposal length is the one the performance model assumed.
+    NGRAM builds its own tree, so it gets only `--speculative-num-draft-tokens K+1`.
+    """
+    spec = config.speculative
+    assert spec is not None  # callers check
+    out: list[Setting] = [("speculative-algorithm", _SPEC_ALGORITHM[spec.method])]
+    if spec.draft_model is not None:  # SpeculativeConfig: eagle, eagle3, draft_model only
+        out.append(("speculative-draft-model-path", spec.draft_model))
+    if spec.method != "ngram":
+        out += [("speculative-num-steps", spec.num_tokens), ("speculative-eagle-topk", 1)]
+    out.append(("speculative-num-draft-tokens", spec.num_tokens + 1))
+    return out
+
+
+class SglangEngine:
+    """SGLang ≥ 0.5 OpenAI server (`python3 -m sglang.launch_server --model-path MODEL …`)."""
+
+    kind: ClassVar[EngineKind] = "sglang"
+    defaults: ClassVar[EngineDefaults] = EngineDefaults(
+        engine_version=SGLANG_VERSION,
+        max_num_seqs=None,
+        max_batched_tokens=None,
+        gpu_memory_fraction=None,
+        prefix_caching=True,
+        chunked_prefill=True,
+        kv_cache_dtype="auto",
+        port=30000,
+        notes="max-running-requests is derived from the KV pool and CUDA-graph batch sizes. "
+        "chunked-prefill-size depends on GPU memory (about 2048 on small GPUs, 4096 on A100 "
+        "40GB, 8192 on H100/H200, 16384 on B200/MI300); max-prefill-tokens defaults to 16384. "
+        "mem-fraction-static (weights + KV pool) is computed from the memory SGLang reserves "
+        "(docs quote about 0.9). RadixAttention and chunked prefill are on; host 127.0.0.1.",
+    )
+    metrics_path: ClassVar[str] = "/metrics"  # only with --enable-metrics (always rendered)
+    # Sample names as scraped, newest first. SGLang exports no speculative token counters
+    # (only the gauges sglang:spec_accept_length / sglang:spec_accept_rate): empty tuples.
+    metric_names: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "queue_depth": ("sglang:num_queue_reqs",),
+        "running": ("sglang:num_running_reqs",),
+        "kv_cache_usage": ("sglang:token_usage",),
+        "prefix_cache_hit_rate": ("sglang:cache_hit_rate",),
+        # Hit rate over tokens = rate(cached_tokens) / rate(prompt_tokens).
+        "prefix_cache_queries_tokens": ("sglang:prompt_tokens_total",),
+        "prefix_cache_hits_tokens": ("sglang:cached_tokens_total",),
+        "ttft_seconds": ("sglang:time_to_first_token_seconds",),
+        "itl_seconds": (
+            "sglang:inter_token_latency_seconds",
+            "sglang:time_per_output_token_seconds",
+        ),
+        "tpot_seconds": (
+            "sglang:time_per_output_token_seconds",
+            "sglang:inter_token_latency_seconds",
+        ),
+        "e2e_seconds": ("sglang:e2e_request_latency_seconds",),
+        "queue_time_seconds": ("sglang:queue_time_seconds",),
+        "prompt_tokens": ("sglang:prompt_tokens_total",),
+        "generation_tokens": ("sglang:generation_tokens_total",),
+        # SGLang "retracts" (preempts) requests when the KV pool is full.
+        "preemptions": ("sglang:num_retracted_requests_total",),
+        "spec_draft_tokens": (),
+        "spec_accepted_tokens": (),
+    }
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def settings(self, config: EngineConfig) -> list[Setting]:
+        """The (long flag name, value) pairs for `config`, in render order, model included.
+
+        Both the CLI and the `--config` YAML are made from this one list, so they cannot
+        drift. For a disaggregated config these are the settings every instance shares; the
+        role flags are added per process by `disaggregation_plan`.
+
+        Raises:
+            CapabilityError: a value SGLang cannot express (int8 KV, int8/int4 weights, an
+                extra arg that shadows a field or is `false`).
+        """
+        return self._settings(config, [])
+
+    def server_argv(self, config: EngineConfig) -> list[str]:
+        """`python3 -m sglang.launch_server --model-path MODEL --flag value …` as a list.
+
+        Raises:
+            EngineError: the config is disaggregated (one command per role: use
+                `disaggregation_plan`).
+        """
+        self._require_single(config)
+        return [*LAUNCH, *self._flags(self.settings(config))]
+
+    def config_file(self, config: EngineConfig) -> tuple[str, str]:
+        """(`sglang-config.yaml`, YAML of long flag names, `model-path` included).
+
+        Only `true` booleans are ever written (switches SGLang turns on), because SGLang's
+        boolean flags are store_true switches and older mergers drop `false`.
+        """
+        data = dict(self.settings(config))
+        # A huge width keeps long values on one line, readable and diffable.
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10**6)
+        return CONFIG_FILE_NAME, text
+
+    def serve_argv_with_config_file(self, config: EngineConfig, path: str) -> list[str]:
+        """`python3 -m sglang.launch_server --model-path MODEL --config PATH`.
+
+        The file holds `model-path` too; repeating it on the command line (CLI wins, same
+        value) keeps the launch valid for SGLang releases whose argparse demands the flag
+        before merging the file.
+        """
+        self._require_own(config)
+        self._require_single(config)
+        # Newer releases also read .json; releases up to ~0.5.7 accept only YAML.
+        if not path.endswith((".yaml", ".yml")):
+            raise EngineError(f"SGLang reads .yaml/.yml config files, got {path!r}")
+        return [*LAUNCH, "--model-path", config.model, "--config", path]
+
+    def docker_image(self, version: str | None = None) -> str:
+        """`lmsysorg/sglang:v<version>`; `latest`/`dev` and suffixed tags (`-cu129`) pass."""
+        tag = version or SGLANG_VERSION
+        if not _IMAGE_TAG.fullmatch(tag):
+            raise EngineError(
+                f"not an SGLang image tag: {tag!r} (expected e.g. 0.5.23, v0.5.23-cu129 or latest)"
+            )
+        if tag[0].isdigit():
+            tag = f"v{tag}"
+        return f"{IMAGE_REPOSITORY}:{tag}"
+
+    def docker_run_argv(
+        self,
+        config: EngineConfig,
+        *,
+        image: str,
+        host_port: int,
+        model_cache_dir: str,
+        gpus: GpuSelection = "all",
+        container_name: str | None = None,
+    ) -> list[str]:
+        """`docker run` of the official image with the launch command (it has no entrypoint).
+
+        Inside the container the server binds 0.0.0.0 whatever `config.host` says, or the
+        published port would not reach it. The HF cache is mounted so weights download once.
+        """
+        if not 1 <= host_port <= 65535:
+            raise EngineError(f"host_port must be 1-65535, got {host_port}")
+        if ":" in model_cache_dir or not model_cache_dir:
+            raise EngineError(
+                f"model_cache_dir must be a path without ':', got {model_cache_dir!r}"
+            )
+        name = container_name or f"servefit-sglang-{host_port}"
+        if not _CONTAINER_NAME.fullmatch(name):
+            raise EngineError(f"invalid container name {name!r}")
+        inside = config.model_copy(update={"host": "0.0.0.0"})
+        return [
+            "docker", "run", "--rm",
+            "--name", name,
+            "--gpus", _docker_gpus(gpus),
+            "--ipc=host",
+            "--shm-size", SHM_SIZE,
+            "-p", f"{host_port}:{config.port}",
+            "-v", f"{model_cache_dir}:/root/.cache/huggingface",
+            "--env", "HF_TOKEN",
+            image,
+            *self.server_argv(inside),
+        ]  # fmt: skip
+
+    def readiness(self, config: EngineConfig) -> ReadinessProbe:
+        """Poll `/health`, check `/v1/models`, then one 1-token completion.
+
+        SGLang also serves `/health_generate` (a 1-token generation); the launcher's own
+        tiny completion proves the same, so the cheap `/health` is the polling path.
+        """
+        name = config.extra_args.get("served-model-name", config.model)
+        return ReadinessProbe(
+            health_path="/health",
+            models_path="/v1/models",
+            served_model_name=str(name),
+            completion_path="/v1/completions",
+            completion_body={"model": str(name), "prompt": "Hello", "max_tokens": 1},
+        )
+
+    def disaggregation_plan(
+        self, config: EngineConfig, *, host: str = "127.0.0.1", base_port: int = 8100
+    ) -> DisaggregationPlan:
+        """Prefill and decode `launch_server` instances behind `sglang_router`.
+
+        Every instance runs the shared settings plus `--disaggregation-mode prefill|decode`;
+        prefill instances also get distinct `--disaggregation-bootstrap-port`s (from 8998),
+        which the router learns as `--prefill URL BOOTSTRAP_PORT`. Instances get consecutive
+        ports from `base_port` and disjoint GPU ranges; the router listens on
+        `config.host:config.port`.
+        """
+        disagg = config.disaggregation
+        if disagg is None:
+            raise EngineError("config has no disaggregation section")
+        gpus_per_instance = config.tp * config.pp
+        roles: list[Role] = ["prefill"] * disagg.prefill_instances
+        roles += ["decode"] * disagg.decode_instances
+        prefill: list[ServerProcess] = []
+        decode: list[ServerProcess] = []
+        router_argv = [*ROUTER, "--pd-disaggregation"]
+        for index, role in enumerate(roles):
+            port = base_port + index
+            first_gpu = index * gpus_per_instance
+            devices = ",".join(str(g) for g in range(first_gpu, first_gpu + gpus_per_instance))
+            role_settings: list[Setting] = [("disaggregation-mode", role)]
+            if role == "prefill":
+                bootstrap = BOOTSTRAP_BASE_PORT + len(prefill)
+                role_settings.append(("disaggregation-bootstrap-port", bootstrap))
+            instance = config.model_copy(update={"port": port})
+            argv = [*LAUNCH, *self._flags(self._settings(instance, role_settings))]
+            proc = ServerProcess(
+                role=role, argv=argv, env={"CUDA_VISIBLE_DEVICES": devices}, port=port
+            )
+            if role == "prefill":
+                prefill.append(proc)
+                router_argv += ["--prefill", f"http://{host}:{port}", str(bootstrap)]
+            else:
+                decode.append(proc)
+        for proc in decode:
+            router_argv += ["--decode", f"http://{host}:{proc.port}"]
+        router_argv += ["--host", config.host, "--port", str(config.port)]
+        return DisaggregationPlan(
+            prefill=prefill,
+            decode=decode,
+            router=ServerProcess(role="router", argv=router_argv, port=config.port),
+            gpus_needed=len(roles) * gpus_per_instance,
+        )
+
+    # -- capability checks -----------------------------------------------------------------
+
+    def check(self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts) -> None:
+        """Refuse configs SGLang cannot serve on `hardware` for `model`.
+
+        Raises:
+            CapabilityError: one line naming the first problem found.
+        """
+        self.settings(config)  # what cannot be rendered cannot run either
+        self._check_parallelism(config, hardware, model)
+        self._check_lengths(config, model)
+        self._check_kv_cache(config, hardware, model)
+        self._check_weights(config, hardware, model)
+        self._check_speculative(config, hardware, model)
+
+    def _check_parallelism(
+        self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
+    ) -> None:
+        disagg = config.disaggregation
+        instances = 1 if disagg is None else disagg.prefill_instances + disagg.decode_instances
+        needed = config.tp * config.pp * instances
+        if needed > hardware.gpu_count:
+            raise CapabilityError(
+                f"tp×pp×instances = {config.tp}×{config.pp}×{instances} = {needed} GPUs, "
+                f"but only {hardware.gpu_count} available"
+            )
+        if model.num_attention_heads % config.tp:
+            raise CapabilityError(
+                f"tp={config.tp} must divide the model's {model.num_attention_heads} "
+                "attention heads"
+            )
+        # SGLang's QKVParallelLinear shards KV heads when tp divides them and replicates them
+        # when they divide tp (tp / kv copies each); any other ratio cannot be split.
+        kv = model.num_kv_heads
+        if kv % config.tp and config.tp % kv:
+            raise CapabilityError(
+                f"tp={config.tp} and the model's {kv} KV heads must divide one another"
+            )
+        if model.num_layers is not None and config.pp > model.num_layers:
+            raise CapabilityError(f"pp={config.pp} exceeds the model's {model.num_layers} layers")
+
+    def _check_lengths(self, config: EngineConfig, model: ModelFacts) -> None:
+        # SGLang itself refuses a longer --context-length unless
+        # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set; we never set it.
+        if config.max_model_len is not None and config.max_model_len > model.max_context_tokens:
+            raise CapabilityError(
+                f"max_model_len={config.max_model_len} exceeds the model's context of "
+                f"{model.max_context_tokens} tokens"
+            )
+
+    def _check_kv_cache(
+        self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
+    ) -> None:
+        dtype = config.kv_cache_dtype
+        if dtype == "fp16" and model.weights_dtype not in (None, "fp16"):
+            raise CapabilityError(
+                f"SGLang has no fp16 KV cache option; auto keeps the model dtype, and this "
+                f"model is {model.weights_dtype}"
+            )
+        # Policy, not an SGLang error: without FP8 hardware an FP8 KV cache only saves memory
+        # and pays conversions on every step, which our performance model does not represent.
+        if dtype.startswith("fp8") and "fp8" not in hardware.native_dtypes:
+            raise CapabilityError(
+                f"FP8 KV cache needs a GPU with FP8 support (compute capability >= 8.9 or "
+                f"MI300); {hardware.gpu_name} has none"
+            )
+        if dtype == "fp4" and "fp4" not in hardware.native_dtypes:
+            raise CapabilityError(
+                f"FP4 (fp4_e2m1) KV cache needs a Blackwell GPU (compute capability >= 10.0); "
+                f"{hardware.gpu_name} has no FP4"
+            )
+
+    def _check_weights(
+        self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
+    ) -> None:
+        quant = config.weight_quantization
+        if quant is None or quant == "none":
+            return
+        cc = hardware.compute_capability
+        ampere_or_newer = hardware.vendor == "nvidia" and cc is not None and cc >= (8, 0)
+        if quant == "fp8" and "fp8" not in hardware.native_dtypes and not ampere_or_newer:
+            # On sm_80-88 SGLang runs FP8 weight-only through Marlin (W8A16) by itself
+            # (fp8_utils.can_auto_enable_marlin_fp8): allowed.
+            raise CapabilityError(
+                f"FP8 weights need FP8 hardware or an Ampere+ NVIDIA GPU for SGLang's Marlin "
+                f"fallback; {hardware.gpu_name} has neither"
+            )
+        if quant in ("awq", "gptq") and not ampere_or_newer:
+            raise CapabilityError(
+                f"{quant} is rendered as {_WEIGHT_QUANT[quant]}, whose Marlin kernels need an "
+                f"NVIDIA GPU with compute capability >= 8.0; {hardware.gpu_name} is not one"
+            )
+        if quant == "nvfp4" and "fp4" not in hardware.native_dtypes:
+            raise CapabilityError(
+                f"NVFP4 weights need a Blackwell GPU (compute capability >= 10.0); "
+                f"{hardware.gpu_name} has no FP4"
+            )
+        if quant == "mxfp4" and not model.is_moe:
+            # SGLang's mxfp4 method quantizes only MoE experts (gpt-oss checkpoints).
+            raise CapabilityError("SGLang's mxfp4 applies only to MoE experts; model is dense")
+
+    def _check_speculative(
+        self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
+    ) -> None:
+        spec = config.speculative
+        if spec is None:
+            return
+        if spec.method == "mtp" and model.has_mtp_heads is False:
+            raise CapabilityError(
+                "speculative method mtp (SGLang NEXTN) needs a checkpoint with MTP layers"
+            )
+        if spec.method == "ngram" and hardware.vendor != "nvidia":
+            raise CapabilityError(
+                f"SGLang's NGRAM speculative decoding runs only on CUDA; {hardware.gpu_name} "
+                "is not an NVIDIA GPU"
+            )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _settings(self, config: EngineConfig, role_settings: list[Setting]) -> list[Setting]:
+        self._require_own(config)
+        out: list[Setting] = [
+            ("model-path", config.model),
+            ("tp-size", config.tp),
+            ("pp-size", config.pp),
+        ]
+        optional: list[tuple[str, str | int | float | bool | None]] = [
+            ("max-running-requests", config.max_num_seqs),
+            *self._token_budget(config),
+            ("mem-fraction-static", config.gpu_memory_fraction),
+            ("disable-radix-cache", True if config.prefix_caching is False else None),
+            ("kv-cache-dtype", self._kv_cache_dtype(config)),
+            ("quantization", self._quantization(config)),
+            ("context-length", config.max_model_len),
+        ]
+        out += [(name, value) for name, value in optional if value is not None]
+        if config.speculative is not None:
+            out += _speculative_settings(config)
+        out.append(("enable-metrics", True))  # /metrics answers 404 without it
+        if config.disaggregation is not None:
+            out.append(("disaggregation-transfer-backend", DISAGG_TRANSFER_BACKEND))
+        out += role_settings
+        out += [("host", config.host), ("port", config.port)]
+        out += self._extra_settings(config, {name for name, _ in out})
+        return out
+
+    @staticmethod
+    def _token_budget(config: EngineConfig) -> list[tuple[str, int | None]]:
+        """`max_batched_tokens` → chunk size and prefill budget; chunked prefill off → -1.
+
+        SGLang caps a step's prefill tokens by both --chunked-prefill-size and
+        --max-prefill-tokens (default 16384), so both get the budget; without chunking the
+        budget is --max-prefill-tokens alone (SGLang still admits one prompt up to the
+        context length).
+        """
+        budget = config.max_batched_tokens
+        if config.chunked_prefill is False:
+            return [("chunked-prefill-size", -1), ("max-prefill-tokens", budget)]
+        return [("chunked-prefill-size", budget), ("max-prefill-tokens", budget)]
+
+    def _require_own(self, config: EngineConfig) -> None:
+        if config.engine != self.kind:
+            raise CapabilityError(f"config is for engine {config.engine!r}, not {self.kind!r}")
+
+    @staticmethod
+    def _require_single(config: EngineConfig) -> None:
+        if config.disaggregation is not None:
+            raise EngineError(
+                "a disaggregated SGLang config needs one command per role; use "
+                "disaggregation_plan()"
+            )
+
+    @staticmethod
+    def _flags(settings: list[Setting]) -> list[str]:
+        argv: list[str] = []
+        for name, value in settings:
+            if value is True:
+                argv.append(f"--{name}")
+            else:
+                argv += [f"--{name}", str(value)]
+        return argv
+
+    def _kv_cache_dtype(self, config: EngineConfig) -> str | None:
+        dtype = config.kv_cache_dtype
+        if dtype in _KV_DTYPE_REFUSED:
+            raise CapabilityError(f"kv_cache_dtype={dtype}: {_KV_DTYPE_REFUSED[dtype]}")
+        return _KV_DTYPE[dtype]
+
+    def _quantization(self, config: EngineConfig) -> str | None:
+        quant = config.weight_quantization
+        if quant is None:
+            return None
+        if quant in _WEIGHT_QUANT_REFUSED:
+            raise CapabilityError(f"weight_quantization={quant}: {_WEIGHT_QUANT_REFUSED[quant]}")
+        return _WEIGHT_QUANT[quant]
+
+    def _extra_settings(self, config: EngineConfig, managed: set[str]) -> list[Setting]:
+        reserved = managed | _RESERVED_FLAGS
+        out: list[Setting] = []
+        for key, value in config.extra_args.items():
+            name = _flag_name(key)
+            if name in reserved:
+                raise CapabilityError(
+                    f"extra_args[{key!r}] collides with a setting EngineConfig renders itself"
+                )
+            if name in {seen for seen, _ in out}:
+                raise CapabilityError(f"extra_args[{key!r}] repeats flag --{name}")
+            if value is False:
+                raise CapabilityError(
+                    f"extra_args[{key!r}] is false; SGLang switches are store_true flags, so "
+                    "leave the flag out instead"
+                )
+            out.append((name, value))
+        return out
+
+
+# Flags that EngineConfig owns even when a field is unset (so extra_args cannot sneak them in).
+_RESERVED_FLAGS = frozenset(
+    {
+        "model-path", "model", "config", "tp-size", "tensor-parallel-size", "pp-size",
+        "pipeline-parallel-size", "max-running-requests", "chunked-prefill-size",
+        "max-prefill-tokens", "mem-fraction-static", "disable-radix-cache", "kv-cache-dtype",
+        "quantization", "context-length", "speculative-algorithm",
+        "speculative-draft-model-path", "speculative-num-steps", "speculative-eagle-topk",
+        "speculative-num-draft-tokens", "enable-metrics", "disaggregation-mode",
+        "disaggregation-transfer-backend", "disaggregation-bootstrap-port", "host", "port",
+    }
+)  # fmt: skip
+
+
+def _docker_gpus(gpus: GpuSelection) -> str:
+    """The `--gpus` value: `all`, a count, or `"device=0,1"` (quotes are part of the value,
+    because docker parses it as CSV and would split the bare list at the comma)."""
+    if gpus == "all":
+        return "all"
+    if isinstance(gpus, int):
+        if gpus < 1:
+            raise EngineError(f"gpus must be >= 1, got {gpus}")
+        return str(gpus)
+    if isinstance(gpus, str) or not gpus or any(not isinstance(g, int) or g < 0 for g in gpus):
+        raise EngineError(f"gpus must be 'all', a count or GPU indices, got {gpus!r}")
+    return '"device=' + ",".join(str(g) for g in gpus) + '"'
+
+
+PLUGIN = SglangEngine()

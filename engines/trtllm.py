@@ -1,0 +1,565 @@
+"""The TensorRT-LLM plug-in: `trtllm-serve` flags, the `--extra_llm_api_options` YAML, docker
+command, capability checks and metrics.
+
+Written against TensorRT-LLM 1.2.1 with the PyTorch backend; spellings follow
+shared/reference/engines.md and `tensorrt_llm/commands/serve.py`. It renders and checks only.
+
+One source of truth per setting: trtllm-serve merges the YAML over its CLI at the top level
+(`llm_args | yaml_dict`), so a YAML `kv_cache_config` replaces the whole KvCacheConfig the CLI
+built, `--kv_cache_free_gpu_memory_fraction` included. Hence the split, tested to be disjoint:
+- CLI: scalar knobs with a valued click option (backend, host, port, tp/pp, max_batch_size,
+  max_num_tokens, max_seq_len) plus `extra_args`;
+- YAML: everything nested or boolean (`kv_cache_config` with the memory fraction, block reuse
+  and dtype; `enable_chunked_prefill`, whose CLI flag cannot say false; `speculative_config`;
+  `disable_overlap_scheduler`; `cache_transceiver_config`; the Prometheus switches).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+import yaml
+
+from engines.base import (
+    DisaggregationPlan,
+    EngineDefaults,
+    GpuSelection,
+    ReadinessProbe,
+    ServerProcess,
+)
+from engines.config import DisaggregationConfig, EngineConfig, EngineKind
+from engines.errors import CapabilityError, EngineError
+from engines.facts import HardwareFacts, ModelFacts
+
+TRTLLM_VERSION = "1.2.1"
+IMAGE_REPOSITORY = "nvcr.io/nvidia/tensorrt-llm/release"
+BACKEND = "pytorch"
+CONFIG_FILE_NAME = "trtllm-extra-options.yaml"
+CONTAINER_CONFIG_PATH = f"/servefit/{CONFIG_FILE_NAME}"
+CTX_CONFIG_FILE_NAME = "trtllm-ctx-extra-options.yaml"
+GEN_CONFIG_FILE_NAME = "trtllm-gen-extra-options.yaml"
+DISAGG_CONFIG_FILE_NAME = "trtllm-disagg-config.yaml"
+# UCX is the transceiver the disaggregation README uses in its examples (docs disagree on
+# whether DEFAULT means UCX or NIXL, so name it).
+CACHE_TRANSCEIVER_BACKEND = "UCX"
+NGRAM_MATCHING_SIZE = 4
+
+Role = Literal["server", "prefill", "decode"]
+Setting = tuple[str, str | int | float | bool]
+
+_KV_DTYPE: dict[str, str | None] = {
+    # "auto" follows the checkpoint; a bf16/fp16 KV cache is only ever the model dtype.
+    "auto": None,
+    "bf16": None,
+    "fp16": None,
+    "fp8": "fp8",  # TRT-LLM's FP8 KV cache is E4M3
+    "fp8_e4m3": "fp8",
+    "fp4": "nvfp4",
+}
+_KV_DTYPE_REFUSED: dict[str, str] = {
+    "fp8_e5m2": "TensorRT-LLM's FP8 KV cache is E4M3 only; use fp8",
+    "int8": "INT8 KV cache exists only on the TensorRT backend (quant_config."
+    "kv_cache_quant_algo), not on the PyTorch backend this plug-in renders; use fp8",
+}
+# The PyTorch backend reads weight quantization from the checkpoint (hf_quant_config.json /
+# config.json) and has no flag to force it, so weight_quantization only declares what the
+# checkpoint already is; it renders nothing and is checked against the GPU.
+_WEIGHT_QUANT_ACCEPTED = frozenset({"none", "fp8", "nvfp4", "awq"})
+_WEIGHT_QUANT_REFUSED: dict[str, str] = {
+    quant: "the PyTorch backend cannot quantize on load and this plug-in validates only "
+    "pre-quantized ModelOpt FP8/NVFP4/W4A16-AWQ or HF FP8 checkpoints; use one of those "
+    "(fp8, nvfp4, awq) or leave weight_quantization unset"
+    for quant in ("int8", "int4", "gptq", "mxfp4")
+}
+_DECODING_TYPE: dict[str, str] = {
+    "eagle3": "Eagle3",
+    "draft_model": "DraftTarget",
+    "ngram": "NGram",
+    "mtp": "MTP",
+}
+# Docs pair these drafters with `disable_overlap_scheduler: true`.
+_NO_OVERLAP_SPEC = frozenset({"draft_model", "ngram"})
+_IMAGE_TAG = re.compile(r"^\d+\.\d+\.\d+((rc|a|b)\d+)?(\.post\d+)?$")
+_CONTAINER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _speculative_config(config: EngineConfig) -> dict[str, Any]:
+    spec = config.speculative
+    assert spec is not None  # callers check
+    if spec.method == "eagle":
+        raise CapabilityError(
+            "speculative method eagle: the PyTorch backend supports only EAGLE-3 drafts "
+            "(EAGLE v1/v2 checkpoints are incompatible); use eagle3"
+        )
+    out: dict[str, Any] = {
+        "decoding_type": _DECODING_TYPE[spec.method],
+        "max_draft_len": spec.num_tokens,
+    }
+    if spec.draft_model is not None:
+        # `speculative_model_dir` is the field in older releases and an alias of
+        # `speculative_model` in newer ones, so it loads on both.
+        out["speculative_model_dir"] = spec.draft_model
+    if spec.method == "ngram":
+        out |= {
+            "max_matching_ngram_size": NGRAM_MATCHING_SIZE,
+            "is_keep_all": True,
+            "is_use_oldest": True,
+            "is_public_pool": True,
+        }
+    if spec.method == "mtp":
+        out["num_nextn_predict_layers"] = spec.num_tokens  # must equal max_draft_len
+    return out
+
+
+class TrtllmEngine:
+    """TensorRT-LLM ≥ 1.0 OpenAI server (`trtllm-serve MODEL --backend pytorch …`)."""
+
+    kind: ClassVar[EngineKind] = "trtllm"
+    defaults: ClassVar[EngineDefaults] = EngineDefaults(
+        engine_version=TRTLLM_VERSION,
+        max_num_seqs=2048,
+        max_batched_tokens=8192,
+        gpu_memory_fraction=0.9,
+        prefix_caching=True,
+        chunked_prefill=False,
+        kv_cache_dtype="auto",
+        port=8000,
+        notes="max_batch_size / max_num_tokens default to BuildConfig's 2048 / 8192 (some "
+        "docs say 256 batch; set it explicitly). The memory fraction is "
+        "kv_cache_config.free_gpu_memory_fraction: the share of memory still FREE after "
+        "weights and buffers that goes to the KV cache, not vLLM's share of total memory. "
+        "Chunked prefill is off in trtllm-serve; KV block reuse is on.",
+    )
+    metrics_path: ClassVar[str] = "/prometheus/metrics"
+    # Prometheus text exists only with `return_perf_metrics: true` (always rendered); `/metrics`
+    # is JSON iteration stats. Newest name first. Empty = TRT-LLM exports no such series.
+    metric_names: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "queue_depth": ("trtllm_num_requests_waiting",),
+        "running": ("trtllm_num_requests_running",),
+        "kv_cache_usage": ("trtllm_kv_cache_utilization",),
+        "prefix_cache_hit_rate": ("trtllm_kv_cache_hit_rate",),
+        # Every prompt token is looked up in the block-reuse cache, so prompt tokens are the
+        # query count and cached prompt tokens the hits.
+        "prefix_cache_queries_tokens": ("trtllm_prompt_tokens_total",),
+        "prefix_cache_hits_tokens": ("trtllm_prompt_cached_tokens_total",),
+        "ttft_seconds": ("trtllm_time_to_first_token_seconds",),
+        "itl_seconds": (),  # no per-token inter-token histogram
+        "tpot_seconds": ("trtllm_time_per_output_token_seconds",),
+        "e2e_seconds": ("trtllm_e2e_request_latency_seconds",),
+        "queue_time_seconds": ("trtllm_request_queue_time_seconds",),
+        "prompt_tokens": ("trtllm_prompt_tokens_total",),
+        "generation_tokens": ("trtllm_generation_tokens_total",),
+        "preemptions": (),
+        "spec_draft_tokens": (
+            "trtllm_spec_decode_num_draft_tokens_total",
+            "trtllm_spec_decode_drafted_tokens_total",
+        ),
+        "spec_accepted_tokens": (
+            "trtllm_spec_decode_num_accepted_tokens_total",
+            "trtllm_spec_decode_accepted_tokens_total",
+        ),
+    }
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def cli_settings(self, config: EngineConfig) -> list[Setting]:
+        """The (flag name, value) pairs of the command line, model and YAML path excluded.
+
+        Raises:
+            CapabilityError: an extra arg that shadows a setting EngineConfig renders.
+        """
+        self._require_own(config)
+        out: list[Setting] = [
+            ("backend", BACKEND),
+            ("host", config.host),
+            ("port", config.port),
+            ("tp_size", config.tp),
+            ("pp_size", config.pp),
+        ]
+        optional: list[tuple[str, int | None]] = [
+            ("max_batch_size", config.max_num_seqs),
+            ("max_num_tokens", config.max_batched_tokens),
+            ("max_seq_len", config.max_model_len),
+        ]
+        out += [(name, value) for name, value in optional if value is not None]
+        out += self._extra_settings(config)
+        return out
+
+    def extra_options(self, config: EngineConfig, role: Role = "server") -> dict[str, Any]:
+        """The `--extra_llm_api_options` mapping (LlmArgs keys) for one process of `config`.
+
+        `gpu_memory_fraction` is passed through as `kv_cache_config.free_gpu_memory_fraction`,
+        TRT-LLM's own knob: the share of memory still free after weights and buffers that the
+        KV cache takes (vLLM's is of total memory; the numbers are not interchangeable).
+        `role` "prefill" adds `disable_overlap_scheduler: true` (context servers do not support
+        the overlap scheduler); any disaggregated config adds `cache_transceiver_config`.
+
+        Raises:
+            CapabilityError: a value the PyTorch backend cannot express (int8/e5m2 KV, EAGLE
+                v1/v2, weight quantization it cannot load).
+        """
+        self._require_own(config)
+        self._check_weight_quantization_renders(config)
+        out: dict[str, Any] = {}
+        kv: dict[str, Any] = {}
+        if config.gpu_memory_fraction is not None:
+            kv["free_gpu_memory_fraction"] = config.gpu_memory_fraction
+        if config.prefix_caching is not None:
+            kv["enable_block_reuse"] = config.prefix_caching
+        kv_dtype = self._kv_cache_dtype(config)
+        if kv_dtype is not None:
+            kv["dtype"] = kv_dtype
+        if kv:
+            out["kv_cache_config"] = kv
+        if config.chunked_prefill is not None:  # None = trtllm-serve's default (off)
+            out["enable_chunked_prefill"] = config.chunked_prefill
+        spec = config.speculative
+        if spec is not None:
+            out["speculative_config"] = _speculative_config(config)
+        if (spec is not None and spec.method in _NO_OVERLAP_SPEC) or role == "prefill":
+            out["disable_overlap_scheduler"] = True
+        if config.disaggregation is not None:
+            out["cache_transceiver_config"] = {"backend": CACHE_TRANSCEIVER_BACKEND}
+        out["return_perf_metrics"] = True
+        out["enable_iter_perf_stats"] = True
+        return out
+
+    def server_argv(self, config: EngineConfig) -> list[str]:
+        """`trtllm-serve MODEL … --extra_llm_api_options trtllm-extra-options.yaml`.
+
+        trtllm-serve always needs the YAML (Prometheus is switched on there), so this refers to
+        `config_file(config)` written as `trtllm-extra-options.yaml` in the working directory;
+        use `serve_argv_with_config_file` to put it elsewhere.
+        """
+        return self.serve_argv_with_config_file(config, CONFIG_FILE_NAME)
+
+    def config_file(self, config: EngineConfig) -> tuple[str, str]:
+        """(`trtllm-extra-options.yaml`, YAML of LlmArgs keys) holding the non-CLI settings."""
+        return CONFIG_FILE_NAME, _dump(self.extra_options(config))
+
+    def serve_argv_with_config_file(self, config: EngineConfig, path: str) -> list[str]:
+        """`trtllm-serve MODEL <CLI settings> --extra_llm_api_options PATH`.
+
+        The YAML overrides the CLI in TRT-LLM, so the file must be this config's
+        `config_file`: the two halves are disjoint and both are needed.
+        """
+        self.extra_options(config)  # refuse what the YAML half cannot express
+        if not path or any(ord(ch) < 32 for ch in path):
+            raise EngineError(f"invalid extra options path {path!r}")
+        return [
+            "trtllm-serve", config.model,
+            *self._flags(config),
+            "--extra_llm_api_options", path,
+        ]  # fmt: skip
+
+    def docker_image(self, version: str | None = None) -> str:
+        """`nvcr.io/nvidia/tensorrt-llm/release:<version>` (e.g. 1.2.1, 1.2.0rc6)."""
+        tag = version or TRTLLM_VERSION
+        if not _IMAGE_TAG.fullmatch(tag):
+            raise EngineError(
+                f"not a TensorRT-LLM release tag: {tag!r} (expected e.g. 1.2.1 or 1.2.0rc6)"
+            )
+        return f"{IMAGE_REPOSITORY}:{tag}"
+
+    def docker_run_argv(
+        self,
+        config: EngineConfig,
+        *,
+        image: str,
+        host_port: int,
+        model_cache_dir: str,
+        gpus: GpuSelection = "all",
+        container_name: str | None = None,
+        extra_options_path: str | None = None,
+    ) -> list[str]:
+        """`docker run` of the NGC release image running `trtllm-serve`.
+
+        Args:
+            extra_options_path: host path of the file `config_file(config)` wrote, mounted
+                read-only at `/servefit/trtllm-extra-options.yaml`. Default
+                `./trtllm-extra-options.yaml`: the file next to where docker runs (relative
+                bind-mount sources need Docker >= 23; compose resolves them from its file).
+
+        The NGC image has no trtllm-serve entrypoint, so the command follows the image. Inside
+        the container the server binds 0.0.0.0 whatever `config.host` says.
+        """
+        if not 1 <= host_port <= 65535:
+            raise EngineError(f"host_port must be 1-65535, got {host_port}")
+        if not model_cache_dir or ":" in model_cache_dir:
+            raise EngineError(
+                f"model_cache_dir must be a path without ':', got {model_cache_dir!r}"
+            )
+        options = f"./{CONFIG_FILE_NAME}" if extra_options_path is None else extra_options_path
+        # A source not starting with / or . would be read by docker as a named volume.
+        bad = not options.startswith(("/", ".")) or any(ord(ch) < 32 for ch in options)
+        if bad or ":" in options:
+            raise EngineError(
+                f"extra_options_path must be a file path starting with '/' or '.' and without "
+                f"':', got {options!r}"
+            )
+        name = container_name or f"servefit-trtllm-{host_port}"
+        if not _CONTAINER_NAME.fullmatch(name):
+            raise EngineError(f"invalid container name {name!r}")
+        inside = config.model_copy(update={"host": "0.0.0.0"})
+        return [
+            "docker", "run", "--rm",
+            "--name", name,
+            "--gpus", _docker_gpus(gpus),
+            "--ipc=host",
+            "--ulimit", "memlock=-1",
+            "--ulimit", "stack=67108864",
+            "-p", f"{host_port}:{config.port}",
+            "-v", f"{model_cache_dir}:/root/.cache/huggingface",
+            "-v", f"{options}:{CONTAINER_CONFIG_PATH}:ro",
+            "--env", "HF_TOKEN",
+            image,
+            *self.serve_argv_with_config_file(inside, CONTAINER_CONFIG_PATH),
+        ]  # fmt: skip
+
+    def readiness(self, config: EngineConfig) -> ReadinessProbe:
+        """`/health` (200 once the executor is up), `/v1/models`, then a 1-token completion.
+
+        trtllm-serve lists the model under the MODEL argument as given.
+        """
+        return ReadinessProbe(
+            health_path="/health",
+            models_path="/v1/models",
+            served_model_name=config.model,
+            completion_path="/v1/completions",
+            completion_body={"model": config.model, "prompt": "Hello", "max_tokens": 1},
+        )
+
+    def disaggregation_plan(
+        self,
+        config: EngineConfig,
+        *,
+        host: str = "127.0.0.1",
+        base_port: int = 8100,
+        config_dir: str = ".",
+    ) -> DisaggregationPlan:
+        """Context and generation `trtllm-serve` workers behind `trtllm-serve disaggregated`.
+
+        Workers get consecutive ports from `base_port` and disjoint GPU ranges. They and the
+        router read files that the plan cannot carry: write `disaggregation_files(...)` (same
+        arguments) into `config_dir` first. The router listens on `config.host:config.port`.
+        """
+        disagg = self._require_disaggregation(config)
+        gpus_per_instance = config.tp * config.pp
+        roles: list[Role] = ["prefill"] * disagg.prefill_instances
+        roles += ["decode"] * disagg.decode_instances
+        paths = {
+            "prefill": f"{config_dir}/{CTX_CONFIG_FILE_NAME}",
+            "decode": f"{config_dir}/{GEN_CONFIG_FILE_NAME}",
+        }
+        procs: list[ServerProcess] = []
+        for index, role in enumerate(roles):
+            port = base_port + index
+            first_gpu = index * gpus_per_instance
+            devices = ",".join(str(g) for g in range(first_gpu, first_gpu + gpus_per_instance))
+            instance = config.model_copy(update={"port": port})
+            argv = self.serve_argv_with_config_file(instance, paths[role])
+            self.extra_options(config, role)  # the file it reads must render too
+            env = {"CUDA_VISIBLE_DEVICES": devices}
+            procs.append(ServerProcess(role=role, argv=argv, env=env, port=port))
+        router_argv = [
+            "trtllm-serve",
+            "disaggregated",
+            "-c",
+            f"{config_dir}/{DISAGG_CONFIG_FILE_NAME}",
+        ]
+        return DisaggregationPlan(
+            prefill=[p for p in procs if p.role == "prefill"],
+            decode=[p for p in procs if p.role == "decode"],
+            router=ServerProcess(role="router", argv=router_argv, port=config.port),
+            gpus_needed=len(roles) * gpus_per_instance,
+        )
+
+    def disaggregation_files(
+        self, config: EngineConfig, *, host: str = "127.0.0.1", base_port: int = 8100
+    ) -> dict[str, str]:
+        """{file name: text} of the files `disaggregation_plan` refers to.
+
+        The context-server YAML, the generation-server YAML, and the router's
+        `disagg_config.yaml` (hostname/port it serves, `context_servers`/`generation_servers`
+        with `host:port` URLs in the plan's port order).
+        """
+        disagg = self._require_disaggregation(config)
+        n_ctx, n_gen = disagg.prefill_instances, disagg.decode_instances
+        ctx_urls = [f"{host}:{base_port + i}" for i in range(n_ctx)]
+        gen_urls = [f"{host}:{base_port + n_ctx + i}" for i in range(n_gen)]
+        router = {
+            "hostname": config.host,
+            "port": config.port,
+            "backend": BACKEND,
+            "context_servers": {"num_instances": n_ctx, "urls": ctx_urls},
+            "generation_servers": {"num_instances": n_gen, "urls": gen_urls},
+        }
+        return {
+            CTX_CONFIG_FILE_NAME: _dump(self.extra_options(config, "prefill")),
+            GEN_CONFIG_FILE_NAME: _dump(self.extra_options(config, "decode")),
+            DISAGG_CONFIG_FILE_NAME: _dump(router),
+        }
+
+    # -- capability checks -----------------------------------------------------------------
+
+    def check(self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts) -> None:
+        """Refuse configs TensorRT-LLM (PyTorch backend) cannot serve on `hardware`.
+
+        Raises:
+            CapabilityError: one line naming the first problem found.
+        """
+        self._require_own(config)
+        if hardware.vendor != "nvidia":
+            raise CapabilityError(
+                f"TensorRT-LLM runs only on NVIDIA GPUs; {hardware.gpu_name} is {hardware.vendor}"
+            )
+        self.cli_settings(config)  # what cannot be rendered cannot run either
+        self.extra_options(config)
+        self._check_parallelism(config, hardware, model)
+        self._check_lengths(config, model)
+        self._check_precision(config, hardware, model)
+        spec = config.speculative
+        if spec is not None and spec.method == "mtp" and model.has_mtp_heads is False:
+            raise CapabilityError("speculative method mtp needs a checkpoint with MTP layers")
+
+    def _check_parallelism(
+        self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
+    ) -> None:
+        disagg = config.disaggregation
+        instances = 1 if disagg is None else disagg.prefill_instances + disagg.decode_instances
+        needed = config.tp * config.pp * instances
+        if needed > hardware.gpu_count:
+            raise CapabilityError(
+                f"tp×pp×instances = {config.tp}×{config.pp}×{instances} = {needed} GPUs, "
+                f"but only {hardware.gpu_count} available"
+            )
+        if model.num_attention_heads % config.tp:
+            raise CapabilityError(
+                f"tp={config.tp} must divide the model's {model.num_attention_heads} "
+                "attention heads"
+            )
+        if model.num_layers is not None and config.pp > model.num_layers:
+            raise CapabilityError(f"pp={config.pp} exceeds the model's {model.num_layers} layers")
+
+    def _check_lengths(self, config: EngineConfig, model: ModelFacts) -> None:
+        if config.max_model_len is not None and config.max_model_len > model.max_context_tokens:
+            raise CapabilityError(
+                f"max_model_len={config.max_model_len} exceeds the model's context of "
+                f"{model.max_context_tokens} tokens"
+            )
+        budget = config.max_batched_tokens
+        model_len = config.max_model_len or model.max_context_tokens
+        if budget is not None and config.chunked_prefill is not True and budget < model_len:
+            raise CapabilityError(
+                f"without chunked prefill (off by default in trtllm-serve), "
+                f"max_batched_tokens={budget} must cover max_model_len={model_len}, or a long "
+                "prompt could never be scheduled"
+            )
+
+    def _check_precision(
+        self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
+    ) -> None:
+        kv, quant = config.kv_cache_dtype, config.weight_quantization
+        if kv in ("bf16", "fp16") and model.weights_dtype not in (None, kv):
+            raise CapabilityError(
+                f"TensorRT-LLM stores a {kv} KV cache only as the model dtype (auto), and this "
+                f"model is {model.weights_dtype}"
+            )
+        cc = hardware.compute_capability
+        has_fp8 = "fp8" in hardware.native_dtypes and cc is not None and cc >= (8, 9)
+        has_fp4 = "fp4" in hardware.native_dtypes and cc is not None and cc >= (10, 0)
+        needs = [
+            ("FP8 weights", quant == "fp8", has_fp8),
+            ("FP8 KV cache", kv.startswith("fp8"), has_fp8),
+            ("NVFP4 weights", quant == "nvfp4", has_fp4),
+            ("NVFP4 KV cache", kv == "fp4", has_fp4),
+        ]
+        for what, wanted, available in needs:
+            if not wanted or available:
+                continue
+            if what.startswith("FP8"):
+                raise CapabilityError(
+                    f"TensorRT-LLM {what} need compute capability >= 8.9 (Ada/Hopper or "
+                    f"newer); {hardware.gpu_name} has no FP8"
+                )
+            raise CapabilityError(
+                f"TensorRT-LLM {what} need a Blackwell GPU (compute capability >= 10.0); "
+                f"{hardware.gpu_name} has no FP4"
+            )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _require_own(self, config: EngineConfig) -> None:
+        if config.engine != self.kind:
+            raise CapabilityError(f"config is for engine {config.engine!r}, not {self.kind!r}")
+
+    def _require_disaggregation(self, config: EngineConfig) -> DisaggregationConfig:
+        self._require_own(config)
+        if config.disaggregation is None:
+            raise EngineError("config has no disaggregation section")
+        return config.disaggregation
+
+    def _flags(self, config: EngineConfig) -> list[str]:
+        argv: list[str] = []
+        for name, value in self.cli_settings(config):
+            if value is True:
+                argv.append(f"--{name}")
+            elif value is not False:  # trtllm-serve's flags default off and have no --no- form
+                argv += [f"--{name}", str(value)]
+        return argv
+
+    def _kv_cache_dtype(self, config: EngineConfig) -> str | None:
+        dtype = config.kv_cache_dtype
+        if dtype in _KV_DTYPE_REFUSED:
+            raise CapabilityError(f"kv_cache_dtype={dtype}: {_KV_DTYPE_REFUSED[dtype]}")
+        return _KV_DTYPE[dtype]
+
+    def _check_weight_quantization_renders(self, config: EngineConfig) -> None:
+        quant = config.weight_quantization
+        if quant is not None and quant not in _WEIGHT_QUANT_ACCEPTED:
+            raise CapabilityError(f"weight_quantization={quant}: {_WEIGHT_QUANT_REFUSED[quant]}")
+
+    def _extra_settings(self, config: EngineConfig) -> list[Setting]:
+        # click declares TRT-LLM's options with underscores and rejects dashed spellings.
+        out: list[Setting] = []
+        for key, value in config.extra_args.items():
+            name = key.replace("-", "_")
+            if name in _RESERVED_FLAGS:
+                raise CapabilityError(
+                    f"extra_args[{key!r}] collides with a setting EngineConfig renders itself"
+                )
+            out.append((name, value))
+        return out
+
+
+# CLI options EngineConfig owns (or whose LlmArgs key the YAML owns), aliases included.
+_RESERVED_FLAGS = frozenset(
+    {
+        "backend", "host", "port", "tp_size", "tensor_parallel_size", "pp_size",
+        "pipeline_parallel_size", "max_batch_size", "max_num_tokens", "max_seq_len",
+        "free_gpu_memory_fraction", "kv_cache_free_gpu_memory_fraction", "config",
+        "extra_llm_api_options", "enable_chunked_prefill", "server_role",
+    }
+)  # fmt: skip
+
+
+def _dump(data: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, width=10**6)
+
+
+def _docker_gpus(gpus: GpuSelection) -> str:
+    """The `--gpus` value: `all`, a count, or `"device=0,1"` (quoted for docker's CSV parser)."""
+    if gpus == "all":
+        return "all"
+    if isinstance(gpus, int):
+        if gpus < 1:
+            raise EngineError(f"gpus must be >= 1, got {gpus}")
+        return str(gpus)
+    if isinstance(gpus, str) or not gpus or any(not isinstance(g, int) or g < 0 for g in gpus):
+        raise EngineError(f"gpus must be 'all', a count or GPU indices, got {gpus!r}")
+    return '"device=' + ",".join(str(g) for g in gpus) + '"'
+
+
+PLUGIN = TrtllmEngine()

@@ -1,0 +1,410 @@
+"""The deployment bundle: files and their content, quoting that survives a hostile model name
+(run the scripts against fake executables), compose/Kubernetes structure, all-or-nothing
+writes. Parametrized over every registered plug-in."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import engines
+from engines import ENGINES, get_engine
+from engines import export as export_mod
+from engines.config import EngineConfig
+from engines.errors import CapabilityError, UnknownEngineError
+from engines.export import (
+    ExportError,
+    ExportRequest,
+    docker_command,
+    export_bundle,
+    load_request,
+    render_bundle,
+)
+from engines.facts import HardwareFacts, ModelFacts
+from engines.vllm import PLUGIN as VLLM
+
+KINDS = sorted(ENGINES)
+H100X2 = HardwareFacts(gpu_name="H100 SXM", compute_capability=(9, 0),
+                       native_dtypes=frozenset({"bf16", "fp16", "fp8", "int8"}), gpu_count=2,
+                       memory_per_gpu_gib=80)
+LLAMA = ModelFacts(num_attention_heads=32, num_kv_heads=8, num_layers=32,
+                   max_context_tokens=131072, weights_dtype="bf16")
+BUNDLE = {"launch.sh", "launch-docker.sh", "docker-compose.yaml", "kubernetes.yaml",
+          "bench.sh", "REPORT.md"}
+
+
+def _hostile(tmp_path: Path) -> str:
+    return f"m'; touch {tmp_path}/pwned; echo \"$(id)` touch {tmp_path}/pwned2` $HOME"
+
+
+def _config(kind: str, **overrides: object) -> EngineConfig:
+    fields = {"engine": kind, "model": "meta-llama/Llama-3.1-8B-Instruct", "tp": 2,
+              "max_num_seqs": 64, "prefix_caching": True, **overrides}
+    return EngineConfig.model_validate(fields)
+
+
+def _request(kind: str, **fields: object) -> ExportRequest:
+    config = fields.pop("config", None) or _config(kind)
+    return ExportRequest.model_validate({"config": config, **fields})
+
+
+def _export(tmp_path: Path, request: ExportRequest) -> Path:
+    out = tmp_path / "bundle"
+    export_bundle(request, out)
+    return out
+
+
+def _fake_bin(tmp_path: Path, *names: str) -> Path:
+    """Executables that record their argv (without argv[0]) as JSON in $ARGV_OUT."""
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir(exist_ok=True)
+    for name in names:
+        fake = bin_dir / name
+        fake.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                        "open(os.environ['ARGV_OUT'], 'w').write(json.dumps(sys.argv[1:]))\n")
+        fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    return bin_dir
+
+
+def _run_script(script: Path, bin_dir: Path, tmp_path: Path, *args: str) -> list[str]:
+    argv_out = tmp_path / "argv.json"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "ARGV_OUT": str(argv_out), "HF_HOME": str(tmp_path / "hf home")}
+    env.pop("ENDPOINT", None)
+    done = subprocess.run(["bash", str(script), *args], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(argv_out.read_text())
+
+
+def _unescape(values: list[str]) -> list[str]:
+    for value in values:  # every $ is doubled for compose/Kubernetes interpolation
+        assert "$" not in value.replace("$$", "")
+    return [value.replace("$$", "$") for value in values]
+
+
+def _container_args(request: ExportRequest) -> list[str]:
+    """What follows the image in the plug-in's docker command."""
+    argv = docker_command(request, bundle_dir="/bundle", hf_cache_dir="/cache")
+    return argv[argv.index(get_engine(request.config.engine).docker_image(None)) + 1:]
+
+
+# -- files and content -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bundle_has_every_file_and_the_engine_config(tmp_path: Path, kind: str) -> None:
+    request = _request(kind)
+    out = tmp_path / "bundle"
+    written = export_bundle(request, out)
+    name, text = get_engine(kind).config_file(request.config)
+    assert written[0] == out / name
+    assert {p.name for p in written} == BUNDLE | {name}
+    assert {p.name for p in out.iterdir()} == BUNDLE | {name}
+    assert (out / name).read_text() == text
+    for script in ("launch.sh", "launch-docker.sh", "bench.sh"):
+        assert os.access(out / script, os.X_OK)
+        assert subprocess.run(["bash", "-n", str(out / script)], check=False).returncode == 0
+    assert not [p for p in tmp_path.iterdir() if p.name != "bundle"]  # no staging left
+
+
+def test_vllm_config_file_holds_the_knobs(tmp_path: Path) -> None:
+    out = _export(tmp_path, _request("vllm"))
+    data = yaml.safe_load((out / "vllm-config.yaml").read_text())
+    assert data["tensor-parallel-size"] == 2 and data["max-num-seqs"] == 64
+    assert data["enable-prefix-caching"] is True
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_scripts_pass_exact_argv_even_for_a_hostile_model(tmp_path: Path, kind: str) -> None:
+    request = _request(kind, config=_config(kind, model=_hostile(tmp_path)))
+    plugin = get_engine(kind)
+    out = _export(tmp_path, request)
+    config_name = plugin.config_file(request.config)[0]
+    local = plugin.serve_argv_with_config_file(request.config,
+                                               str(out.resolve() / config_name))
+    docker = docker_command(request, bundle_dir=str(out.resolve()),
+                            hf_cache_dir=str(tmp_path / "hf home"))
+    bin_dir = _fake_bin(tmp_path, local[0], "docker")
+    assert _run_script(out / "launch.sh", bin_dir, tmp_path) == local[1:]
+    assert _run_script(out / "launch-docker.sh", bin_dir, tmp_path) == docker[1:]
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+
+
+def test_bench_replays_the_requested_trace(tmp_path: Path) -> None:
+    trace = str(tmp_path / "my trace's $(touch pwned).jsonl")
+    out = _export(tmp_path, _request("vllm", profile=trace, host_port=8123))
+    bin_dir = _fake_bin(tmp_path, "python")
+    argv = _run_script(out / "bench.sh", bin_dir, tmp_path)
+    assert argv == ["-m", "app", "bench", "--endpoint", "http://localhost:8123",
+                    "--workload", "trace", "--trace", trace, "--json"]
+    assert _run_script(out / "bench.sh", bin_dir, tmp_path, "other.csv")[8] == "other.csv"
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_bench_without_a_trace_asks_for_one(tmp_path: Path) -> None:
+    out = _export(tmp_path, _request("vllm"))
+    done = subprocess.run(["bash", str(out / "bench.sh")], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode != 0 and "TRACE_FILE" in done.stderr
+
+
+# -- compose and Kubernetes --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_compose_structure(tmp_path: Path, kind: str) -> None:
+    request = _request(kind, config=_config(kind, model=_hostile(tmp_path)))
+    out = _export(tmp_path, request)
+    doc = yaml.safe_load((out / "docker-compose.yaml").read_text())
+    assert set(doc) <= {"services", "volumes"}
+    (name, service), = doc["services"].items()
+    assert name == kind
+    assert service["image"] == get_engine(kind).docker_image(None)
+    assert _unescape(service["command"]) == _container_args(request)
+    assert service["ports"] == [f"{request.config.port}:{request.config.port}"]
+    assert service.get("ipc") == "host" or "shm_size" in service
+    device, = service["deploy"]["resources"]["reservations"]["devices"]
+    assert device == {"driver": "nvidia", "count": 2, "capabilities": ["gpu"]}
+    for volume in service["volumes"]:  # the user's HF cache, or a file of the bundle
+        source, _, target = volume.partition(":")
+        assert source == "${HOME}/.cache/huggingface" or (
+            source.startswith("./") and (out / source).is_file()), source
+        assert target.startswith("/")
+    health = get_engine(kind).readiness(request.config).health_path
+    assert service["healthcheck"]["test"][0] == "CMD"
+    assert f"localhost:{request.config.port}{health}'" in service["healthcheck"]["test"][-1]
+
+
+def test_compose_cache_path_or_named_volume(tmp_path: Path) -> None:
+    files = render_bundle(_request("vllm", model_cache_dir="/data/hf $cache"))
+    doc = yaml.safe_load(files["docker-compose.yaml"])
+    assert doc["services"]["vllm"]["volumes"] == ["/data/hf $$cache:/root/.cache/huggingface"]
+    assert "volumes" not in doc
+    assert "-v '/data/hf $cache:/root/.cache/huggingface'" in files["launch-docker.sh"]
+    hostpath = [v for v in next(yaml.safe_load_all(files["kubernetes.yaml"]))["spec"][
+        "template"]["spec"]["volumes"] if "hostPath" in v]
+    assert hostpath[0]["hostPath"]["path"] == "/data/hf $cache"
+    doc = yaml.safe_load(render_bundle(_request("vllm", model_cache_dir="my-cache"))[
+        "docker-compose.yaml"])
+    assert doc["services"]["vllm"]["volumes"] == ["my-cache:/root/.cache/huggingface"]
+    assert doc["volumes"] == {"my-cache": {}}  # a named volume must be declared
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_kubernetes_structure(tmp_path: Path, kind: str) -> None:
+    request = _request(kind, config=_config(kind, model=_hostile(tmp_path), pp=2, port=9001),
+                       gpu_count=4)
+    out = _export(tmp_path, request)
+    docs = {d["kind"]: d for d in yaml.safe_load_all((out / "kubernetes.yaml").read_text())}
+    assert set(docs) <= {"Deployment", "Service", "ConfigMap"}
+    deployment, service = docs["Deployment"], docs["Service"]
+    assert (deployment["apiVersion"], deployment["kind"]) == ("apps/v1", "Deployment")
+    assert (service["apiVersion"], service["kind"]) == ("v1", "Service")
+    template = deployment["spec"]["template"]
+    labels = template["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"] == labels
+    assert service["spec"]["selector"] == labels
+    container, = template["spec"]["containers"]
+    assert _unescape(container["args"]) == _container_args(request)
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 4
+    port = container["ports"][0]["containerPort"]
+    assert port == 9001 == service["spec"]["ports"][0]["targetPort"]
+    probe = container["readinessProbe"]["httpGet"]
+    assert probe == {"path": get_engine(kind).readiness(request.config).health_path,
+                     "port": port}
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    shm, = (m for m in container["volumeMounts"] if m["mountPath"] == "/dev/shm")
+    assert volumes[shm["name"]]["emptyDir"] == {"medium": "Memory"}
+    assert {m["name"] for m in container["volumeMounts"]} <= set(volumes)
+    config_name, config_text = get_engine(kind).config_file(request.config)
+    for mount in container["volumeMounts"]:  # bundle files come from the ConfigMap
+        source = volumes[mount["name"]]
+        if "configMap" in source:
+            assert source["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"]
+            assert docs["ConfigMap"]["data"][mount["subPath"]] == config_text
+            assert mount["subPath"] == config_name
+
+
+class _TrtStyleDocker:
+    """The vLLM plug-in, but with a docker command in another engine's style."""
+
+    def __init__(self, extra: list[str]) -> None:
+        self._extra = extra
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(VLLM, name)
+
+    def docker_run_argv(self, config: EngineConfig, **kwargs: object) -> list[str]:
+        argv = VLLM.docker_run_argv(config, **kwargs)
+        return [*argv[:2], *self._extra, *argv[2:]]
+
+
+def test_other_docker_options_reach_both_manifests(tmp_path, monkeypatch) -> None:
+    extra = ["--shm-size", "16g", "--ulimit", "memlock=-1", "--ulimit=stack=67108864",
+             "--entrypoint", "python3", "-e", "A_B=x$y"]
+    monkeypatch.setitem(engines.ENGINES, "vllm", _TrtStyleDocker(extra))
+    files = render_bundle(_request("vllm"))
+    service = yaml.safe_load(files["docker-compose.yaml"])["services"]["vllm"]
+    assert service["shm_size"] == "16g" and service["entrypoint"] == ["python3"]
+    assert service["ulimits"] == {"memlock": {"soft": -1, "hard": -1},
+                                  "stack": {"soft": 67108864, "hard": 67108864}}
+    assert "A_B=x$$y" in service["environment"]
+    container = next(yaml.safe_load_all(files["kubernetes.yaml"]))["spec"]["template"]["spec"][
+        "containers"][0]
+    assert container["command"] == ["python3"]
+    assert {"name": "A_B", "value": "x$$y"} in container["env"]
+
+
+def test_an_untranslatable_docker_option_is_refused(monkeypatch) -> None:
+    monkeypatch.setitem(engines.ENGINES, "vllm", _TrtStyleDocker(["--privileged"]))
+    with pytest.raises(ExportError, match="--privileged"):
+        render_bundle(_request("vllm"))
+
+
+# -- report and checks -------------------------------------------------------------------------
+
+
+def test_report_with_facts_predictions_and_reasons(tmp_path: Path) -> None:
+    request = _request("vllm", gpu="H100-SXM", hardware=H100X2, model_facts=LLAMA,
+                       predicted={"ttft_p95_ms": 182.5, "output_tok_s": 5400},
+                       reasons=["p90 prompt of 2 k tokens fits one chunk"],
+                       warnings=["outside the calibrated range"])
+    report = (_export(tmp_path, request) / "REPORT.md").read_text()
+    assert "H100-SXM × 2" in report and "`tp=2`" in report and "`max_num_seqs=64`" in report
+    assert "Passed" in report and "- ttft_p95_ms: 182.5" in report
+    assert "- p90 prompt of 2 k tokens fits one chunk" in report
+    assert "outside the calibrated range" in report
+    assert "vllm serve meta-llama/Llama-3.1-8B-Instruct --config" in report
+    for name in BUNDLE | {"vllm-config.yaml"}:
+        assert f"`{name}`" in report
+
+
+def test_report_without_context_says_so(tmp_path: Path) -> None:
+    report = (_export(tmp_path, _request("vllm")) / "REPORT.md").read_text()
+    assert "Skipped: the request gave no hardware/model facts." in report
+    assert report.count("None were given in the request.") == 2
+
+
+def test_report_code_spans_survive_backticks(tmp_path: Path) -> None:
+    report = render_bundle(_request("vllm", config=_config("vllm", model="a``b")))["REPORT.md"]
+    assert "```a``b```" in report
+
+
+def test_capability_check_refuses_and_writes_nothing(tmp_path: Path) -> None:
+    request = _request("vllm", config=_config("vllm", tp=2, kv_cache_dtype="fp8"),
+                       hardware=H100X2.model_copy(update={"native_dtypes": frozenset({"bf16"})}),
+                       model_facts=LLAMA)
+    with pytest.raises(CapabilityError, match="FP8"):
+        export_bundle(request, tmp_path / "bundle")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unregistered_engine_is_one_clear_error(tmp_path, monkeypatch) -> None:
+    monkeypatch.delitem(engines.ENGINES, "vllm")
+    with pytest.raises(UnknownEngineError, match="unknown engine 'vllm'"):
+        export_bundle(_request("vllm"), tmp_path / "bundle")
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- the request -------------------------------------------------------------------------------
+
+
+def test_bare_config_and_wrapped_request_load_alike(tmp_path: Path) -> None:
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"engine": "vllm", "model": "org/m", "tp": 2}))
+    wrapped = tmp_path / "rec.json"
+    wrapped.write_text(json.dumps({"config": {"engine": "vllm", "model": "org/m", "tp": 2},
+                                   "gpu": "H100-SXM", "gpu_count": 2, "reasons": ["r"]}))
+    assert load_request(bare).config == load_request(wrapped).config
+    assert load_request(wrapped).gpu_count == 2 and load_request(bare).gpu is None
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    ("{", "not JSON: Expecting property name"),
+    ("[1]", "expected a JSON object"),
+    ('{"engine": "vllm"}', "config.model: Field required"),
+    ('{"engine": "tgi", "model": "m"}', "config.engine: Input should be"),
+    ('{"config": {"engine": "vllm", "model": "m"}, "colour": 1}', "colour: Extra inputs"),
+    ('{"config": {"engine": "vllm", "model": "m", "tp": 4}, "gpu_count": 2}', "tp×pp = 4"),
+    ('{"config": {"engine": "vllm", "model": "m", "disaggregation": {"prefill_instances": 1, '
+     '"decode_instances": 1}}}', "disaggregated"),
+    ('{"config": {"engine": "vllm", "model": "m"}, "reasons": ["a\\nb"]}', "one line"),
+    ('{"config": {"engine": "vllm", "model": "m"}, "model_cache_dir": "a:b"}', "absolute"),
+    ('{"config": {"engine": "vllm", "model": "m"}, "predicted": {"x y": 1}}', "figure name"),
+])
+def test_bad_requests_name_file_and_field(tmp_path: Path, content: str, needle: str) -> None:
+    path = tmp_path / "rec.json"
+    path.write_text(content)
+    with pytest.raises(ExportError, match=r"rec\.json") as info:
+        load_request(path)
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_facts_come_in_pairs() -> None:
+    with pytest.raises(ValueError, match="both hardware and model_facts"):
+        _request("vllm", hardware=H100X2)
+
+
+# -- all or nothing ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"), RuntimeError("boom")])
+def test_a_failed_write_leaves_no_bundle(tmp_path, monkeypatch, error) -> None:
+    real = export_mod._write_file
+    calls: list[Path] = []
+
+    def flaky(path: Path, text: str) -> None:
+        calls.append(path)
+        if len(calls) == 3:
+            raise error
+        real(path, text)
+
+    monkeypatch.setattr(export_mod, "_write_file", flaky)
+    with pytest.raises((ExportError, RuntimeError)):
+        export_bundle(_request("vllm"), tmp_path / "bundle")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_install_restores_the_previous_bundle(tmp_path, monkeypatch) -> None:
+    out = _export(tmp_path, _request("vllm"))
+    (out / "notes.txt").write_text("mine")
+    before = {p.name: p.read_text() for p in out.iterdir()}
+    real = os.replace
+    calls = {"n": 0}
+
+    def flaky(src: object, dst: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise OSError(5, "I/O error")
+        real(src, dst)
+
+    monkeypatch.setattr(export_mod.os, "replace", flaky)
+    with pytest.raises(ExportError, match="I/O error"):
+        export_bundle(_request("vllm", config=_config("vllm", max_num_seqs=8)), out)
+    monkeypatch.undo()
+    assert {p.name: p.read_text() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["bundle"]
+
+
+def test_reexport_replaces_the_bundle_and_keeps_other_files(tmp_path: Path) -> None:
+    out = _export(tmp_path, _request("vllm"))
+    (out / "notes.txt").write_text("mine")
+    export_bundle(_request("vllm", config=_config("vllm", max_num_seqs=8)), out)
+    assert "max-num-seqs: 8" in (out / "vllm-config.yaml").read_text()
+    assert (out / "notes.txt").read_text() == "mine"
+    assert [p.name for p in tmp_path.iterdir()] == ["bundle"]
+
+
+def test_out_must_be_a_folder(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(ExportError, match="not a folder"):
+        export_bundle(_request("vllm"), target)
