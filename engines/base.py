@@ -130,8 +130,14 @@ class EnginePlugin(Protocol):
         model_cache_dir: str,
         gpus: GpuSelection = "all",
         container_name: str | None = None,
+        config_file_path: str | None = None,
     ) -> list[str]:
-        """`docker run …` for this config as an argument list."""
+        """`docker run …` for this config as an argument list.
+
+        `config_file_path` is the host path of the file `config_file(config)` wrote; a plug-in
+        whose container must read that file mounts it (the others take their settings as
+        flags and ignore it).
+        """
         ...
 
     def readiness(self, config: EngineConfig) -> ReadinessProbe:

@@ -8,7 +8,6 @@ nothing.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
@@ -45,9 +44,6 @@ _HF_CACHE = "/@SERVEFIT_HF_CACHE@"
 _SHELL_PATHS = {_BUNDLE_DIR: '"$HERE"', _HF_CACHE: '"${HF_HOME:-$HOME/.cache/huggingface}"'}
 _COMPOSE_PATHS = {_BUNDLE_DIR: ".", _HF_CACHE: "${HOME}/.cache/huggingface"}
 _HERE = 'HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"'
-# Keyword of `docker_run_argv` through which a plug-in takes the host path of its config file
-# when its container must read that file (not in the EnginePlugin protocol yet).
-_CONFIG_PATH_KEYWORDS = ("config_file_path", "extra_options_path")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VOLUME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _HTTP_PATH = re.compile(r"^/[A-Za-z0-9._~/-]*$")
@@ -249,21 +245,16 @@ def _script(purpose: str, *lines: str) -> str:
 def docker_command(request: ExportRequest, *, bundle_dir: str, hf_cache_dir: str) -> list[str]:
     """The plug-in's `docker run` for the request, with the bundle at `bundle_dir`.
 
-    `hf_cache_dir` is used when the request names no `model_cache_dir`. A plug-in whose
-    container reads the config file gets its host path through a `_CONFIG_PATH_KEYWORDS`
-    keyword of `docker_run_argv`.
+    `hf_cache_dir` is used when the request names no `model_cache_dir`.
     """
     config = request.config
     plugin = get_engine(config.engine)
     config_name = plugin.config_file(config)[0]
-    params = inspect.signature(plugin.docker_run_argv).parameters
-    extra = {key: f"{bundle_dir}/{config_name}" for key in _CONFIG_PATH_KEYWORDS
-             if key in params}
     return plugin.docker_run_argv(
         config, image=plugin.docker_image(request.engine_version),
         host_port=request.host_port or config.port,
         model_cache_dir=request.model_cache_dir or hf_cache_dir,
-        gpus=config.tp * config.pp, **extra)  # type: ignore[call-arg]
+        gpus=config.tp * config.pp, config_file_path=f"{bundle_dir}/{config_name}")
 
 
 def _substitute(arg: str, paths: dict[str, str], quote: Any) -> str:

@@ -272,12 +272,12 @@ class TrtllmEngine:
         model_cache_dir: str,
         gpus: GpuSelection = "all",
         container_name: str | None = None,
-        extra_options_path: str | None = None,
+        config_file_path: str | None = None,
     ) -> list[str]:
         """`docker run` of the NGC release image running `trtllm-serve`.
 
         Args:
-            extra_options_path: host path of the file `config_file(config)` wrote, mounted
+            config_file_path: host path of the file `config_file(config)` wrote, mounted
                 read-only at `/servefit/trtllm-extra-options.yaml`. Default
                 `./trtllm-extra-options.yaml`: the file next to where docker runs (relative
                 bind-mount sources need Docker >= 23; compose resolves them from its file).
@@ -291,12 +291,12 @@ class TrtllmEngine:
             raise EngineError(
                 f"model_cache_dir must be a path without ':', got {model_cache_dir!r}"
             )
-        options = f"./{CONFIG_FILE_NAME}" if extra_options_path is None else extra_options_path
+        options = f"./{CONFIG_FILE_NAME}" if config_file_path is None else config_file_path
         # A source not starting with / or . would be read by docker as a named volume.
         bad = not options.startswith(("/", ".")) or any(ord(ch) < 32 for ch in options)
         if bad or ":" in options:
             raise EngineError(
-                f"extra_options_path must be a file path starting with '/' or '.' and without "
+                f"config_file_path must be a file path starting with '/' or '.' and without "
                 f"':', got {options!r}"
             )
         name = container_name or f"servefit-trtllm-{host_port}"

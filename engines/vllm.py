@@ -216,6 +216,7 @@ class VllmEngine:
         model_cache_dir: str,
         gpus: GpuSelection = "all",
         container_name: str | None = None,
+        config_file_path: str | None = None,  # unused: the settings travel as flags here
     ) -> list[str]:
         """`docker run` of the official image; its entrypoint is `vllm serve`.
 

@@ -302,7 +302,7 @@ def test_hostile_model_name_stays_one_argv_element() -> None:
         image=PLUGIN.docker_image(),
         host_port=8001,
         model_cache_dir="/cache",
-        extra_options_path="/tmp/x.yaml",
+        config_file_path="/tmp/x.yaml",
     )
     assert docker.count(NASTY_MODEL) == 1
     disagg = {"prefill_instances": 1, "decode_instances": 1}
@@ -332,7 +332,7 @@ def test_docker_run_argv() -> None:
         host_port=18000,
         model_cache_dir="/home/u/.cache/huggingface",
         gpus=[0, 1],
-        extra_options_path="/home/u/run/trtllm-extra-options.yaml",
+        config_file_path="/home/u/run/trtllm-extra-options.yaml",
     )
     assert argv == [
         "docker", "run", "--rm",
@@ -360,9 +360,9 @@ def test_docker_run_argv() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"extra_options_path": ""}, "extra_options_path must be a file path"),
-        ({"extra_options_path": "x.yaml"}, "starting with '/' or '.'"),
-        ({"extra_options_path": "/a:/b"}, "extra_options_path must be a file path"),
+        ({"config_file_path": ""}, "config_file_path must be a file path"),
+        ({"config_file_path": "x.yaml"}, "starting with '/' or '.'"),
+        ({"config_file_path": "/a:/b"}, "config_file_path must be a file path"),
         ({"model_cache_dir": "/a:/b"}, "model_cache_dir must be a path without ':'"),
         ({"model_cache_dir": ""}, "model_cache_dir must be a path without ':'"),
         ({"host_port": 70000}, "host_port"),
@@ -376,7 +376,7 @@ def test_docker_run_argv_refuses_bad_inputs(kwargs: dict, fragment: str) -> None
         "image": "i",
         "host_port": 8000,
         "model_cache_dir": "/c",
-        "extra_options_path": "/c/x.yaml",
+        "config_file_path": "/c/x.yaml",
         **kwargs,
     }
     with pytest.raises(EngineError, match=fragment):
