@@ -161,10 +161,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
     import json
 
     from engines.errors import EngineError
-    from engines.export import export_file
+    from engines.export import export_bundle, load_request
+    from recommender.facts import with_catalog_facts
 
     try:
-        written = export_file(args.rec, args.out)
+        written = export_bundle(with_catalog_facts(load_request(args.rec)), args.out)
     except EngineError as exc:  # engines/ owns its own tree; map it at this edge
         raise UsageError(str(exc)) from None
     paths = [str(path) for path in written]
