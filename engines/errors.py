@@ -29,3 +29,7 @@ class CapabilityError(EngineError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(reason)
+
+
+class ExportError(EngineError):
+    """The request cannot be exported, or the bundle cannot be written (one line)."""

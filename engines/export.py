@@ -16,44 +16,40 @@ import shlex
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engines import get_engine
 from engines.base import EnginePlugin
 from engines.config import EngineConfig
-from engines.errors import EngineError
+from engines.errors import ExportError
 from engines.facts import HardwareFacts, ModelFacts
+from engines.manifests import (
+    BUNDLE_DIR,
+    HF_CACHE,
+    KUBERNETES_FILE,
+    compose_yaml,
+    kubernetes_yaml,
+    parse_docker_run,
+    substitute,
+)
 
 LAUNCH_SCRIPT = "launch.sh"
 DOCKER_SCRIPT = "launch-docker.sh"
 COMPOSE_FILE = "docker-compose.yaml"
-KUBERNETES_FILE = "kubernetes.yaml"
 BENCH_SCRIPT = "bench.sh"
 REPORT_FILE = "REPORT.md"
 FIXED_FILES = (LAUNCH_SCRIPT, DOCKER_SCRIPT, COMPOSE_FILE, KUBERNETES_FILE, BENCH_SCRIPT,
                REPORT_FILE)
-# Absolute-looking placeholders for host paths known only where the bundle runs: the bundle
-# folder and the user's Hugging Face cache. Each output format resolves them its own way.
-_BUNDLE_DIR = "/@SERVEFIT_BUNDLE_DIR@"
-_HF_CACHE = "/@SERVEFIT_HF_CACHE@"
-_SHELL_PATHS = {_BUNDLE_DIR: '"$HERE"', _HF_CACHE: '"${HF_HOME:-$HOME/.cache/huggingface}"'}
-_COMPOSE_PATHS = {_BUNDLE_DIR: ".", _HF_CACHE: "${HOME}/.cache/huggingface"}
+# The shell scripts' resolution of the path placeholders (see engines.manifests).
+_SHELL_PATHS = {BUNDLE_DIR: '"$HERE"', HF_CACHE: '"${HF_HOME:-$HOME/.cache/huggingface}"'}
 _HERE = 'HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"'
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VOLUME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _HTTP_PATH = re.compile(r"^/[A-Za-z0-9._~/-]*$")
 _FIGURE_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_STARTUP_BUDGET_S = 1200  # weights download, compile and CUDA-graph capture can take minutes
-
-
-class ExportError(EngineError):
-    """The request cannot be exported, or the bundle cannot be written (one line)."""
 
 
 def _one_line(value: str, what: str) -> str:
@@ -208,13 +204,13 @@ def render_bundle(request: ExportRequest) -> dict[str, str]:
         raise ExportError(f"the {config.engine} plug-in's config file name {config_name!r} "
                           "cannot be used in the bundle")
     for arg in [*plugin.server_argv(config), request.model_cache_dir or ""]:
-        if _BUNDLE_DIR in arg or _HF_CACHE in arg:
-            raise ExportError(f"the request contains reserved text ({_BUNDLE_DIR}, {_HF_CACHE})")
+        if BUNDLE_DIR in arg or HF_CACHE in arg:
+            raise ExportError(f"the request contains reserved text ({BUNDLE_DIR}, {HF_CACHE})")
     host_port = request.host_port or config.port
     image = plugin.docker_image(request.engine_version)
     gpus = config.tp * config.pp
-    docker_argv = docker_command(request, bundle_dir=_BUNDLE_DIR, hf_cache_dir=_HF_CACHE)
-    container = _parse_docker_run(docker_argv, image, config.engine)
+    docker_argv = docker_command(request, bundle_dir=BUNDLE_DIR, hf_cache_dir=HF_CACHE)
+    container = parse_docker_run(docker_argv, image, config.engine)
     probe = plugin.readiness(config)
     if not _HTTP_PATH.fullmatch(probe.health_path):
         raise ExportError(f"readiness path {probe.health_path!r} is not a plain URL path")
@@ -224,8 +220,8 @@ def render_bundle(request: ExportRequest) -> dict[str, str]:
         LAUNCH_SCRIPT: local_script,
         DOCKER_SCRIPT: _script(f"start {config.engine} in its official image.", _HERE,
                                "exec " + _shell_line(docker_argv)),
-        COMPOSE_FILE: _compose(container, config.engine, probe.health_path, gpus),
-        KUBERNETES_FILE: _kubernetes(container, config.engine, probe.health_path, gpus,
+        COMPOSE_FILE: compose_yaml(container, config.engine, probe.health_path, gpus),
+        KUBERNETES_FILE: kubernetes_yaml(container, config.engine, probe.health_path, gpus,
                                      {config_name: config_text}),
         BENCH_SCRIPT: _bench_script(request.profile, host_port),
     }
@@ -257,28 +253,13 @@ def docker_command(request: ExportRequest, *, bundle_dir: str, hf_cache_dir: str
         gpus=config.tp * config.pp, config_file_path=f"{bundle_dir}/{config_name}")
 
 
-def _substitute(arg: str, paths: dict[str, str], quote: Any) -> str:
-    """`arg` with each placeholder replaced by `paths[...]` and the rest passed to `quote`."""
-    pattern = "|".join(re.escape(key) for key in paths)
-    pieces: list[str] = []
-    pos = 0
-    for match in re.finditer(pattern, arg):
-        if match.start() > pos:
-            pieces.append(quote(arg[pos:match.start()]))
-        pieces.append(paths[match.group()])
-        pos = match.end()
-    if pos < len(arg) or not pieces:
-        pieces.append(quote(arg[pos:]))
-    return "".join(pieces)
-
-
 def _shell_line(argv: Sequence[str]) -> str:
     # Every element is quoted; only the placeholders, resolved when the script runs, are not.
-    return " ".join(_substitute(arg, _SHELL_PATHS, shlex.quote) for arg in argv)
+    return " ".join(substitute(arg, _SHELL_PATHS, shlex.quote) for arg in argv)
 
 
 def _local_script(plugin: EnginePlugin, config: EngineConfig, config_name: str) -> str:
-    argv = plugin.serve_argv_with_config_file(config, f"{_BUNDLE_DIR}/{config_name}")
+    argv = plugin.serve_argv_with_config_file(config, f"{BUNDLE_DIR}/{config_name}")
     return _script(f"start {config.engine} locally with the settings in {config_name}.",
                    _HERE, "exec " + _shell_line(argv))
 
@@ -295,219 +276,6 @@ def _bench_script(profile: str | None, host_port: int) -> str:
         'exec python -m app bench --endpoint "$ENDPOINT" --workload trace --trace "$TRACE" '
         '--json "${@:2}"',
     )
-
-
-# -- docker run → compose / Kubernetes ---------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Container:
-    """What a plug-in's `docker run` asks for, in a form both manifests can use."""
-
-    image: str
-    entrypoint: list[str] | None = None
-    command: list[str] = field(default_factory=list)
-    ports: list[tuple[int, int]] = field(default_factory=list)  # (host, container)
-    volumes: list[tuple[str, str, str]] = field(default_factory=list)  # (source, target, mode)
-    env: list[tuple[str, str | None]] = field(default_factory=list)  # None = from the host
-    ipc_host: bool = False
-    shm_size: str | None = None
-    ulimits: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-
-_NO_VALUE = frozenset({"--rm", "-d", "--detach", "-i", "-t", "-it", "--init"})
-_IGNORED = frozenset({"--name", "--gpus", "--runtime"})  # GPUs come from tp×pp
-
-
-def _parse_docker_run(argv: Sequence[str], image: str, kind: str) -> _Container:
-    if list(argv[:2]) != ["docker", "run"]:
-        raise ExportError(f"the {kind} plug-in's docker command does not start with docker run")
-    out = _Container(image=image)
-    i = 2
-    while i < len(argv):
-        arg = argv[i]
-        if not arg.startswith("-"):
-            if arg != image:
-                raise ExportError(f"the {kind} plug-in's docker command runs {arg!r}, "
-                                  f"not the image {image!r}")
-            out.command = list(argv[i + 1:])
-            return out
-        i += 1
-        if arg in _NO_VALUE:
-            continue
-        name, sep, value = arg.partition("=")
-        if not sep:
-            if i >= len(argv):
-                raise ExportError(f"docker option {arg} of the {kind} plug-in has no value")
-            value = argv[i]
-            i += 1
-        try:
-            _docker_option(out, name, value, kind)
-        except ValueError:
-            raise ExportError(f"docker option {name} {value!r} of the {kind} plug-in "
-                              "is malformed") from None
-    raise ExportError(f"the {kind} plug-in's docker command names no image")
-
-
-def _docker_option(out: _Container, name: str, value: str, kind: str) -> None:
-    if name in _IGNORED:
-        return
-    if name in ("-p", "--publish"):
-        host, _, inside = value.rpartition(":")
-        out.ports.append((int(host.rpartition(":")[2] or inside), int(inside.partition("/")[0])))
-    elif name in ("-v", "--volume"):
-        source, _, target = value.partition(":")
-        target, _, mode = target.partition(":")
-        out.volumes.append((source, target, mode))
-    elif name in ("-e", "--env"):
-        key, sep, val = value.partition("=")
-        out.env.append((key, val if sep else None))
-    elif name == "--ipc" and value == "host":
-        out.ipc_host = True
-    elif name == "--shm-size":
-        out.shm_size = value
-    elif name == "--ulimit":
-        key, _, limits = value.partition("=")
-        soft, _, hard = limits.partition(":")
-        out.ulimits[key] = (int(soft), int(hard or soft))
-    elif name == "--entrypoint":
-        out.entrypoint = [value]
-    else:
-        raise ExportError(f"the {kind} plug-in's docker option {name} {value!r} has no "
-                          "compose/Kubernetes translation in export")
-
-
-def _compose_escape(value: str) -> str:
-    # Compose interpolates $VAR and ${VAR} in every string; $$ is a literal $. Placeholders
-    # become paths relative to the compose file, or the user's HF cache.
-    return _substitute(value, _COMPOSE_PATHS, lambda text: text.replace("$", "$$"))
-
-
-def _health_test(port: int, path: str) -> list[str]:
-    # python3 ships in every engine image; curl does not.
-    url = f"http://localhost:{port}{path}"
-    code = f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5)"
-    return ["CMD", "python3", "-c", code]
-
-
-class _PlainDumper(yaml.SafeDumper):
-    """Safe YAML without anchors/aliases, which some manifest tools reject."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def _dump_yaml(*docs: Any) -> str:
-    return yaml.dump_all(docs, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True,
-                         width=10**6)
-
-
-def _compose(c: _Container, kind: str, health_path: str, gpus: int) -> str:
-    service: dict[str, Any] = {"image": c.image}
-    if c.entrypoint is not None:
-        service["entrypoint"] = [_compose_escape(a) for a in c.entrypoint]
-    service["command"] = [_compose_escape(a) for a in c.command]
-    service["ports"] = [f"{host}:{inside}" for host, inside in c.ports]
-    if c.ipc_host:
-        service["ipc"] = "host"
-    if c.shm_size is not None:
-        service["shm_size"] = c.shm_size
-    if c.ulimits:
-        service["ulimits"] = {k: {"soft": s, "hard": h} for k, (s, h) in c.ulimits.items()}
-    if c.env:
-        service["environment"] = [k if v is None else f"{k}={_compose_escape(v)}"
-                                  for k, v in c.env]
-    service["volumes"] = [_compose_escape(":".join(filter(None, v))) for v in c.volumes]
-    service["deploy"] = {"resources": {"reservations": {"devices": [
-        {"driver": "nvidia", "count": gpus, "capabilities": ["gpu"]}]}}}
-    port = c.ports[0][1] if c.ports else None
-    if port is not None:
-        service["healthcheck"] = {"test": _health_test(port, health_path), "interval": "15s",
-                                  "timeout": "10s", "retries": 3,
-                                  "start_period": f"{_STARTUP_BUDGET_S}s"}
-    doc: dict[str, Any] = {"services": {kind: service}}
-    named = [s for s, _, _ in c.volumes if not s.startswith("/")]
-    if named:
-        doc["volumes"] = {_compose_escape(s): {} for s in named}
-    return f"# Generated by ServeFit: `docker compose up -d` serves {kind}.\n" + _dump_yaml(doc)
-
-
-def _kubernetes(c: _Container, kind: str, health_path: str, gpus: int,
-                config_files: dict[str, str]) -> str:
-    name = f"servefit-{kind}"
-    config_map: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": f"{name}-config", "labels": {}}, "data": {}}
-    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "servefit"}
-    port = c.ports[0][1] if c.ports else None
-    if port is None:
-        raise ExportError(f"the {kind} plug-in's docker command publishes no port")
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
-    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    for index, (source, target, mode) in enumerate(c.volumes):
-        vol = f"volume-{index}"
-        mount: dict[str, Any] = {"name": vol, "mountPath": target}
-        file_name = source.removeprefix(f"{_BUNDLE_DIR}/")
-        if file_name in config_files:  # a bundle file: ship it in a ConfigMap
-            config_map["data"][file_name] = config_files[file_name]
-            spec: dict[str, Any] = {"configMap": {"name": config_map["metadata"]["name"]}}
-            mount["subPath"] = file_name
-        elif source.startswith("/") and _HF_CACHE not in source and _BUNDLE_DIR not in source:
-            spec = {"hostPath": {"path": source, "type": "DirectoryOrCreate"}}
-        else:  # a docker named volume or the user's cache: pod-local scratch
-            spec = {"emptyDir": {}}
-        if mode == "ro":
-            mount["readOnly"] = True
-        volumes.append({"name": vol, **spec})
-        mounts.append(mount)
-    probe = {"httpGet": {"path": health_path, "port": port}, "periodSeconds": 10}
-    container: dict[str, Any] = {"name": kind, "image": c.image}
-    if any(_BUNDLE_DIR in a or _HF_CACHE in a for a in [*(c.entrypoint or []), *c.command]):
-        raise ExportError(f"the {kind} plug-in's container command names a host path")
-    if c.entrypoint is not None:
-        container["command"] = [_k8s_escape(a) for a in c.entrypoint]
-    container["args"] = [_k8s_escape(a) for a in c.command]
-    container["ports"] = [{"name": "http", "containerPort": port}]
-    if c.env:
-        container["env"] = [_k8s_env(k, v) for k, v in c.env]
-    container |= {
-        "resources": {"limits": {"nvidia.com/gpu": gpus}},
-        "startupProbe": {**probe, "failureThreshold": _STARTUP_BUDGET_S // 10},
-        "readinessProbe": {**probe, "failureThreshold": 3},
-        "volumeMounts": mounts,
-    }
-    deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"replicas": 1, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels},
-                              "spec": {"containers": [container], "volumes": volumes}}},
-    }
-    service = {
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"selector": labels,
-                 "ports": [{"name": "http", "port": port, "targetPort": port}]},
-    }
-    config_map["metadata"]["labels"] = labels
-    docs = [config_map] if config_map["data"] else []
-    head = (f"# Generated by ServeFit: `kubectl apply -f {KUBERNETES_FILE}` serves {kind}.\n"
-            "# Host environment variables become optional keys of the Secret servefit-env.\n")
-    return head + _dump_yaml(*docs, deployment, service)
-
-
-def _k8s_escape(value: str) -> str:
-    # Kubernetes expands $(VAR) in command/args; $$ is a literal $.
-    return value.replace("$", "$$")
-
-
-def _k8s_env(key: str, value: str | None) -> dict[str, Any]:
-    if not _ENV_NAME.fullmatch(key):
-        raise ExportError(f"environment variable name {key!r} is not valid")
-    if value is not None:
-        return {"name": key, "value": _k8s_escape(value)}
-    ref = {"name": "servefit-env", "key": key, "optional": True}
-    return {"name": key, "valueFrom": {"secretKeyRef": ref}}
 
 
 # -- report ------------------------------------------------------------------------------------
