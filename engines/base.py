@@ -113,6 +113,26 @@ class EnginePlugin(Protocol):
         """(file name, text) of the engine's config file holding the same settings."""
         ...
 
+    def config_from_file(
+        self, model: str, text: str, argv: Sequence[str] | None = None
+    ) -> EngineConfig:
+        """The config that `config_file` rendered as `text` (the inverse of rendering).
+
+        Contract: for every config `c` that renders and has no `disaggregation`,
+        `config_from_file(c.model, config_file(c)[1], serve_argv_with_config_file(c, p))`
+        equals `c` up to the plug-in's documented normalisations (spellings the engine
+        cannot tell apart). `argv` is that launch command: optional where the file holds
+        every setting (vLLM, SGLang; checked when given), required where the plug-in puts
+        part of the settings on the command line (TRT-LLM). The file read back must be
+        exactly what `config_file` writes for the result.
+
+        Raises:
+            EngineError: one line naming the first key ServeFit does not write (unknown key,
+                other value or spelling), a disaggregated instance's file (its instance counts
+                are not in it), or an argv that differs from the rendered one.
+        """
+        ...
+
     def serve_argv_with_config_file(self, config: EngineConfig, path: str) -> list[str]:
         """The launch command that reads its settings from the file at `path`."""
         ...

@@ -7,10 +7,8 @@ shared/reference/engines.md. It renders and checks only; launching belongs to `r
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import ClassVar, Literal
-
-import yaml
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from engines.base import (
     DisaggregationPlan,
@@ -18,6 +16,28 @@ from engines.base import (
     GpuSelection,
     ReadinessProbe,
     ServerProcess,
+)
+from engines.common import (
+    Setting,
+    build_config,
+    check_fp8_kv,
+    check_marlin_weights,
+    check_model_len,
+    check_parallelism,
+    docker_gpus,
+    docker_target,
+    dump_yaml,
+    extra_settings,
+    image_ref,
+    instances,
+    load_mapping,
+    lookup,
+    openai_readiness,
+    require_own,
+    reverse,
+    same_argv,
+    same_as_rendered,
+    unknown_key,
 )
 from engines.config import EngineConfig, EngineKind
 from engines.errors import CapabilityError, EngineError
@@ -71,10 +91,22 @@ _SPEC_ALGORITHM: dict[str, str] = {
 _IMAGE_TAG = re.compile(
     r"^(latest|dev|v?\d+\.\d+\.\d+(rc\d+|\.post\d+)?(-[0-9A-Za-z][0-9A-Za-z.]*)*)$"
 )
-_CONTAINER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-Setting = tuple[str, str | int | float | bool]
-Role = Literal["prefill", "decode"]
+_WHAT = "SGLang config file"
+# Flags the file holds that map one to one onto an EngineConfig field.
+_FIELD_OF: dict[str, str] = {
+    "tp-size": "tp",
+    "pp-size": "pp",
+    "max-running-requests": "max_num_seqs",
+    "mem-fraction-static": "gpu_memory_fraction",
+    "context-length": "max_model_len",
+    "host": "host",
+    "port": "port",
+}
+# Flags read back through the rendering (checked by re-rendering, not parsed on their own).
+_DERIVED = frozenset(
+    {"model-path", "max-prefill-tokens", "speculative-draft-model-path", "speculative-num-steps",
+     "speculative-eagle-topk", "speculative-num-draft-tokens", "enable-metrics"}
+)  # fmt: skip
 
 
 def _flag_name(key: str) -> str:
@@ -182,10 +214,56 @@ class SglangEngine:
         Only `true` booleans are ever written (switches SGLang turns on), because SGLang's
         boolean flags are store_true switches and older mergers drop `false`.
         """
-        data = dict(self.settings(config))
-        # A huge width keeps long values on one line, readable and diffable.
-        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10**6)
-        return CONFIG_FILE_NAME, text
+        return CONFIG_FILE_NAME, dump_yaml(dict(self.settings(config)))
+
+    def config_from_file(
+        self, model: str, text: str, argv: Sequence[str] | None = None
+    ) -> EngineConfig:
+        """The config whose `config_file` is `text`; its `model-path` must be `model`.
+
+        The file holds every setting, so `argv` is optional; when given it must be
+        `serve_argv_with_config_file(config, PATH)`. Normalisations (the file cannot tell
+        them apart): kv_cache_dtype fp16 → auto and fp8_e4m3 → fp8, weight_quantization
+        "none" → None, prefix_caching and chunked_prefill True → None (SGLang's defaults,
+        rendered as nothing), extra_args keys `_` → `-`.
+
+        Raises:
+            EngineError: a key or value ServeFit does not write (named), a disaggregated
+                instance's file (the instance counts are not in it), or a differing argv.
+        """
+        data = load_mapping(text, _WHAT)
+        fields: dict[str, Any] = {"engine": self.kind, "model": model}
+        extra: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in _FIELD_OF:
+                fields[_FIELD_OF[key]] = value
+            elif key == "disable-radix-cache":
+                fields["prefix_caching"] = False if value is True else value
+            elif key == "chunked-prefill-size":
+                chunked = value != -1
+                fields["chunked_prefill"] = None if chunked else False
+                fields["max_batched_tokens"] = value if chunked else data.get("max-prefill-tokens")
+            elif key == "kv-cache-dtype":
+                fields["kv_cache_dtype"] = _kv_back(value, _WHAT)
+            elif key == "quantization":
+                fields["weight_quantization"] = _quant_back(value, _WHAT)
+            elif key == "speculative-algorithm":
+                fields["speculative"] = _speculative_back(data)
+            elif key.startswith("disaggregation-"):
+                raise EngineError(
+                    f"{_WHAT} is one instance of a disaggregated deployment; its instance "
+                    "counts are not in the file, so it cannot be read back"
+                )
+            elif key in _RESERVED_FLAGS and key not in _DERIVED:
+                raise unknown_key(key, _WHAT)
+            elif key not in _DERIVED:
+                extra[key] = value
+        config = build_config({**fields, "extra_args": extra}, _WHAT)
+        same_as_rendered(data, load_mapping(self.config_file(config)[1], _WHAT), _WHAT)
+        if argv is not None:
+            path = argv[-1] if argv else ""
+            same_argv(argv, self.serve_argv_with_config_file(config, path), "SGLang command")
+        return config
 
     def serve_argv_with_config_file(self, config: EngineConfig, path: str) -> list[str]:
         """`python3 -m sglang.launch_server --model-path MODEL --config PATH`.
@@ -194,7 +272,7 @@ class SglangEngine:
         value) keeps the launch valid for SGLang releases whose argparse demands the flag
         before merging the file.
         """
-        self._require_own(config)
+        require_own(self.kind, config)
         self._require_single(config)
         # Newer releases also read .json; releases up to ~0.5.7 accept only YAML.
         if not path.endswith((".yaml", ".yml")):
@@ -204,13 +282,10 @@ class SglangEngine:
     def docker_image(self, version: str | None = None) -> str:
         """`lmsysorg/sglang:v<version>`; `latest`/`dev` and suffixed tags (`-cu129`) pass."""
         tag = version or SGLANG_VERSION
-        if not _IMAGE_TAG.fullmatch(tag):
-            raise EngineError(
-                f"not an SGLang image tag: {tag!r} (expected e.g. 0.5.23, v0.5.23-cu129 or latest)"
-            )
-        if tag[0].isdigit():
-            tag = f"v{tag}"
-        return f"{IMAGE_REPOSITORY}:{tag}"
+        refusal = (
+            f"not an SGLang image tag: {tag!r} (expected e.g. 0.5.23, v0.5.23-cu129 or latest)"
+        )
+        return image_ref(IMAGE_REPOSITORY, tag, _IMAGE_TAG, refusal, v_prefix=True)
 
     def docker_run_argv(
         self,
@@ -228,20 +303,12 @@ class SglangEngine:
         Inside the container the server binds 0.0.0.0 whatever `config.host` says, or the
         published port would not reach it. The HF cache is mounted so weights download once.
         """
-        if not 1 <= host_port <= 65535:
-            raise EngineError(f"host_port must be 1-65535, got {host_port}")
-        if ":" in model_cache_dir or not model_cache_dir:
-            raise EngineError(
-                f"model_cache_dir must be a path without ':', got {model_cache_dir!r}"
-            )
-        name = container_name or f"servefit-sglang-{host_port}"
-        if not _CONTAINER_NAME.fullmatch(name):
-            raise EngineError(f"invalid container name {name!r}")
+        name = docker_target(self.kind, host_port, model_cache_dir, container_name)
         inside = config.model_copy(update={"host": "0.0.0.0"})
         return [
             "docker", "run", "--rm",
             "--name", name,
-            "--gpus", _docker_gpus(gpus),
+            "--gpus", docker_gpus(gpus),
             "--ipc=host",
             "--shm-size", SHM_SIZE,
             "-p", f"{host_port}:{config.port}",
@@ -257,14 +324,7 @@ class SglangEngine:
         SGLang also serves `/health_generate` (a 1-token generation); the launcher's own
         tiny completion proves the same, so the cheap `/health` is the polling path.
         """
-        name = config.extra_args.get("served-model-name", config.model)
-        return ReadinessProbe(
-            health_path="/health",
-            models_path="/v1/models",
-            served_model_name=str(name),
-            completion_path="/v1/completions",
-            completion_body={"model": str(name), "prompt": "Hello", "max_tokens": 1},
-        )
+        return openai_readiness(str(config.extra_args.get("served-model-name", config.model)))
 
     def disaggregation_plan(
         self, config: EngineConfig, *, host: str = "127.0.0.1", base_port: int = 8100
@@ -277,19 +337,10 @@ class SglangEngine:
         ports from `base_port` and disjoint GPU ranges; the router listens on
         `config.host:config.port`.
         """
-        disagg = config.disaggregation
-        if disagg is None:
-            raise EngineError("config has no disaggregation section")
-        gpus_per_instance = config.tp * config.pp
-        roles: list[Role] = ["prefill"] * disagg.prefill_instances
-        roles += ["decode"] * disagg.decode_instances
         prefill: list[ServerProcess] = []
         decode: list[ServerProcess] = []
         router_argv = [*ROUTER, "--pd-disaggregation"]
-        for index, role in enumerate(roles):
-            port = base_port + index
-            first_gpu = index * gpus_per_instance
-            devices = ",".join(str(g) for g in range(first_gpu, first_gpu + gpus_per_instance))
+        for role, port, devices in instances(config, base_port):
             role_settings: list[Setting] = [("disaggregation-mode", role)]
             if role == "prefill":
                 bootstrap = BOOTSTRAP_BASE_PORT + len(prefill)
@@ -311,7 +362,7 @@ class SglangEngine:
             prefill=prefill,
             decode=decode,
             router=ServerProcess(role="router", argv=router_argv, port=config.port),
-            gpus_needed=len(roles) * gpus_per_instance,
+            gpus_needed=(len(prefill) + len(decode)) * config.tp * config.pp,
         )
 
     # -- capability checks -----------------------------------------------------------------
@@ -323,46 +374,18 @@ class SglangEngine:
             CapabilityError: one line naming the first problem found.
         """
         self.settings(config)  # what cannot be rendered cannot run either
-        self._check_parallelism(config, hardware, model)
+        # SGLang's QKVParallelLinear shards or replicates KV heads like vLLM.
+        check_parallelism(config, hardware, model, kv_heads_must_divide=True)
         self._check_lengths(config, model)
         self._check_kv_cache(config, hardware, model)
-        self._check_weights(config, hardware, model)
+        check_marlin_weights(config, hardware, model, engine="SGLang", rendered=_WEIGHT_QUANT,
+                             mxfp4_needs_ampere=False)
         self._check_speculative(config, hardware, model)
-
-    def _check_parallelism(
-        self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
-    ) -> None:
-        disagg = config.disaggregation
-        instances = 1 if disagg is None else disagg.prefill_instances + disagg.decode_instances
-        needed = config.tp * config.pp * instances
-        if needed > hardware.gpu_count:
-            raise CapabilityError(
-                f"tp×pp×instances = {config.tp}×{config.pp}×{instances} = {needed} GPUs, "
-                f"but only {hardware.gpu_count} available"
-            )
-        if model.num_attention_heads % config.tp:
-            raise CapabilityError(
-                f"tp={config.tp} must divide the model's {model.num_attention_heads} "
-                "attention heads"
-            )
-        # SGLang's QKVParallelLinear shards KV heads when tp divides them and replicates them
-        # when they divide tp (tp / kv copies each); any other ratio cannot be split.
-        kv = model.num_kv_heads
-        if kv % config.tp and config.tp % kv:
-            raise CapabilityError(
-                f"tp={config.tp} and the model's {kv} KV heads must divide one another"
-            )
-        if model.num_layers is not None and config.pp > model.num_layers:
-            raise CapabilityError(f"pp={config.pp} exceeds the model's {model.num_layers} layers")
 
     def _check_lengths(self, config: EngineConfig, model: ModelFacts) -> None:
         # SGLang itself refuses a longer --context-length unless
         # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set; we never set it.
-        if config.max_model_len is not None and config.max_model_len > model.max_context_tokens:
-            raise CapabilityError(
-                f"max_model_len={config.max_model_len} exceeds the model's context of "
-                f"{model.max_context_tokens} tokens"
-            )
+        check_model_len(config, model)
 
     def _check_kv_cache(
         self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
@@ -373,47 +396,12 @@ class SglangEngine:
                 f"SGLang has no fp16 KV cache option; auto keeps the model dtype, and this "
                 f"model is {model.weights_dtype}"
             )
-        # Policy, not an SGLang error: without FP8 hardware an FP8 KV cache only saves memory
-        # and pays conversions on every step, which our performance model does not represent.
-        if dtype.startswith("fp8") and "fp8" not in hardware.native_dtypes:
-            raise CapabilityError(
-                f"FP8 KV cache needs a GPU with FP8 support (compute capability >= 8.9 or "
-                f"MI300); {hardware.gpu_name} has none"
-            )
+        check_fp8_kv(config, hardware)
         if dtype == "fp4" and "fp4" not in hardware.native_dtypes:
             raise CapabilityError(
                 f"FP4 (fp4_e2m1) KV cache needs a Blackwell GPU (compute capability >= 10.0); "
                 f"{hardware.gpu_name} has no FP4"
             )
-
-    def _check_weights(
-        self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
-    ) -> None:
-        quant = config.weight_quantization
-        if quant is None or quant == "none":
-            return
-        cc = hardware.compute_capability
-        ampere_or_newer = hardware.vendor == "nvidia" and cc is not None and cc >= (8, 0)
-        if quant == "fp8" and "fp8" not in hardware.native_dtypes and not ampere_or_newer:
-            # On sm_80-88 SGLang runs FP8 weight-only through Marlin (W8A16) by itself
-            # (fp8_utils.can_auto_enable_marlin_fp8): allowed.
-            raise CapabilityError(
-                f"FP8 weights need FP8 hardware or an Ampere+ NVIDIA GPU for SGLang's Marlin "
-                f"fallback; {hardware.gpu_name} has neither"
-            )
-        if quant in ("awq", "gptq") and not ampere_or_newer:
-            raise CapabilityError(
-                f"{quant} is rendered as {_WEIGHT_QUANT[quant]}, whose Marlin kernels need an "
-                f"NVIDIA GPU with compute capability >= 8.0; {hardware.gpu_name} is not one"
-            )
-        if quant == "nvfp4" and "fp4" not in hardware.native_dtypes:
-            raise CapabilityError(
-                f"NVFP4 weights need a Blackwell GPU (compute capability >= 10.0); "
-                f"{hardware.gpu_name} has no FP4"
-            )
-        if quant == "mxfp4" and not model.is_moe:
-            # SGLang's mxfp4 method quantizes only MoE experts (gpt-oss checkpoints).
-            raise CapabilityError("SGLang's mxfp4 applies only to MoE experts; model is dense")
 
     def _check_speculative(
         self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
@@ -434,7 +422,7 @@ class SglangEngine:
     # -- helpers ---------------------------------------------------------------------------
 
     def _settings(self, config: EngineConfig, role_settings: list[Setting]) -> list[Setting]:
-        self._require_own(config)
+        require_own(self.kind, config)
         out: list[Setting] = [
             ("model-path", config.model),
             ("tp-size", config.tp),
@@ -474,10 +462,6 @@ class SglangEngine:
             return [("chunked-prefill-size", -1), ("max-prefill-tokens", budget)]
         return [("chunked-prefill-size", budget), ("max-prefill-tokens", budget)]
 
-    def _require_own(self, config: EngineConfig) -> None:
-        if config.engine != self.kind:
-            raise CapabilityError(f"config is for engine {config.engine!r}, not {self.kind!r}")
-
     @staticmethod
     def _require_single(config: EngineConfig) -> None:
         if config.disaggregation is not None:
@@ -497,37 +481,26 @@ class SglangEngine:
         return argv
 
     def _kv_cache_dtype(self, config: EngineConfig) -> str | None:
-        dtype = config.kv_cache_dtype
-        if dtype in _KV_DTYPE_REFUSED:
-            raise CapabilityError(f"kv_cache_dtype={dtype}: {_KV_DTYPE_REFUSED[dtype]}")
-        return _KV_DTYPE[dtype]
+        return lookup("kv_cache_dtype", config.kv_cache_dtype, _KV_DTYPE, _KV_DTYPE_REFUSED)
 
     def _quantization(self, config: EngineConfig) -> str | None:
         quant = config.weight_quantization
         if quant is None:
             return None
-        if quant in _WEIGHT_QUANT_REFUSED:
-            raise CapabilityError(f"weight_quantization={quant}: {_WEIGHT_QUANT_REFUSED[quant]}")
-        return _WEIGHT_QUANT[quant]
+        return lookup("weight_quantization", quant, _WEIGHT_QUANT, _WEIGHT_QUANT_REFUSED)
 
     def _extra_settings(self, config: EngineConfig, managed: set[str]) -> list[Setting]:
-        reserved = managed | _RESERVED_FLAGS
-        out: list[Setting] = []
-        for key, value in config.extra_args.items():
-            name = _flag_name(key)
-            if name in reserved:
-                raise CapabilityError(
-                    f"extra_args[{key!r}] collides with a setting EngineConfig renders itself"
-                )
-            if name in {seen for seen, _ in out}:
-                raise CapabilityError(f"extra_args[{key!r}] repeats flag --{name}")
-            if value is False:
-                raise CapabilityError(
-                    f"extra_args[{key!r}] is false; SGLang switches are store_true flags, so "
-                    "leave the flag out instead"
-                )
-            out.append((name, value))
-        return out
+        return extra_settings(config, managed | _RESERVED_FLAGS, _flag_name, _sglang_extra_rules)
+
+
+def _sglang_extra_rules(key: str, name: str, value: Any, so_far: list[Setting]) -> None:
+    if name in {seen for seen, _ in so_far}:
+        raise CapabilityError(f"extra_args[{key!r}] repeats flag --{name}")
+    if value is False:
+        raise CapabilityError(
+            f"extra_args[{key!r}] is false; SGLang switches are store_true flags, so "
+            "leave the flag out instead"
+        )
 
 
 # Flags that EngineConfig owns even when a field is unset (so extra_args cannot sneak them in).
@@ -544,18 +517,19 @@ _RESERVED_FLAGS = frozenset(
 )  # fmt: skip
 
 
-def _docker_gpus(gpus: GpuSelection) -> str:
-    """The `--gpus` value: `all`, a count, or `"device=0,1"` (quotes are part of the value,
-    because docker parses it as CSV and would split the bare list at the comma)."""
-    if gpus == "all":
-        return "all"
-    if isinstance(gpus, int):
-        if gpus < 1:
-            raise EngineError(f"gpus must be >= 1, got {gpus}")
-        return str(gpus)
-    if isinstance(gpus, str) or not gpus or any(not isinstance(g, int) or g < 0 for g in gpus):
-        raise EngineError(f"gpus must be 'all', a count or GPU indices, got {gpus!r}")
-    return '"device=' + ",".join(str(g) for g in gpus) + '"'
+_kv_back = reverse(_KV_DTYPE, "kv-cache-dtype")
+_quant_back = reverse(_WEIGHT_QUANT, "quantization")
+_method_back = reverse(_SPEC_ALGORITHM, "speculative-algorithm")
+
+
+def _speculative_back(data: dict[str, Any]) -> dict[str, Any]:
+    """SpeculativeConfig fields: K = num-draft-tokens − 1 (see `_speculative_settings`)."""
+    drafts = data.get("speculative-num-draft-tokens")
+    return {
+        "method": _method_back(data["speculative-algorithm"], _WHAT),
+        "num_tokens": drafts - 1 if isinstance(drafts, int) else drafts,
+        "draft_model": data.get("speculative-draft-model-path"),
+    }
 
 
 PLUGIN = SglangEngine()

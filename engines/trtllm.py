@@ -17,10 +17,8 @@ built, `--kv_cache_free_gpu_memory_fraction` included. Hence the split, tested t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
-
-import yaml
 
 from engines.base import (
     DisaggregationPlan,
@@ -29,6 +27,23 @@ from engines.base import (
     ReadinessProbe,
     ServerProcess,
 )
+from engines.common import (
+    build_config,
+    check_model_len,
+    check_parallelism,
+    docker_gpus,
+    docker_target,
+    extra_settings,
+    image_ref,
+    load_mapping,
+    lookup,
+    require_own,
+    reverse,
+    same_argv,
+    same_as_rendered,
+    unknown_key,
+)
+from engines.common import dump_yaml as _dump
 from engines.config import DisaggregationConfig, EngineConfig, EngineKind
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
@@ -82,7 +97,20 @@ _DECODING_TYPE: dict[str, str] = {
 # Docs pair these drafters with `disable_overlap_scheduler: true`.
 _NO_OVERLAP_SPEC = frozenset({"draft_model", "ngram"})
 _IMAGE_TAG = re.compile(r"^\d+\.\d+\.\d+((rc|a|b)\d+)?(\.post\d+)?$")
-_CONTAINER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_WHAT = "TensorRT-LLM extra options file"
+_CLI_FIELD: dict[str, str] = {
+    "host": "host", "port": "port", "tp_size": "tp", "pp_size": "pp",
+    "max_batch_size": "max_num_seqs", "max_num_tokens": "max_batched_tokens",
+    "max_seq_len": "max_model_len",
+}  # fmt: skip
+_KV_FIELD = {"free_gpu_memory_fraction": "gpu_memory_fraction",
+             "enable_block_reuse": "prefix_caching"}
+# Keys read back through the rendering (checked by re-rendering, not parsed on their own).
+_DERIVED_KEYS = frozenset({"disable_overlap_scheduler", "return_perf_metrics",
+                           "enable_iter_perf_stats"})
+_SPEC_KEYS = frozenset({"decoding_type", "max_draft_len", "speculative_model_dir",
+                        "max_matching_ngram_size", "is_keep_all", "is_use_oldest",
+                        "is_public_pool", "num_nextn_predict_layers"})
 
 
 def _speculative_config(config: EngineConfig) -> dict[str, Any]:
@@ -170,7 +198,7 @@ class TrtllmEngine:
         Raises:
             CapabilityError: an extra arg that shadows a setting EngineConfig renders.
         """
-        self._require_own(config)
+        require_own(self.kind, config)
         out: list[Setting] = [
             ("backend", BACKEND),
             ("host", config.host),
@@ -200,7 +228,7 @@ class TrtllmEngine:
             CapabilityError: a value the PyTorch backend cannot express (int8/e5m2 KV, EAGLE
                 v1/v2, weight quantization it cannot load).
         """
-        self._require_own(config)
+        require_own(self.kind, config)
         self._check_weight_quantization_renders(config)
         out: dict[str, Any] = {}
         kv: dict[str, Any] = {}
@@ -239,6 +267,46 @@ class TrtllmEngine:
         """(`trtllm-extra-options.yaml`, YAML of LlmArgs keys) holding the non-CLI settings."""
         return CONFIG_FILE_NAME, _dump(self.extra_options(config))
 
+    def config_from_file(
+        self, model: str, text: str, argv: Sequence[str] | None = None
+    ) -> EngineConfig:
+        """The config launched by `argv` with `text` as its extra options file.
+
+        The file holds only the non-CLI half (module docstring), so `argv`, the command from
+        `serve_argv_with_config_file(config, PATH)`, is required. Normalisations (what neither
+        half can tell apart): kv_cache_dtype bf16/fp16 → auto and fp8_e4m3 → fp8;
+        weight_quantization → None (it renders nothing: the checkpoint says it); extra_args
+        keys `-` → `_`, False values dropped (never rendered), values retyped from their CLI
+        text (an int or float spelling comes back as that number).
+
+        Raises:
+            EngineError: no argv, a key or value ServeFit does not write (named), a
+                disaggregated worker's file, or an argv that differs from the rendered one.
+        """
+        if argv is None:
+            raise EngineError(f"{_WHAT} holds only half the settings; pass the launch argv too")
+        data = load_mapping(text, _WHAT)
+        fields: dict[str, Any] = {"engine": self.kind, "model": model, **_cli_fields(argv)}
+        for key, value in data.items():
+            if key == "kv_cache_config" and isinstance(value, dict):
+                fields |= _kv_fields(value)
+            elif key == "enable_chunked_prefill":
+                fields["chunked_prefill"] = value
+            elif key == "speculative_config" and isinstance(value, dict):
+                fields["speculative"] = _speculative_back(value)
+            elif key == "cache_transceiver_config":
+                raise EngineError(
+                    f"{_WHAT} is one worker of a disaggregated deployment; its instance "
+                    "counts are not in the file, so it cannot be read back"
+                )
+            elif key not in _DERIVED_KEYS:
+                raise unknown_key(key, _WHAT)
+        config = build_config(fields, _WHAT)
+        same_as_rendered(data, load_mapping(self.config_file(config)[1], _WHAT), _WHAT)
+        path = argv[-1] if argv else ""
+        same_argv(argv, self.serve_argv_with_config_file(config, path), "trtllm-serve command")
+        return config
+
     def serve_argv_with_config_file(self, config: EngineConfig, path: str) -> list[str]:
         """`trtllm-serve MODEL <CLI settings> --extra_llm_api_options PATH`.
 
@@ -257,11 +325,8 @@ class TrtllmEngine:
     def docker_image(self, version: str | None = None) -> str:
         """`nvcr.io/nvidia/tensorrt-llm/release:<version>` (e.g. 1.2.1, 1.2.0rc6)."""
         tag = version or TRTLLM_VERSION
-        if not _IMAGE_TAG.fullmatch(tag):
-            raise EngineError(
-                f"not a TensorRT-LLM release tag: {tag!r} (expected e.g. 1.2.1 or 1.2.0rc6)"
-            )
-        return f"{IMAGE_REPOSITORY}:{tag}"
+        refusal = f"not a TensorRT-LLM release tag: {tag!r} (expected e.g. 1.2.1 or 1.2.0rc6)"
+        return image_ref(IMAGE_REPOSITORY, tag, _IMAGE_TAG, refusal, v_prefix=False)
 
     def docker_run_argv(
         self,
@@ -285,12 +350,7 @@ class TrtllmEngine:
         The NGC image has no trtllm-serve entrypoint, so the command follows the image. Inside
         the container the server binds 0.0.0.0 whatever `config.host` says.
         """
-        if not 1 <= host_port <= 65535:
-            raise EngineError(f"host_port must be 1-65535, got {host_port}")
-        if not model_cache_dir or ":" in model_cache_dir:
-            raise EngineError(
-                f"model_cache_dir must be a path without ':', got {model_cache_dir!r}"
-            )
+        name = docker_target(self.kind, host_port, model_cache_dir, container_name)
         options = f"./{CONFIG_FILE_NAME}" if config_file_path is None else config_file_path
         # A source not starting with / or . would be read by docker as a named volume.
         bad = not options.startswith(("/", ".")) or any(ord(ch) < 32 for ch in options)
@@ -299,14 +359,11 @@ class TrtllmEngine:
                 f"config_file_path must be a file path starting with '/' or '.' and without "
                 f"':', got {options!r}"
             )
-        name = container_name or f"servefit-trtllm-{host_port}"
-        if not _CONTAINER_NAME.fullmatch(name):
-            raise EngineError(f"invalid container name {name!r}")
         inside = config.model_copy(update={"host": "0.0.0.0"})
         return [
             "docker", "run", "--rm",
             "--name", name,
-            "--gpus", _docker_gpus(gpus),
+            "--gpus", docker_gpus(gpus),
             "--ipc=host",
             "--ulimit", "memlock=-1",
             "--ulimit", "stack=67108864",
@@ -410,45 +467,22 @@ class TrtllmEngine:
         Raises:
             CapabilityError: one line naming the first problem found.
         """
-        self._require_own(config)
+        require_own(self.kind, config)
         if hardware.vendor != "nvidia":
             raise CapabilityError(
                 f"TensorRT-LLM runs only on NVIDIA GPUs; {hardware.gpu_name} is {hardware.vendor}"
             )
         self.cli_settings(config)  # what cannot be rendered cannot run either
         self.extra_options(config)
-        self._check_parallelism(config, hardware, model)
+        check_parallelism(config, hardware, model, kv_heads_must_divide=False)
         self._check_lengths(config, model)
         self._check_precision(config, hardware, model)
         spec = config.speculative
         if spec is not None and spec.method == "mtp" and model.has_mtp_heads is False:
             raise CapabilityError("speculative method mtp needs a checkpoint with MTP layers")
 
-    def _check_parallelism(
-        self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
-    ) -> None:
-        disagg = config.disaggregation
-        instances = 1 if disagg is None else disagg.prefill_instances + disagg.decode_instances
-        needed = config.tp * config.pp * instances
-        if needed > hardware.gpu_count:
-            raise CapabilityError(
-                f"tp×pp×instances = {config.tp}×{config.pp}×{instances} = {needed} GPUs, "
-                f"but only {hardware.gpu_count} available"
-            )
-        if model.num_attention_heads % config.tp:
-            raise CapabilityError(
-                f"tp={config.tp} must divide the model's {model.num_attention_heads} "
-                "attention heads"
-            )
-        if model.num_layers is not None and config.pp > model.num_layers:
-            raise CapabilityError(f"pp={config.pp} exceeds the model's {model.num_layers} layers")
-
     def _check_lengths(self, config: EngineConfig, model: ModelFacts) -> None:
-        if config.max_model_len is not None and config.max_model_len > model.max_context_tokens:
-            raise CapabilityError(
-                f"max_model_len={config.max_model_len} exceeds the model's context of "
-                f"{model.max_context_tokens} tokens"
-            )
+        check_model_len(config, model)
         budget = config.max_batched_tokens
         model_len = config.max_model_len or model.max_context_tokens
         if budget is not None and config.chunked_prefill is not True and budget < model_len:
@@ -491,12 +525,8 @@ class TrtllmEngine:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _require_own(self, config: EngineConfig) -> None:
-        if config.engine != self.kind:
-            raise CapabilityError(f"config is for engine {config.engine!r}, not {self.kind!r}")
-
     def _require_disaggregation(self, config: EngineConfig) -> DisaggregationConfig:
-        self._require_own(config)
+        require_own(self.kind, config)
         if config.disaggregation is None:
             raise EngineError("config has no disaggregation section")
         return config.disaggregation
@@ -511,10 +541,7 @@ class TrtllmEngine:
         return argv
 
     def _kv_cache_dtype(self, config: EngineConfig) -> str | None:
-        dtype = config.kv_cache_dtype
-        if dtype in _KV_DTYPE_REFUSED:
-            raise CapabilityError(f"kv_cache_dtype={dtype}: {_KV_DTYPE_REFUSED[dtype]}")
-        return _KV_DTYPE[dtype]
+        return lookup("kv_cache_dtype", config.kv_cache_dtype, _KV_DTYPE, _KV_DTYPE_REFUSED)
 
     def _check_weight_quantization_renders(self, config: EngineConfig) -> None:
         quant = config.weight_quantization
@@ -523,15 +550,7 @@ class TrtllmEngine:
 
     def _extra_settings(self, config: EngineConfig) -> list[Setting]:
         # click declares TRT-LLM's options with underscores and rejects dashed spellings.
-        out: list[Setting] = []
-        for key, value in config.extra_args.items():
-            name = key.replace("-", "_")
-            if name in _RESERVED_FLAGS:
-                raise CapabilityError(
-                    f"extra_args[{key!r}] collides with a setting EngineConfig renders itself"
-                )
-            out.append((name, value))
-        return out
+        return extra_settings(config, _RESERVED_FLAGS, lambda key: key.replace("-", "_"))
 
 
 # CLI options EngineConfig owns (or whose LlmArgs key the YAML owns), aliases included.
@@ -545,21 +564,61 @@ _RESERVED_FLAGS = frozenset(
 )  # fmt: skip
 
 
-def _dump(data: Mapping[str, Any]) -> str:
-    return yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, width=10**6)
+_kv_back = reverse(_KV_DTYPE, "kv_cache_config.dtype")
+_method_back = reverse(_DECODING_TYPE, "speculative_config.decoding_type")
 
 
-def _docker_gpus(gpus: GpuSelection) -> str:
-    """The `--gpus` value: `all`, a count, or `"device=0,1"` (quoted for docker's CSV parser)."""
-    if gpus == "all":
-        return "all"
-    if isinstance(gpus, int):
-        if gpus < 1:
-            raise EngineError(f"gpus must be >= 1, got {gpus}")
-        return str(gpus)
-    if isinstance(gpus, str) or not gpus or any(not isinstance(g, int) or g < 0 for g in gpus):
-        raise EngineError(f"gpus must be 'all', a count or GPU indices, got {gpus!r}")
-    return '"device=' + ",".join(str(g) for g in gpus) + '"'
+def _cli_fields(argv: Sequence[str]) -> dict[str, Any]:
+    """EngineConfig fields from `trtllm-serve MODEL --flag [value] …` (checked by re-rendering)."""
+    fields: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    index = 2
+    while index < len(argv):
+        flag = argv[index]
+        valued = index + 1 < len(argv) and not argv[index + 1].startswith("--")
+        value: Any = argv[index + 1] if valued else True
+        index += 2 if valued else 1
+        name = flag.removeprefix("--")
+        if name in _CLI_FIELD:
+            fields[_CLI_FIELD[name]] = value
+        elif name not in ("backend", "extra_llm_api_options"):
+            extra[name] = _cli_value(value)
+    return {**fields, "extra_args": extra}
+
+
+def _cli_value(text: str | bool) -> str | int | float | bool:
+    """An extra arg's CLI text back as the number it spells, else as text."""
+    for kind in (int, float):
+        try:
+            number = kind(text)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(text, str) and str(number) == text:
+            return number
+    return text
+
+
+def _kv_fields(kv: dict[str, Any]) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for key, value in kv.items():
+        if key in _KV_FIELD:
+            fields[_KV_FIELD[key]] = value
+        elif key == "dtype":
+            fields["kv_cache_dtype"] = _kv_back(value, _WHAT)
+        else:
+            raise unknown_key(f"kv_cache_config.{key}", _WHAT)
+    return fields
+
+
+def _speculative_back(spec: dict[str, Any]) -> dict[str, Any]:
+    for key in spec:
+        if key not in _SPEC_KEYS:
+            raise unknown_key(f"speculative_config.{key}", _WHAT)
+    return {
+        "method": _method_back(spec.get("decoding_type"), _WHAT),
+        "num_tokens": spec.get("max_draft_len"),
+        "draft_model": spec.get("speculative_model_dir"),
+    }
 
 
 PLUGIN = TrtllmEngine()

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import ClassVar
-
-import yaml
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from engines.base import (
     DisaggregationPlan,
@@ -19,6 +17,28 @@ from engines.base import (
     GpuSelection,
     ReadinessProbe,
     ServerProcess,
+)
+from engines.common import (
+    Setting,
+    build_config,
+    check_fp8_kv,
+    check_marlin_weights,
+    check_model_len,
+    check_parallelism,
+    docker_gpus,
+    docker_target,
+    dump_yaml,
+    extra_settings,
+    image_ref,
+    instances,
+    load_mapping,
+    lookup,
+    openai_readiness,
+    require_own,
+    reverse,
+    same_argv,
+    same_as_rendered,
+    unknown_key,
 )
 from engines.config import EngineConfig, EngineKind
 from engines.errors import CapabilityError, EngineError
@@ -65,9 +85,21 @@ _WEIGHT_QUANT_REFUSED: dict[str, str] = {
 }
 _SPEC_WITH_MODEL = frozenset({"eagle", "eagle3", "draft_model"})
 _IMAGE_TAG = re.compile(r"^(latest|nightly|v?\d+\.\d+\.\d+([.+-][0-9A-Za-z.]+)?)$")
-_CONTAINER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-Setting = tuple[str, str | int | float | bool]
+_WHAT = "vLLM config file"
+# Flags the file holds that map one to one onto an EngineConfig field.
+_FIELD_OF: dict[str, str] = {
+    "tensor-parallel-size": "tp",
+    "pipeline-parallel-size": "pp",
+    "max-num-seqs": "max_num_seqs",
+    "max-num-batched-tokens": "max_batched_tokens",
+    "gpu-memory-utilization": "gpu_memory_fraction",
+    "enable-prefix-caching": "prefix_caching",
+    "enable-chunked-prefill": "chunked_prefill",
+    "max-model-len": "max_model_len",
+    "host": "host",
+    "port": "port",
+}
+_SPEC_KEYS = frozenset({"method", "model", "num_speculative_tokens", "prompt_lookup_max"})
 
 
 def _flag_name(key: str) -> str:
@@ -147,7 +179,7 @@ class VllmEngine:
             CapabilityError: a value vLLM cannot express (int8/fp4 KV, int8/int4 weights,
                 an extra arg that shadows a field).
         """
-        self._require_own(config)
+        require_own(self.kind, config)
         out: list[Setting] = [
             ("tensor-parallel-size", config.tp),
             ("pipeline-parallel-size", config.pp),
@@ -188,12 +220,55 @@ class VllmEngine:
             else:
                 data[name] = value
         # A huge width keeps each JSON value on one line, readable and diffable.
-        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10**6)
-        return CONFIG_FILE_NAME, text
+        return CONFIG_FILE_NAME, dump_yaml(data)
+
+    def config_from_file(
+        self, model: str, text: str, argv: Sequence[str] | None = None
+    ) -> EngineConfig:
+        """The config whose `config_file` is `text`; `model` is the positional argument.
+
+        The file holds every setting, so `argv` is optional; when given it must be
+        `serve_argv_with_config_file(config, PATH)`. Normalisations (the file cannot tell
+        them apart): kv_cache_dtype bf16/fp16 → auto, weight_quantization "none" → None,
+        extra_args keys `_` → `-`, and an extra `no-X: True` → `X: False`.
+
+        Raises:
+            EngineError: a key or value ServeFit does not write (named), a disaggregated
+                instance's file (the instance counts are not in it), or a differing argv.
+        """
+        data = load_mapping(text, _WHAT)
+        fields: dict[str, Any] = {"engine": self.kind, "model": model}
+        extra: dict[str, Any] = {}
+        for key, raw in data.items():
+            negated = key.startswith("no-") and raw is True
+            name, value = (key[3:], False) if negated else (key, raw)
+            if name in _FIELD_OF:
+                fields[_FIELD_OF[name]] = value
+            elif name == "kv-cache-dtype":
+                fields["kv_cache_dtype"] = _kv_back(value, _WHAT)
+            elif name == "quantization":
+                fields["weight_quantization"] = _quant_back(value, _WHAT)
+            elif name == "speculative-config":
+                fields["speculative"] = _speculative_back(value)
+            elif name == "kv-transfer-config":
+                raise EngineError(
+                    f"{_WHAT} is one instance of a disaggregated deployment; its instance "
+                    "counts are not in the file, so it cannot be read back"
+                )
+            elif name in _RESERVED_FLAGS:
+                raise unknown_key(key, _WHAT)
+            else:
+                extra[name] = value
+        config = build_config({**fields, "extra_args": extra}, _WHAT)
+        same_as_rendered(data, load_mapping(self.config_file(config)[1], _WHAT), _WHAT)
+        if argv is not None:
+            path = argv[-1] if argv else ""
+            same_argv(argv, self.serve_argv_with_config_file(config, path), "vLLM command")
+        return config
 
     def serve_argv_with_config_file(self, config: EngineConfig, path: str) -> list[str]:
         """`vllm serve MODEL --config PATH` (vLLM requires a .yaml/.yml extension)."""
-        self._require_own(config)
+        require_own(self.kind, config)
         if not path.endswith((".yaml", ".yml")):
             raise EngineError(f"vLLM reads only .yaml/.yml config files, got {path!r}")
         return ["vllm", "serve", config.model, "--config", path]
@@ -201,11 +276,8 @@ class VllmEngine:
     def docker_image(self, version: str | None = None) -> str:
         """`vllm/vllm-openai:v<version>`; `latest`/`nightly` pass through."""
         tag = version or VLLM_VERSION
-        if not _IMAGE_TAG.fullmatch(tag):
-            raise EngineError(f"not a vLLM release tag: {tag!r} (expected e.g. 0.33.0 or latest)")
-        if tag[0].isdigit():
-            tag = f"v{tag}"
-        return f"{IMAGE_REPOSITORY}:{tag}"
+        refusal = f"not a vLLM release tag: {tag!r} (expected e.g. 0.33.0 or latest)"
+        return image_ref(IMAGE_REPOSITORY, tag, _IMAGE_TAG, refusal, v_prefix=True)
 
     def docker_run_argv(
         self,
@@ -223,20 +295,12 @@ class VllmEngine:
         Inside the container the server binds 0.0.0.0 whatever `config.host` says, or the
         published port would not reach it. The HF cache is mounted so weights download once.
         """
-        if not 1 <= host_port <= 65535:
-            raise EngineError(f"host_port must be 1-65535, got {host_port}")
-        if ":" in model_cache_dir or not model_cache_dir:
-            raise EngineError(
-                f"model_cache_dir must be a path without ':', got {model_cache_dir!r}"
-            )
-        name = container_name or f"servefit-vllm-{host_port}"
-        if not _CONTAINER_NAME.fullmatch(name):
-            raise EngineError(f"invalid container name {name!r}")
+        name = docker_target(self.kind, host_port, model_cache_dir, container_name)
         inside = config.model_copy(update={"host": "0.0.0.0"})
         return [
             "docker", "run", "--rm",
             "--name", name,
-            "--gpus", _docker_gpus(gpus),
+            "--gpus", docker_gpus(gpus),
             "--ipc=host",
             "-p", f"{host_port}:{config.port}",
             "-v", f"{model_cache_dir}:/root/.cache/huggingface",
@@ -248,14 +312,7 @@ class VllmEngine:
 
     def readiness(self, config: EngineConfig) -> ReadinessProbe:
         """`/health` answers 200 once weights and KV cache are up; then one 1-token completion."""
-        name = config.extra_args.get("served-model-name", config.model)
-        return ReadinessProbe(
-            health_path="/health",
-            models_path="/v1/models",
-            served_model_name=str(name),
-            completion_path="/v1/completions",
-            completion_body={"model": str(name), "prompt": "Hello", "max_tokens": 1},
-        )
+        return openai_readiness(str(config.extra_args.get("served-model-name", config.model)))
 
     def disaggregation_plan(
         self, config: EngineConfig, *, host: str = "127.0.0.1", base_port: int = 8100
@@ -267,16 +324,8 @@ class VllmEngine:
         get consecutive ports from `base_port`, disjoint GPU ranges and distinct NIXL
         side-channel ports; the router listens on `config.host:config.port`.
         """
-        disagg = config.disaggregation
-        if disagg is None:
-            raise EngineError("config has no disaggregation section")
-        gpus_per_instance = config.tp * config.pp
-        roles = ["prefill"] * disagg.prefill_instances + ["decode"] * disagg.decode_instances
         procs: list[ServerProcess] = []
-        for index, role in enumerate(roles):
-            port = base_port + index
-            first_gpu = index * gpus_per_instance
-            devices = ",".join(str(g) for g in range(first_gpu, first_gpu + gpus_per_instance))
+        for index, (role, port, devices) in enumerate(instances(config, base_port)):
             instance = config.model_copy(update={"port": port})
             env = {
                 "CUDA_VISIBLE_DEVICES": devices,
@@ -296,7 +345,7 @@ class VllmEngine:
             prefill=prefill,
             decode=decode,
             router=ServerProcess(role="router", argv=router_argv, port=config.port),
-            gpus_needed=len(roles) * gpus_per_instance,
+            gpus_needed=len(procs) * config.tp * config.pp,
         )
 
     # -- capability checks -----------------------------------------------------------------
@@ -308,44 +357,15 @@ class VllmEngine:
             CapabilityError: one line naming the first problem found.
         """
         self.settings(config)  # what cannot be rendered cannot run either
-        self._check_parallelism(config, hardware, model)
+        check_parallelism(config, hardware, model, kv_heads_must_divide=True)
         self._check_lengths(config, model)
         self._check_kv_cache(config, hardware, model)
-        self._check_weights(config, hardware, model)
+        check_marlin_weights(config, hardware, model, engine="vLLM", rendered=_WEIGHT_QUANT,
+                             mxfp4_needs_ampere=True)
         self._check_speculative(config, model)
 
-    def _check_parallelism(
-        self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
-    ) -> None:
-        disagg = config.disaggregation
-        instances = 1 if disagg is None else disagg.prefill_instances + disagg.decode_instances
-        needed = config.tp * config.pp * instances
-        if needed > hardware.gpu_count:
-            raise CapabilityError(
-                f"tp×pp×instances = {config.tp}×{config.pp}×{instances} = {needed} GPUs, "
-                f"but only {hardware.gpu_count} available"
-            )
-        if model.num_attention_heads % config.tp:
-            raise CapabilityError(
-                f"tp={config.tp} must divide the model's {model.num_attention_heads} "
-                "attention heads"
-            )
-        # vLLM shards KV heads when tp divides them and replicates them when they divide tp
-        # (QKVParallelLinear); any other ratio cannot be split.
-        kv = model.num_kv_heads
-        if kv % config.tp and config.tp % kv:
-            raise CapabilityError(
-                f"tp={config.tp} and the model's {kv} KV heads must divide one another"
-            )
-        if model.num_layers is not None and config.pp > model.num_layers:
-            raise CapabilityError(f"pp={config.pp} exceeds the model's {model.num_layers} layers")
-
     def _check_lengths(self, config: EngineConfig, model: ModelFacts) -> None:
-        if config.max_model_len is not None and config.max_model_len > model.max_context_tokens:
-            raise CapabilityError(
-                f"max_model_len={config.max_model_len} exceeds the model's context of "
-                f"{model.max_context_tokens} tokens"
-            )
+        check_model_len(config, model)
         budget = config.max_batched_tokens
         if budget is None:
             return
@@ -370,46 +390,7 @@ class VllmEngine:
                 f"vLLM stores a {dtype} KV cache only as the model dtype (auto), and this "
                 f"model is {model.weights_dtype}"
             )
-        # Policy, not a vLLM error: without FP8 hardware an FP8 KV cache only saves memory and
-        # pays conversions on every step, which our performance model does not represent.
-        if dtype.startswith("fp8") and "fp8" not in hardware.native_dtypes:
-            raise CapabilityError(
-                f"FP8 KV cache needs a GPU with FP8 support (compute capability >= 8.9 or "
-                f"MI300); {hardware.gpu_name} has none"
-            )
-
-    def _check_weights(
-        self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts
-    ) -> None:
-        quant = config.weight_quantization
-        if quant is None or quant == "none":
-            return
-        cc = hardware.compute_capability
-        ampere_or_newer = hardware.vendor == "nvidia" and cc is not None and cc >= (8, 0)
-        if quant == "fp8" and "fp8" not in hardware.native_dtypes and not ampere_or_newer:
-            # On sm_80/86 vLLM runs FP8 checkpoints weight-only through Marlin (W8A16): allowed.
-            raise CapabilityError(
-                f"FP8 weights need FP8 hardware or an Ampere+ NVIDIA GPU for vLLM's Marlin "
-                f"fallback; {hardware.gpu_name} has neither"
-            )
-        if quant in ("awq", "gptq") and not ampere_or_newer:
-            raise CapabilityError(
-                f"{quant} is rendered as {_WEIGHT_QUANT[quant]}, whose Marlin kernels need an "
-                f"NVIDIA GPU with compute capability >= 8.0; {hardware.gpu_name} is not one"
-            )
-        if quant == "nvfp4" and "fp4" not in hardware.native_dtypes:
-            raise CapabilityError(
-                f"NVFP4 weights need a Blackwell GPU (compute capability >= 10.0); "
-                f"{hardware.gpu_name} has no FP4"
-            )
-        if quant == "mxfp4":
-            if not model.is_moe:
-                # vLLM's mxfp4 method quantizes only fused-MoE experts (gpt-oss checkpoints).
-                raise CapabilityError("vLLM's mxfp4 applies only to MoE experts; model is dense")
-            if hardware.vendor == "nvidia" and not ampere_or_newer:
-                raise CapabilityError(
-                    f"MXFP4 needs compute capability >= 8.0 in vLLM; {hardware.gpu_name} is older"
-                )
+        check_fp8_kv(config, hardware)
 
     def _check_speculative(self, config: EngineConfig, model: ModelFacts) -> None:
         spec = config.speculative
@@ -417,10 +398,6 @@ class VllmEngine:
             raise CapabilityError("speculative method mtp needs a checkpoint with MTP layers")
 
     # -- helpers ---------------------------------------------------------------------------
-
-    def _require_own(self, config: EngineConfig) -> None:
-        if config.engine != self.kind:
-            raise CapabilityError(f"config is for engine {config.engine!r}, not {self.kind!r}")
 
     def _flags(self, config: EngineConfig) -> list[str]:
         argv: list[str] = []
@@ -432,31 +409,20 @@ class VllmEngine:
         return argv
 
     def _kv_cache_dtype(self, config: EngineConfig) -> str | None:
-        dtype = config.kv_cache_dtype
-        if dtype in _KV_DTYPE_REFUSED:
-            raise CapabilityError(f"kv_cache_dtype={dtype}: {_KV_DTYPE_REFUSED[dtype]}")
-        rendered = _KV_DTYPE[dtype]
+        rendered = lookup("kv_cache_dtype", config.kv_cache_dtype, _KV_DTYPE, _KV_DTYPE_REFUSED)
         return None if rendered == "auto" else rendered
 
     def _quantization(self, config: EngineConfig) -> str | None:
         quant = config.weight_quantization
         if quant is None:
             return None
-        if quant in _WEIGHT_QUANT_REFUSED:
-            raise CapabilityError(f"weight_quantization={quant}: {_WEIGHT_QUANT_REFUSED[quant]}")
-        return _WEIGHT_QUANT[quant]
+        return lookup("weight_quantization", quant, _WEIGHT_QUANT, _WEIGHT_QUANT_REFUSED)
 
     def _extra_settings(self, config: EngineConfig, managed: set[str]) -> list[Setting]:
         reserved = managed | _RESERVED_FLAGS
-        out: list[Setting] = []
-        for key, value in config.extra_args.items():
-            name = _flag_name(key)
-            if name in reserved or name.removeprefix("no-") in reserved:
-                raise CapabilityError(
-                    f"extra_args[{key!r}] collides with a setting EngineConfig renders itself"
-                )
-            out.append((name, value))
-        return out
+        # `--no-X` is X's negation, so it collides with X too.
+        negated = {f"no-{name}" for name in reserved}
+        return extra_settings(config, reserved | negated, _flag_name)
 
 
 # Flags that EngineConfig owns even when a field is unset (so extra_args cannot sneak them in).
@@ -470,18 +436,26 @@ _RESERVED_FLAGS = frozenset(
 )  # fmt: skip
 
 
-def _docker_gpus(gpus: GpuSelection) -> str:
-    """The `--gpus` value: `all`, a count, or `"device=0,1"` (quotes are part of the value,
-    because docker parses it as CSV and would split the bare list at the comma)."""
-    if gpus == "all":
-        return "all"
-    if isinstance(gpus, int):
-        if gpus < 1:
-            raise EngineError(f"gpus must be >= 1, got {gpus}")
-        return str(gpus)
-    if isinstance(gpus, str) or not gpus or any(not isinstance(g, int) or g < 0 for g in gpus):
-        raise EngineError(f"gpus must be 'all', a count or GPU indices, got {gpus!r}")
-    return '"device=' + ",".join(str(g) for g in gpus) + '"'
+_kv_back = reverse({k: v for k, v in _KV_DTYPE.items() if v != "auto"}, "kv-cache-dtype")
+_quant_back = reverse(_WEIGHT_QUANT, "quantization")
+
+
+def _speculative_back(value: Any) -> dict[str, Any]:
+    """SpeculativeConfig fields from the `speculative-config` JSON string."""
+    try:
+        spec = json.loads(value) if isinstance(value, str) else None
+    except json.JSONDecodeError:
+        spec = None
+    if not isinstance(spec, dict):
+        raise EngineError(f"speculative-config in {_WHAT} must be a JSON object string")
+    for key in spec:
+        if key not in _SPEC_KEYS:
+            raise unknown_key(f"speculative-config.{key}", _WHAT)
+    return {
+        "method": spec.get("method"),
+        "num_tokens": spec.get("num_speculative_tokens"),
+        "draft_model": spec.get("model"),
+    }
 
 
 PLUGIN = VllmEngine()
