@@ -47,6 +47,11 @@ class EngineDefaults(BaseModel):
     max_num_seqs: int | None = Field(description="Default concurrency cap; None = GPU-dependent.")
     max_batched_tokens: int | None = Field(description="Default step budget; None = GPU-dependent.")
     gpu_memory_fraction: float | None = Field(description="Default memory fraction knob.")
+    memory_fraction_semantics: Literal["total", "static_pool", "free_after_weights"] = Field(
+        description="What the engine's memory fraction is a fraction of: all GPU memory for "
+        "the whole instance (vLLM), the static weights + KV pool (SGLang), or the memory still "
+        "free after weights and buffers, given to the KV cache (TensorRT-LLM).",
+    )
     prefix_caching: bool = Field(description="Prefix caching on by default.")
     chunked_prefill: bool = Field(description="Chunked prefill on by default.")
     kv_cache_dtype: str = Field(description="Default KV-cache dtype (engine spelling).")

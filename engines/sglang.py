@@ -146,6 +146,7 @@ class SglangEngine:
         prefix_caching=True,
         chunked_prefill=True,
         kv_cache_dtype="auto",
+        memory_fraction_semantics="static_pool",
         port=30000,
         notes="max-running-requests is derived from the KV pool and CUDA-graph batch sizes. "
         "chunked-prefill-size depends on GPU memory (about 2048 on small GPUs, 4096 on A100 "

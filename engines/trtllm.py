@@ -153,6 +153,7 @@ class TrtllmEngine:
         prefix_caching=True,
         chunked_prefill=False,
         kv_cache_dtype="auto",
+        memory_fraction_semantics="free_after_weights",
         port=8000,
         notes="max_batch_size / max_num_tokens default to BuildConfig's 2048 / 8192 (some "
         "docs say 256 batch; set it explicitly). The memory fraction is "

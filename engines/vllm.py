@@ -132,6 +132,7 @@ class VllmEngine:
         prefix_caching=True,
         chunked_prefill=True,
         kv_cache_dtype="auto",
+        memory_fraction_semantics="total",
         port=8000,
         notes="`vllm serve` picks max-num-seqs / max-num-batched-tokens per GPU: 1024 / 8192 "
         "on GPUs with >= 70 GiB that are not A100, else 256 / 2048 (EngineArgs batch "

@@ -69,13 +69,7 @@ LOW_HEADROOM_FRACTION = 0.05
 # total — vLLM gpu-memory-utilization: weights + reserve + KV ≤ f × total memory;
 # static_pool — SGLang mem-fraction-static: weights + KV ≤ f × total, reserve outside it;
 # free_after_weights — TRT-LLM free_gpu_memory_fraction: KV = f × (total − weights − reserve).
-# This belongs in each plug-in's EngineDefaults; kept here until engines/ carries it.
 FractionSemantics = Literal["total", "static_pool", "free_after_weights"]
-FRACTION_SEMANTICS: dict[EngineKind, FractionSemantics] = {
-    "vllm": "total",
-    "sglang": "static_pool",
-    "trtllm": "free_after_weights",
-}
 
 FractionSource = Literal["config", "engine_default", "fallback"]
 RiskCode = Literal[
@@ -298,7 +292,7 @@ def plan_memory(
         raise UsageError(f"pp={config.pp} exceeds the model's {model.num_layers} layers")
     memory = gpu.memory_gb * 1e9
     fraction, source = _resolve_fraction(config)
-    semantics = FRACTION_SEMANTICS[config.engine]
+    semantics = ENGINES[config.engine].defaults.memory_fraction_semantics
     layers = math.ceil(model.num_layers / config.pp)
     weights_total, weights = _weights(config, model, layers)
     tokens_budget, activation, fixed = _reserve(config, model)
