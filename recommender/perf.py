@@ -1,0 +1,406 @@
+"""The analytical performance model: one engine step's time and fixed-length steady state.
+
+Owns `step_time` (roofline of one iteration on a TP group) and `predict` (continuous-batching
+steady-state algebra for one fixed-length workload). Efficiencies and overheads come from a
+fitted `PerfParams` record (data/calibration/fit.json, written by `recommender.calibrate`);
+the defaults here are only the optimiser's starting point. Memory comes from `plan_memory`.
+No I/O except `load_params`; no simulation (the simulator builds on `step_time`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engines.config import EngineConfig, EngineKind
+from profiler.errors import UsageError
+from recommender.memory import plan_memory
+from recommender.specs import GPU, ModelSpec
+
+FIT_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "fit.json"
+
+# The roofline blend: (compute^p + memory^p)^(1/p). p = 4 stays within 19 % of max() at the
+# ridge point (where compute = memory) and within 1 % once one side is 2x the other, and is
+# smooth, which least_squares needs. p → ∞ is the hard max().
+ROOFLINE_P = 4.0
+ACTIVATION_BYTES = 2  # bf16 activations in the TP all-reduce
+ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron-style TP)
+
+# Precision names `predict` accepts → EngineConfig.weight_quantization.
+PRECISIONS: dict[str, str] = {
+    "bf16": "none", "fp16": "none", "fp8": "fp8", "int8": "int8", "int4": "int4",
+    "awq": "awq", "gptq": "gptq", "nvfp4": "nvfp4", "mxfp4": "mxfp4",
+}
+
+# Engine defaults the plug-ins leave GPU-dependent (engines/*.py `defaults.notes`):
+# vLLM serve: 1024 seqs / 8192 tokens on >= 70 GiB non-A100 GPUs, else 256 / 2048.
+# SGLang: running requests bounded by the KV pool (no fixed cap; 4096 stands for "none"),
+# chunked-prefill-size 8192 on >= 70 GiB GPUs (16384 on B200/MI300), else 4096.
+NO_CAP_SEQS = 4096
+
+
+class EngineParams(BaseModel):
+    """Per-engine efficiency factors and overheads (fitted; defaults = optimiser start)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    compute_efficiency: float = Field(
+        default=0.5, gt=0, le=1, description="Achieved share of the GPU's dense TFLOP/s."
+    )
+    bandwidth_efficiency: float = Field(
+        default=0.75, gt=0, le=1, description="Achieved share of peak HBM bandwidth."
+    )
+    step_overhead_s: float = Field(
+        default=0.002, ge=0, description="Framework time per engine step (scheduling, launch)."
+    )
+    per_seq_overhead_s: float = Field(
+        default=5e-6, ge=0, description="Framework time per running sequence per step."
+    )
+    interconnect_efficiency: float = Field(
+        default=0.7, gt=0, le=1, description="Achieved share of one-way GPU-GPU bandwidth."
+    )
+    allreduce_latency_s: float = Field(
+        default=10e-6, ge=0, description="Fixed latency of one TP all-reduce."
+    )
+    kv_reserve_output_fraction: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Share of the output length a running sequence holds in KV on average "
+        "(0.5 = allocate as it grows; 1 = reserve the full output up front).",
+    )
+
+
+class PerfParams(BaseModel):
+    """All engines' parameters, plus where they came from (the fit file's `params`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engines: dict[EngineKind, EngineParams] = Field(description="Parameters per engine kind.")
+
+
+def default_params() -> PerfParams:
+    """Starting point of the fit; TRT-LLM reserves each request's full output (no-evict)."""
+    return PerfParams(
+        engines={
+            "vllm": EngineParams(),
+            "sglang": EngineParams(),
+            "trtllm": EngineParams(kv_reserve_output_fraction=1.0),
+        }
+    )
+
+
+def load_params(path: str | Path = FIT_FILE) -> PerfParams:
+    """The fitted parameters from fit.json (its `params` key).
+
+    Raises:
+        UsageError: the file is missing or does not hold a valid `params` record.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return PerfParams.model_validate(data["params"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(
+            f"{path}: cannot load performance-model parameters ({exc}); "
+            "regenerate with `python -m recommender.calibrate`"
+        ) from exc
+
+
+@dataclass(slots=True, frozen=True)
+class Batch:
+    """One engine step: prefill tokens (chunks of prompts) and decode sequences."""
+
+    prefill_tokens: float
+    decode_seqs: float
+    decode_context: float  # mean tokens already cached per decode sequence
+    prefill_context: float = 0.0  # mean causal context seen by a prefill token
+    prefill_seqs: float = 0.0  # prompts whose last token is sampled this step
+
+
+@dataclass(slots=True, frozen=True)
+class Deployment:
+    """What `step_time` needs about the model on the GPU group (built by `deployment`)."""
+
+    model: ModelSpec
+    gpu: GPU
+    tp: int
+    weights_bytes_per_gpu: float
+    kv_bytes_per_token_per_gpu: float
+    kv_capacity_tokens: int
+    peak_flops: float  # per GPU, FLOP/s, in the compute dtype
+    bandwidth_bytes_s: float
+    link_bytes_s: float  # one-way GPU-GPU bandwidth per GPU
+
+
+def _peak_flops(gpu: GPU, weight_format: str) -> float:
+    """Dense FLOP/s of the matmul dtype: FP8/FP4/INT8 only where the GPU runs it natively;
+    4-bit group formats (int4/awq/gptq) and weight-only FP8 on older GPUs dequantize to bf16.
+    """
+    table = {
+        "fp8": gpu.fp8_dense_tflops,
+        "int8": gpu.int8_dense_tops,
+        "nvfp4": gpu.fp4_dense_tflops,
+        "mxfp4": gpu.fp4_dense_tflops,
+    }
+    native = table.get(weight_format)
+    return (native or gpu.bf16_dense_tflops) * 1e12
+
+
+def deployment(config: EngineConfig, gpu: GPU, model: ModelSpec) -> Deployment:
+    """Shapes, memory plan and hardware peaks for `config` on a TP group of `gpu`."""
+    plan = plan_memory(config, gpu, model)
+    return Deployment(
+        model=model,
+        gpu=gpu,
+        tp=config.tp,
+        weights_bytes_per_gpu=plan.weights_bytes_per_gpu,
+        kv_bytes_per_token_per_gpu=plan.kv_bytes_per_token_per_gpu,
+        kv_capacity_tokens=plan.kv_capacity_tokens,
+        peak_flops=_peak_flops(gpu, plan.weights_format),
+        bandwidth_bytes_s=gpu.mem_bandwidth_tb_s * 1e12,
+        link_bytes_s=gpu.interconnect_bandwidth_gb_s * 1e9 / 2,
+    )
+
+
+def _moe_touched_fraction(model: ModelSpec, tokens: float) -> float:
+    """Share of the body weights one step reads: all of a dense model; for MoE the dense part
+    plus the experts that at least one of `tokens` routes to, 1 − (1 − k/E)^tokens."""
+    if not model.is_moe or tokens <= 0:
+        return 1.0
+    active = model.active_params_b / model.total_params_b
+    k, e = model.experts_per_token or 1, model.num_experts or 1
+    touched = 1.0 - (1.0 - k / e) ** tokens
+    return active + (1.0 - active) * touched
+
+
+def step_time(dep: Deployment, batch: Batch, params: EngineParams) -> float:
+    """Seconds one engine iteration takes on the TP group.
+
+    compute = [2·(active params − embeddings)·tokens + 2·V·H·sampled + attention] / tp
+              / (peak FLOP/s of the compute dtype × compute_efficiency),
+      attention = 4·layers·heads·head_dim·(decode_seqs·decode_context
+                                           + prefill_tokens·prefill_context);
+    memory  = [weights per GPU × MoE touched share + KV bytes per GPU read by decodes
+               (decode_seqs·decode_context) and written (all tokens)] / (HBM × bw_efficiency);
+    roofline = (compute^p + memory^p)^(1/p), p = ROOFLINE_P;
+    comm    = 2 all-reduces per layer of tokens·H·2 B, ring traffic 2(tp−1)/tp, over the
+              one-way link bandwidth × interconnect_efficiency, + latency each (tp > 1);
+    total   = roofline + comm + step_overhead + per_seq_overhead·(decode + prefill seqs).
+
+    Raises:
+        UsageError: negative batch figures, or an empty batch.
+    """
+    tokens = batch.prefill_tokens + batch.decode_seqs
+    if min(batch.prefill_tokens, batch.decode_seqs, batch.decode_context) < 0 or tokens <= 0:
+        raise UsageError(f"step needs a non-empty, non-negative batch, got {batch}")
+    m = dep.model
+    vocab_matrix = m.vocab_size * m.hidden_size
+    heads = 1 if m.tie_word_embeddings else 2
+    linear_params = max(m.active_params_b * 1e9 - heads * vocab_matrix, 0.0)
+    sampled = batch.decode_seqs + batch.prefill_seqs
+    attn_width = 4.0 * m.num_layers * m.num_attention_heads * m.head_dim
+    attention = attn_width * (
+        batch.decode_seqs * batch.decode_context + batch.prefill_tokens * batch.prefill_context
+    )
+    flops = (2.0 * linear_params * tokens + 2.0 * vocab_matrix * sampled + attention) / dep.tp
+    compute_s = flops / (dep.peak_flops * params.compute_efficiency)
+    kv_tokens = batch.decode_seqs * batch.decode_context + tokens
+    bytes_ = (
+        dep.weights_bytes_per_gpu * _moe_touched_fraction(m, tokens)
+        + kv_tokens * dep.kv_bytes_per_token_per_gpu
+    )
+    memory_s = bytes_ / (dep.bandwidth_bytes_s * params.bandwidth_efficiency)
+    roofline_s = (compute_s**ROOFLINE_P + memory_s**ROOFLINE_P) ** (1.0 / ROOFLINE_P)
+    comm_s = 0.0
+    if dep.tp > 1:
+        message = tokens * m.hidden_size * ACTIVATION_BYTES
+        traffic = 2.0 * (dep.tp - 1) / dep.tp * message
+        per_allreduce = traffic / (dep.link_bytes_s * params.interconnect_efficiency)
+        comm_s = ALLREDUCES_PER_LAYER * m.num_layers * (
+            per_allreduce + params.allreduce_latency_s
+        )
+    overhead_s = params.step_overhead_s + params.per_seq_overhead_s * (
+        batch.decode_seqs + batch.prefill_seqs
+    )
+    return roofline_s + comm_s + overhead_s
+
+
+# ---------------------------------------------------------------------------------------------
+# Steady state of one fixed-length workload
+
+
+class Prediction(BaseModel):
+    """Steady-state figures of one fixed-length workload; throughputs over all GPUs.
+
+    Latencies are means. With fixed ISL/OSL every request in steady state sees the same
+    batch, so p50 = mean; tails (p90/p99) need the simulator and are not given here.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: EngineKind = Field(description="Engine whose parameters were applied.")
+    replicas: int = Field(ge=1, description="Data-parallel copies: gpus / tp.")
+    batch: float = Field(gt=0, description="Running sequences per replica in steady state.")
+    batch_limit: str = Field(description="What set the batch: concurrency, kv_capacity, ...")
+    kv_capacity_tokens: int = Field(ge=0, description="KV tokens one replica holds.")
+    step_time_s: float = Field(gt=0, description="Mean engine step time in steady state.")
+    output_throughput_tok_s: float = Field(ge=0, description="Output tokens/s, all GPUs.")
+    total_throughput_tok_s: float = Field(ge=0, description="Input + output tokens/s, all GPUs.")
+    request_throughput_rps: float = Field(ge=0, description="Completed requests/s, all GPUs.")
+    ttft_s: float = Field(ge=0, description="Mean time to first token (queueing included).")
+    tpot_s: float = Field(ge=0, description="Mean time per output token after the first.")
+    itl_s: float = Field(ge=0, description="Mean inter-token latency (= TPOT, one token/step).")
+    e2e_s: float = Field(ge=0, description="Mean end-to-end latency per request.")
+
+
+def _engine_defaults(engine: EngineKind, gpu: GPU) -> tuple[int, int, bool]:
+    """(max_num_seqs, max_batched_tokens, chunked_prefill) when the config leaves them unset."""
+    from engines import ENGINES
+
+    d = ENGINES[engine].defaults
+    big = gpu.memory_gb >= 70
+    if engine == "vllm":
+        a100 = gpu.name.upper().startswith("A100")
+        seqs, budget = (1024, 8192) if big and not a100 else (256, 2048)
+    else:
+        seqs = NO_CAP_SEQS
+        budget = 16384 if gpu.memory_gb >= 160 else 8192 if big else 4096
+    return d.max_num_seqs or seqs, d.max_batched_tokens or budget, d.chunked_prefill
+
+
+@dataclass(slots=True)
+class _Steady:
+    batch: float
+    limit: str
+    steps_per_request: float
+    step_s: float
+    ttft_service_s: float
+    burst_s: float  # prefill of b prompts at once, in full-budget steps (offline start)
+
+
+def _steady_state(
+    dep: Deployment, p: EngineParams, demand: float, caps: tuple[int, int, bool],
+    *, isl: int, osl: int,
+) -> _Steady:
+    seq_cap, budget, chunked = caps
+    resident = isl + p.kv_reserve_output_fraction * osl
+    kv_cap = dep.kv_capacity_tokens / resident
+    if kv_cap < 1:
+        raise UsageError(
+            f"KV cache holds {dep.kv_capacity_tokens} tokens per replica, less than one "
+            f"{isl}+{osl}-token request; add GPUs, quantize, or shorten the request"
+        )
+    limits = {"concurrency": demand, "kv_capacity": math.floor(kv_cap), "max_num_seqs": seq_cap}
+    limit = min(limits, key=lambda k: limits[k])
+    b = float(limits[limit])
+    # Each request holds its slot for max(osl, token-budget-bound) steps: isl prefill tokens
+    # plus osl − 1 decode tokens must share the per-step budget with the other b − 1.
+    steps = max(float(osl), b * (isl + osl - 1) / budget)
+    if steps > osl:
+        limit = "token_budget"
+    batch = Batch(
+        prefill_tokens=b * isl / steps,
+        decode_seqs=b * (osl - 1) / steps,
+        decode_context=isl + osl / 2,
+        prefill_context=isl / 2,
+        prefill_seqs=b / steps,
+    )
+    step_s = step_time(dep, batch, p)
+    chunk = float(isl) if not chunked else max(1.0, min(isl, budget - batch.decode_seqs))
+    prefill_step = Batch(
+        prefill_tokens=chunk, decode_seqs=max(b - 1, 0) * (osl - 1) / max(osl, 1),
+        decode_context=isl + osl / 2, prefill_context=isl / 2, prefill_seqs=1,
+    )
+    ttft = math.ceil(isl / chunk) * step_time(dep, prefill_step, p)
+    full = Batch(prefill_tokens=float(budget), decode_seqs=0.0, decode_context=0.0,
+                 prefill_context=isl / 2, prefill_seqs=budget / isl)
+    burst = b * isl / budget * step_time(dep, full, p)
+    return _Steady(b, limit, steps, step_s, ttft, burst)
+
+
+def predict(
+    engine: EngineKind,
+    model: ModelSpec,
+    gpu: GPU,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int | None = None,
+    num_requests: int | None = None,
+    gpus: int | None = None,
+    tp: int = 1,
+    precision: str = "bf16",
+    kv_cache_dtype: str = "auto",
+    max_num_seqs: int | None = None,
+    max_batched_tokens: int | None = None,
+    gpu_memory_fraction: float | None = None,
+    params: PerfParams | None = None,
+) -> Prediction:
+    """Steady-state serving of a fixed ISL/OSL workload: closed loop at `concurrency`, or
+    offline (`num_requests` queued at t = 0, batch at the memory / max_num_seqs ceiling).
+
+    Continuous batching with prefill mixed into decode steps: each running request holds
+    a slot for S = max(osl, B·(isl+osl−1)/token_budget) steps, so a mean step carries
+    B·isl/S prefill tokens and B·(osl−1)/S decodes at context isl + osl/2. Then
+    requests/s = replicas·B/(S·step), output tokens/s = requests/s·osl, TPOT = ITL = step,
+    TTFT = prefill of one prompt (in budget-sized chunks, beside the running decodes)
+    + the budget wait (S − osl)·step + queueing: closed loop above the ceiling waits
+    (C − B)/requests/s (Little's law); offline, requests beyond the first B wait for a
+    slot and the first B share one prefill burst. E2E = TTFT + (osl − 1)·TPOT.
+    The ramp-up/drain of a finite offline run is ignored (makespan = N / requests/s).
+    TODO(next session): speculative decoding (draft cost, acceptance, verification that
+    grows with batch) is not modelled; EngineConfig.speculative is ignored here.
+
+    Raises:
+        UsageError: bad lengths, neither or both of concurrency / num_requests, gpus not a
+            multiple of tp, an unknown precision, or a config that does not fit in memory.
+    """
+    if isl < 1 or osl < 1:
+        raise UsageError(f"isl and osl must be >= 1, got {isl} and {osl}")
+    if (concurrency is None) == (num_requests is None):
+        raise UsageError("give exactly one of concurrency (closed loop) or num_requests")
+    demand_total = concurrency if concurrency is not None else num_requests
+    if demand_total is None or demand_total < 1:
+        raise UsageError(f"concurrency / num_requests must be >= 1, got {demand_total}")
+    gpus = gpus or tp
+    if gpus % tp:
+        raise UsageError(f"gpus={gpus} is not a multiple of tp={tp}")
+    if precision not in PRECISIONS:
+        raise UsageError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
+    replicas = gpus // tp
+    config = EngineConfig(
+        engine=engine, model=model.name, tp=tp, max_num_seqs=max_num_seqs,
+        max_batched_tokens=max_batched_tokens, gpu_memory_fraction=gpu_memory_fraction,
+        kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
+        weight_quantization=PRECISIONS[precision],  # type: ignore[arg-type]
+    )
+    plan = plan_memory(config, gpu, model)
+    if not plan.fits:
+        raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
+    p = (params or default_params()).engines[engine]
+    seqs, budget, chunked = _engine_defaults(engine, gpu)
+    caps = (max_num_seqs or seqs, max_batched_tokens or budget, chunked)
+    dep = deployment(config, gpu, model)
+    s = _steady_state(dep, p, demand_total / replicas, caps, isl=isl, osl=osl)
+    rps_replica = s.batch / (s.steps_per_request * s.step_s)
+    ttft = s.ttft_service_s + max(0.0, s.steps_per_request - osl) * s.step_s
+    if concurrency is not None:
+        # Closed loop above the batch ceiling: Little's law, the extra c − B wait in queue.
+        ttft += max(0.0, concurrency / replicas - s.batch) / rps_replica
+    else:
+        n = num_requests / replicas
+        waits = max(0.0, n - s.batch) * (max(0.0, n - s.batch) + 1) / (2 * rps_replica)
+        first_wave = min(n, s.batch) * 0.5 * s.burst_s
+        ttft += (waits + first_wave) / n
+    e2e = ttft + (osl - 1) * s.step_s
+    rps = rps_replica * replicas
+    return Prediction(
+        engine=engine, replicas=replicas, batch=s.batch, batch_limit=s.limit,
+        kv_capacity_tokens=dep.kv_capacity_tokens, step_time_s=s.step_s,
+        output_throughput_tok_s=rps * osl, total_throughput_tok_s=rps * (isl + osl),
+        request_throughput_rps=rps, ttft_s=ttft, tpot_s=s.step_s, itl_s=s.step_s, e2e_s=e2e,
+    )

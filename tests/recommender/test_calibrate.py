@@ -1,0 +1,122 @@
+"""Tests for recommender/calibrate.py: CSV normalisation, name mapping, split, fit file."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from recommender import calibrate
+from recommender.calibrate import GPU_NAMES, parse_csv, parse_row
+from recommender.catalog import get_gpu
+from recommender.perf import FIT_FILE, PerfParams, load_params
+
+BASE = {
+    "source": "s", "engine_version": "v", "dataset": "synthetic fixed ISL/OSL",
+    "request_rate": "inf", "notes": "",
+}
+
+
+def _row(**kw) -> pd.Series:
+    return pd.Series(BASE | kw)
+
+
+def test_trtllm_offline_row_is_total_output_over_all_gpus():
+    row = parse_row(3, _row(
+        engine="tensorrt-llm", model="Llama-3.1-405B-Instruct", gpu="H100 SXM 80GB",
+        num_gpus=8, tp="8", precision="FP8", isl="128", osl="2048",
+        concurrency="unbounded (offline max load)", metric="total_output_throughput",
+        value=4340.0, unit="output tokens/s (all GPUs)",
+        notes="offline max-load; num_requests=3000; kv_cache_free_gpu_mem_fraction 0.95 "
+        "where it fit else 0.90; ModelOpt checkpoints; value = Total Output Throughput "
+        "summed over all GPUs.",
+    ))
+    assert (row.engine, row.gpu, row.gpus, row.tp) == ("trtllm", "H100-SXM", 8, 8)
+    assert (row.concurrency, row.num_requests, row.gpu_memory_fraction) == (None, 3000, 0.95)
+    assert (row.metric, row.value) == ("output_throughput_tok_s", 4340.0)
+    assert (row.precision, row.kv_cache_dtype) == ("fp8", "fp8")
+
+
+def test_ms_latency_and_closed_loop_concurrency():
+    row = parse_row(70, _row(
+        engine="nim (backend engine not stated in excerpt)", model="Llama-3.3-70B-Instruct",
+        gpu="H100 80GB", num_gpus=2, tp="2", precision="FP8", isl="5000", osl="500",
+        concurrency="1", metric="mean_ttft", value=406.77, unit="ms",
+    ))
+    assert (row.engine, row.concurrency, row.num_requests) == ("trtllm", 1, None)
+    assert row.metric == "ttft_s"
+    assert row.value == pytest.approx(0.40677)
+
+
+def test_sharegpt_mean_lengths_and_prompt_count():
+    row = parse_row(137, _row(
+        engine="vllm", model="Qwen3-14B (Qwen/Qwen3-14B-AWQ)",
+        gpu="A100 (40/80GB variant not stated)", num_gpus=1, tp="1", precision="AWQ int4",
+        isl="217 (ShareGPT mean)", osl="201 (ShareGPT mean)",
+        dataset="ShareGPT_V3_unfiltered_cleaned_split, 1000 prompts (vllm bench serve)",
+        concurrency="unbounded (all 1000 at once)", metric="total_token_throughput",
+        value=3745.97, unit="tokens/s (in+out)",
+    ))
+    assert (row.model, row.gpu, row.precision) == ("Qwen3-14B", "A100-80GB", "awq")
+    assert (row.isl, row.osl, row.num_requests) == (217, 201, 1000)
+    assert row.metric == "total_throughput_tok_s"
+
+
+def test_amd_rows_latency_kept_ambiguous_throughput_skipped():
+    common = dict(
+        engine="vllm (ROCm build)", model="Llama-3.1-70B-Instruct (amd/x-FP8-KV)",
+        gpu="MI300X 192GB", num_gpus=8, tp="8", precision="FP8 weights + FP8 KV",
+        isl="128", osl="2048",
+    )
+    lat = parse_row(114, _row(**common, concurrency="batch 2", metric="end_to_end_batch_latency",
+                              value=17.934, unit="s"))
+    assert (lat.concurrency, lat.metric, lat.value, lat.kv_cache_dtype) == (2, "e2e_s", 17.934,
+                                                                             "fp8")
+    with pytest.raises(ValueError, match="ambiguous"):
+        parse_row(97, _row(**common, concurrency="up to max-num-seqs=3200", metric="throughput",
+                           value=13279.6, unit="tokens/s (as labeled; total vs output not "
+                           "specified)", notes="num_prompts=3200, max_num_seqs=3200"))
+
+
+def test_speculative_and_unstated_lengths_are_skipped():
+    with pytest.raises(ValueError, match="speculative"):
+        parse_row(0, _row(engine="sglang", model="Qwen3-8B", gpu="H100", num_gpus=1, tp="1",
+                          precision="FP8 + EAGLE3 spec decode", isl="233", osl="221",
+                          concurrency="4", metric="mean_tpot", value=3.75, unit="ms"))
+    with pytest.raises(ValueError, match="not stated"):
+        parse_row(0, _row(engine="vllm", model="Llama-3.3-70B-Instruct", gpu="A100 80GB",
+                          num_gpus=4, tp="4", precision="BF16", isl=float("nan"),
+                          osl=float("nan"), concurrency="max-num-seqs 256",
+                          metric="request_throughput", value=3.47, unit="req/s"))
+
+
+def test_every_mapped_gpu_name_is_in_the_catalog():
+    for csv_name, catalog_name in GPU_NAMES.items():
+        assert get_gpu(catalog_name).name == catalog_name, csv_name
+
+
+def test_csv_parses_with_stated_split():
+    rows, skipped = parse_csv()
+    assert len(rows) + len(skipped) == 199
+    assert not [why for _, why in skipped if "not mapped" in why or "catalog" in why]
+    test_share = sum(r.split == "test" for r in rows) / len(rows)
+    assert 0.1 < test_share < 0.4
+    again, _ = parse_csv()
+    assert [r.split for r in rows] == [r.split for r in again]
+
+
+def test_fit_file_loads_and_round_trips():
+    params = load_params(FIT_FILE)
+    assert PerfParams.model_validate_json(params.model_dump_json()) == params
+    record = json.loads(FIT_FILE.read_text(encoding="utf-8"))
+    prov = record["provenance"]
+    assert len(prov["csv_sha256"]) == 64
+    assert set(prov["rows_train"]) | set(prov["rows_test"]) == set(prov["rows_used"])
+    assert "test/all" in record["errors"]
+
+
+def test_fit_is_deterministic():
+    rows, _ = parse_csv()
+    subset = [r for r in rows if r.split == "train"][::8]
+    assert calibrate.fit(subset) == calibrate.fit(subset)
