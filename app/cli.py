@@ -7,6 +7,7 @@ and exit 2; heavy libraries are imported inside the commands so `--help` stays i
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -31,6 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader (e.g. `| head`) went away: nothing left to say
+        sys.stderr.close()
+        return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_profile(sub)
     _add_synth(sub)
+    _add_predict(sub)
     _add_export(sub)
     return parser
 
@@ -90,6 +95,51 @@ def _add_export(sub: Any) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="bundle folder (created)")
     p.add_argument("--json", action="store_true", help="print the written paths as JSON")
     p.set_defaults(handler=_cmd_export)
+
+
+def _add_predict(sub: Any) -> None:
+    p = sub.add_parser("predict", help="the performance model alone, for a fixed-length load")
+    p.add_argument("--engine", required=True, choices=["vllm", "sglang", "trtllm"])
+    p.add_argument("--model", required=True, help="catalog name, HF id or config.json path")
+    p.add_argument("--gpu", required=True, help="catalog GPU name, e.g. H100-SXM")
+    p.add_argument("--gpus", type=int, help="GPUs in total (default: tp)")
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--precision", default="bf16",
+                   choices=["bf16", "fp8", "int8", "int4", "awq", "gptq", "nvfp4", "mxfp4"])
+    p.add_argument("--kv-cache-dtype", default="auto")
+    p.add_argument("--isl", type=int, required=True, help="input tokens per request")
+    p.add_argument("--osl", type=int, required=True, help="output tokens per request")
+    load = p.add_mutually_exclusive_group(required=True)
+    load.add_argument("--concurrency", type=int, help="closed loop at this concurrency")
+    load.add_argument("--offline", action="store_true", help="all requests queued at t = 0")
+    p.add_argument("--num-requests", type=int, help="with --offline")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_cmd_predict)
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from recommender.catalog import get_gpu, get_model
+    from recommender.perf import predict, prediction_summary
+
+    if args.offline and not args.num_requests:
+        raise UsageError("--offline needs --num-requests N")
+    for name in ("isl", "osl", "tp", "concurrency", "num_requests", "gpus"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    prediction = predict(
+        args.engine, get_model(args.model), get_gpu(args.gpu), isl=args.isl, osl=args.osl,
+        concurrency=args.concurrency, num_requests=args.num_requests if args.offline else None,
+        gpus=args.gpus, tp=args.tp, precision=args.precision,
+        kv_cache_dtype=args.kv_cache_dtype)
+    summary = prediction_summary(prediction)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        from app.render import prediction_text
+
+        print(prediction_text(summary))
+    return 0
 
 
 def _ingest_options(args: argparse.Namespace) -> Any:

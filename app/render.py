@@ -35,3 +35,17 @@ def profile_text(p: Profile) -> str:
     ]
     lines += [f"Warning   {w}" for w in p.warnings]
     return "\n".join(lines)
+
+
+def prediction_text(summary: dict) -> str:
+    """A short human view of `predict` (the JSON has every field)."""
+    lat = "  ".join(f"{k[:-3].upper()} {summary[k]['mean']:,.1f} ms"
+                    for k in ("ttft_ms", "tpot_ms", "e2e_ms"))
+    return "\n".join([
+        f"Throughput  {summary['output_throughput_tok_s']:,.0f} output tok/s, "
+        f"{summary['total_throughput_tok_s']:,.0f} total tok/s, "
+        f"{summary['request_throughput_rps']:,.2f} req/s",
+        f"Latency     {lat} (steady-state means)",
+        f"Batch       {summary['batch']:,.1f} running per replica (limited by "
+        f"{summary['batch_limit']}), KV capacity {summary['kv_capacity_tokens']:,} tokens",
+    ])

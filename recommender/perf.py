@@ -404,3 +404,28 @@ def predict(
         output_throughput_tok_s=rps * osl, total_throughput_tok_s=rps * (isl + osl),
         request_throughput_rps=rps, ttft_s=ttft, tpot_s=s.step_s, itl_s=s.step_s, e2e_s=e2e,
     )
+
+
+def prediction_summary(prediction: Prediction) -> dict[str, object]:
+    """The `predict --json` view (DESIGN §2.4): throughputs, and latencies in ms.
+
+    Steady state gives means only; p50 equals the mean for fixed lengths, and p90/p99 are
+    null until the simulator supplies the distribution.
+    """
+    def latency(seconds: float) -> dict[str, float | None]:
+        ms = seconds * 1e3
+        return {"mean": ms, "p50": ms, "p90": None, "p99": None}
+
+    return {
+        "output_throughput_tok_s": prediction.output_throughput_tok_s,
+        "total_throughput_tok_s": prediction.total_throughput_tok_s,
+        "request_throughput_rps": prediction.request_throughput_rps,
+        "ttft_ms": latency(prediction.ttft_s),
+        "tpot_ms": latency(prediction.tpot_s),
+        "itl_ms": latency(prediction.itl_s),
+        "e2e_ms": latency(prediction.e2e_s),
+        "batch": prediction.batch,
+        "batch_limit": prediction.batch_limit,
+        "kv_capacity_tokens": prediction.kv_capacity_tokens,
+        "replicas": prediction.replicas,
+    }
