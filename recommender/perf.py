@@ -352,6 +352,7 @@ def predict(
     (C − B)/requests/s (Little's law); offline, requests beyond the first B wait for a
     slot and the first B share one prefill burst. E2E = TTFT + (osl − 1)·TPOT.
     The ramp-up/drain of a finite offline run is ignored (makespan = N / requests/s).
+    `params` defaults to the fitted parameters (data/calibration/fit.json).
     TODO(next session): speculative decoding (draft cost, acceptance, verification that
     grows with batch) is not modelled; EngineConfig.speculative is ignored here.
 
@@ -381,7 +382,7 @@ def predict(
     plan = plan_memory(config, gpu, model)
     if not plan.fits:
         raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
-    p = (params or default_params()).engines[engine]
+    p = (params or load_params()).engines[engine]
     seqs, budget, chunked = _engine_defaults(engine, gpu)
     caps = (max_num_seqs or seqs, max_batched_tokens or budget, chunked)
     dep = deployment(config, gpu, model)

@@ -1,0 +1,87 @@
+"""Benchmark of `recommender.simulator`: seconds to simulate 100 k requests through one config.
+
+Synthetic, seeded, Azure-conversation-like lengths (lognormal input, median ~1k tokens; output
+median ~200) with Poisson arrivals; optional shared prefixes as block hashes. Times each
+arrival mode after one warm-up (numba compile / cache load) and prints requests/s simulated.
+DESIGN §5 budget: 100 k requests < 2 s.
+
+Run: .venv/bin/python bench/simulate_speed.py [--requests 100000] [--rate 20] [--prefix]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engines.config import EngineConfig
+from recommender.catalog import get_gpu, get_model
+from recommender.simulator import SimOptions, SimRequests, simulate
+
+
+def make_requests(n: int, rate: float, prefix: bool, seed: int = 0) -> SimRequests:
+    """Seeded Azure-conv-like requests; with `prefix`, 16-token block hashes where half the
+    requests start with one of 50 shared 1024-token system prompts."""
+    rng = np.random.default_rng(seed)
+    arrival = np.cumsum(rng.exponential(1.0 / rate, n))
+    arrival -= arrival[0]
+    inp = np.clip(rng.lognormal(np.log(1000), 1.0, n), 1, 16000).astype(np.int64)
+    out = np.clip(rng.lognormal(np.log(200), 0.8, n), 1, 2000).astype(np.int64)
+    if not prefix:
+        return SimRequests(arrival, inp, out)
+    counts = inp // 16
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    hashes = rng.integers(1, 2**63, offsets[-1], dtype=np.int64).astype(np.uint64)
+    shared = rng.integers(0, 50, n)
+    for i in np.flatnonzero(rng.random(n) < 0.5):
+        k = min(64, counts[i])
+        hashes[offsets[i] : offsets[i] + k] = np.uint64(shared[i]) * np.uint64(1000) + np.arange(
+            k, dtype=np.uint64
+        )
+    return SimRequests(arrival, inp, out, hashes, offsets, 16)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=100_000)
+    ap.add_argument("--rate", type=float, default=6.0, help="Poisson arrivals per second")
+    ap.add_argument("--prefix", action="store_true", help="add shared-prefix block hashes")
+    args = ap.parse_args()
+    gpu, model = get_gpu("H100-SXM"), get_model("llama-3.1-8b")
+    config = EngineConfig(engine="vllm", model=model.name)
+    req = make_requests(args.requests, args.rate, args.prefix)
+    modes = {
+        "trace": SimOptions(arrival="trace"),
+        "offline": SimOptions(arrival="offline"),
+        "closed_loop_64": SimOptions(arrival="closed_loop", concurrency=64),
+    }
+    t0 = time.perf_counter()
+    simulate(
+        SimRequests(req.arrival_s[:100], req.input_tokens[:100], req.output_tokens[:100]),
+        config,
+        gpu,
+        model,
+    )
+    print(f"warm-up (import + numba compile/cache load): {time.perf_counter() - t0:.2f} s")
+    for name, options in modes.items():
+        t0 = time.perf_counter()
+        res = simulate(req, config, gpu, model, options=options)
+        dt = time.perf_counter() - t0
+        s = res.summary
+        print(
+            f"{name:15s} {args.requests} requests in {dt:.2f} s "
+            f"({args.requests / dt:,.0f} req/s simulated; budget < 2 s: "
+            f"{'met' if dt < 2 else 'NOT met'}) | steps {s.steps:,} preemptions "
+            f"{s.preemptions:,} | {s.request_throughput_rps:.1f} rps, "
+            f"TTFT p50 {s.ttft_s.p50 * 1e3:.0f} ms, TPOT p50 {s.tpot_s.p50 * 1e3:.1f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()

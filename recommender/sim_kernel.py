@@ -1,0 +1,328 @@
+"""numba iteration loop behind `recommender.simulator`; import it only from there.
+
+One engine replica, one scheduler iteration per loop turn (vLLM V1-like): running requests
+first, then admissions from the waiting queue, KV blocks with an LRU prefix cache, recompute
+preemption. `recommender.simulator` owns the semantics, validation and allocation; these
+functions trust their inputs. The step time is `perf.step_time` in closed form over the
+coefficients `simulator.step_coefficients` derives from perf's own figures.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# Cache scalars in one int64 array: LRU head/tail, evictable count, cached entries, free units.
+HEAD, TAIL, COUNT, NCACHED, FREE = 0, 1, 2, 3, 4
+# Coefficient slots (see simulator.step_coefficients).
+C_TOK, C_SAMP, C_ATTN, M_W, M_KV, MOE_ACTIVE, MOE_KEEP, COMM_TOK, COMM_FIX, OH_STEP, OH_SEQ, P = (
+    range(12)
+)
+# Status codes.
+PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
+SERIES_CAP = 4096  # time-series samples kept (decimated by 2 whenever full)
+
+
+@numba.njit(cache=True, nogil=True)
+def step_seconds(  # noqa: PLR0917
+    coef, prefill_tokens, decode_seqs, decode_ctx_sum, prefill_ctx_sum, sampled_prefills
+):
+    """perf.step_time for a batch given as sums (contexts summed over sequences/tokens)."""
+    tokens = prefill_tokens + decode_seqs
+    compute = (
+        coef[C_TOK] * tokens
+        + coef[C_SAMP] * (decode_seqs + sampled_prefills)
+        + coef[C_ATTN] * (decode_ctx_sum + prefill_ctx_sum)
+    )
+    active = coef[MOE_ACTIVE]
+    touched = active + (1.0 - active) * (1.0 - coef[MOE_KEEP] ** tokens)
+    memory = coef[M_W] * touched + coef[M_KV] * (decode_ctx_sum + tokens)
+    p = coef[P]
+    roof = (compute**p + memory**p) ** (1.0 / p)
+    comm = 0.0
+    if coef[COMM_FIX] > 0.0 or coef[COMM_TOK] > 0.0:
+        comm = coef[COMM_TOK] * tokens + coef[COMM_FIX]
+    return roof + comm + coef[OH_STEP] + coef[OH_SEQ] * (decode_seqs + sampled_prefills)
+
+
+@numba.njit(cache=True, nogil=True)
+def _unlink(x, prev, nxt, cs):
+    p = prev[x]
+    n = nxt[x]
+    if p >= 0:
+        nxt[p] = n
+    else:
+        cs[HEAD] = n
+    if n >= 0:
+        prev[n] = p
+    else:
+        cs[TAIL] = p
+    prev[x] = -1
+    nxt[x] = -1
+    cs[COUNT] -= 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _push(x, prev, nxt, cs):
+    t = cs[TAIL]
+    prev[x] = t
+    nxt[x] = -1
+    if t >= 0:
+        nxt[t] = x
+    else:
+        cs[HEAD] = x
+    cs[TAIL] = x
+    cs[COUNT] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _reserve(need, hu, cached, prev, nxt, cs):  # noqa: PLR0917
+    """Take `need` free units, evicting least recently used cached blocks; False if short."""
+    if need <= 0:
+        return True
+    if cs[FREE] + hu * cs[COUNT] < need:
+        return False
+    while cs[FREE] < need:
+        x = cs[HEAD]
+        _unlink(x, prev, nxt, cs)
+        cached[x] = False
+        cs[NCACHED] -= 1
+        cs[FREE] += hu
+    cs[FREE] -= need
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _release(r, held, priv, hoff, hid, ref, prev, nxt, cs):  # noqa: PLR0917
+    """Free r's private units; drop its refs on cached blocks, last block first (the prefix
+    becomes the most recently used, so it outlives the tail)."""
+    for j in range(held[r] - 1, -1, -1):
+        x = hid[hoff[r] + j]
+        ref[x] -= 1
+        if ref[x] == 0:
+            _push(x, prev, nxt, cs)
+    held[r] = 0
+    cs[FREE] += priv[r]
+    priv[r] = 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _insert_prompt_blocks(r, held, priv, nfull, hoff, hid, cached, ref, prev, nxt, cs, hu):  # noqa: PLR0917
+    """Prefill done: r's full prompt blocks move from private units into the cache (or, if
+    another request cached the same block meanwhile, share it and free r's copy)."""
+    for j in range(held[r], nfull[r]):
+        x = hid[hoff[r] + j]
+        priv[r] -= hu
+        if cached[x]:
+            if ref[x] == 0:
+                _unlink(x, prev, nxt, cs)
+            ref[x] += 1
+            cs[FREE] += hu
+        else:
+            cached[x] = True
+            ref[x] = 1
+            cs[NCACHED] += 1
+    held[r] = nfull[r]
+
+
+@numba.njit(cache=True, nogil=True)
+def _ceil_div(a, b):
+    return -((-a) // b)
+
+
+@numba.njit(cache=True, nogil=True)
+def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series):  # noqa: PLR0917, PLR0912, PLR0915
+    """Simulate until every request finishes.
+
+    icfg: [max_seqs, budget, chunked, static, closed_conc (0 = open), cap_units,
+    unit_tokens, hash_block_tokens]. arr is overwritten in closed-loop mode (release times).
+    series: float64 (SERIES_CAP, 4) buffer (t, queue, running, kv_used_fraction).
+    Returns (first_t, fin_t, preemptions per request, stats[steps, preemptions,
+    series_len, error]).
+    """
+    n = arr.shape[0]
+    max_seqs, budget_cap, chunked, static = icfg[0], icfg[1], icfg[2] != 0, icfg[3] != 0
+    closed, cap, u, hbs = icfg[4], icfg[5], icfg[6], icfg[7]
+    hu = hbs // u if hbs > 0 else 0
+    computed = np.zeros(n, np.int64)
+    ntok = inp.copy()
+    odone = np.zeros(n, np.int64)
+    held = np.zeros(n, np.int64)
+    priv = np.zeros(n, np.int64)
+    sched = np.zeros(n, np.int64)
+    status = np.zeros(n, np.int8)
+    first_t = np.full(n, np.nan)
+    fin_t = np.full(n, np.nan)
+    npre = np.zeros(n, np.int64)
+    cached = np.zeros(n_ids, np.bool_)
+    ref = np.zeros(n_ids, np.int32)
+    prev = np.full(n_ids, -1, np.int64)
+    nxt = np.full(n_ids, -1, np.int64)
+    cs = np.array([-1, -1, 0, 0, cap], np.int64)
+    run_ = np.empty(min(max_seqs, n) + 1, np.int64)
+    wq = np.empty(n, np.int64)
+    wh = 0
+    wl = 0
+    n_run = 0
+    nrel = n if closed == 0 else min(closed, n)
+    nx = 0
+    done = 0
+    t = 0.0
+    steps = 0
+    preempts = 0
+    empty = 0
+    ns = 0
+    stride = 1
+    error = 0
+    while done < n:
+        while nx < nrel and arr[nx] <= t:
+            wq[(wh + wl) % n] = nx
+            wl += 1
+            status[nx] = WAITING
+            nx += 1
+        if n_run == 0 and wl == 0:
+            if nx >= nrel:
+                error = 2  # nothing left to release: cannot happen with valid inputs
+                break
+            t = max(t, arr[nx])
+            continue
+        budget = budget_cap
+        pt = 0.0
+        dn = 0.0
+        cd = 0.0
+        cp = 0.0
+        sp = 0.0
+        preempted = False
+        i = 0
+        while i < n_run and budget > 0:
+            r = run_[i]
+            rem = ntok[r] - computed[r]
+            k = min(rem, budget)
+            if not chunked and k < rem:
+                i += 1
+                continue
+            need = max(_ceil_div(computed[r] + k - held[r] * hbs, u) - priv[r], 0)
+            ok = True
+            while not _reserve(need, hu, cached, prev, nxt, cs):
+                n_run -= 1
+                v = run_[n_run]
+                _release(v, held, priv, hoff, hid, ref, prev, nxt, cs)
+                computed[v] = 0
+                status[v] = WAITING
+                wh = (wh - 1) % n
+                wq[wh] = v
+                wl += 1
+                npre[v] += 1
+                preempts += 1
+                preempted = True
+                if v == r:
+                    ok = False
+                    break
+            if not ok:
+                break
+            priv[r] += need
+            sched[r] = k
+            budget -= k
+            if rem == 1 and odone[r] > 0:
+                dn += 1.0
+                cd += computed[r]
+            else:
+                pt += k
+                cp += k * (computed[r] + 0.5 * k)
+                if k == rem:
+                    sp += 1.0
+            i += 1
+        if not preempted and (not static or n_run == 0):
+            while wl > 0 and n_run < max_seqs and (budget > 0 or static):
+                r = wq[wh]
+                h = 0
+                base = hoff[r]
+                while h < nfull[r] and cached[hid[base + h]]:
+                    h += 1
+                while h > 0 and h * hbs >= ntok[r]:
+                    h -= 1
+                rem = ntok[r] - h * hbs
+                k = min(rem, budget)
+                if not chunked and k < rem and not (static and k == 0):
+                    break
+                need = _ceil_div(k, u)
+                in_lru = 0
+                for j in range(h):
+                    if ref[hid[base + j]] == 0:
+                        in_lru += 1
+                if cs[FREE] + hu * (cs[COUNT] - in_lru) < need:
+                    break
+                for j in range(h):
+                    x = hid[base + j]
+                    if ref[x] == 0:
+                        _unlink(x, prev, nxt, cs)
+                    ref[x] += 1
+                _reserve(need, hu, cached, prev, nxt, cs)
+                priv[r] = need
+                held[r] = h
+                computed[r] = h * hbs
+                wh = (wh + 1) % n
+                wl -= 1
+                run_[n_run] = r
+                n_run += 1
+                status[r] = RUNNING
+                sched[r] = k
+                budget -= k
+                pt += k
+                cp += k * (computed[r] + 0.5 * k)
+                if k == rem:
+                    sp += 1.0
+        if pt + dn == 0.0:
+            empty += 1
+            if empty > 3:
+                error = 1  # nothing schedulable: a request larger than the KV pool
+                break
+            continue
+        empty = 0
+        t += step_seconds(coef, pt, dn, cd, cp, sp)
+        steps += 1
+        j = 0
+        for i in range(n_run):
+            r = run_[i]
+            k = sched[r]
+            sched[r] = 0
+            finished = False
+            if k > 0:
+                computed[r] += k
+                if computed[r] >= inp[r] and held[r] < nfull[r]:
+                    _insert_prompt_blocks(
+                        r, held, priv, nfull, hoff, hid, cached, ref, prev, nxt, cs, hu
+                    )
+                if computed[r] == ntok[r]:
+                    odone[r] += 1
+                    ntok[r] += 1
+                    if odone[r] == 1:
+                        first_t[r] = t
+                    if odone[r] == out[r]:
+                        finished = True
+            if finished:
+                _release(r, held, priv, hoff, hid, ref, prev, nxt, cs)
+                status[r] = DONE
+                fin_t[r] = t
+                done += 1
+                if closed > 0 and nrel < n:
+                    arr[nrel] = t
+                    nrel += 1
+            else:
+                run_[j] = r
+                j += 1
+        n_run = j
+        if steps % stride == 0:
+            if ns == series.shape[0]:
+                for q in range(ns // 2):
+                    series[q, :] = series[2 * q, :]
+                ns //= 2
+                stride *= 2
+            if steps % stride == 0:
+                series[ns, 0] = t
+                series[ns, 1] = wl
+                series[ns, 2] = n_run
+                series[ns, 3] = (cap - cs[FREE] - hu * cs[COUNT]) / cap
+                ns += 1
+    stats = np.array([steps, preempts, ns, error], np.int64)
+    return first_t, fin_t, npre, stats

@@ -1,0 +1,447 @@
+"""Iteration-level simulation of one engine replica serving the user's own requests.
+
+Owns `simulate` (requests + EngineConfig + GPU + model → per-request TTFT/TPOT/E2E, summary,
+throughput, goodput, time series) and `step_coefficients` (perf.step_time as a closed form the
+numba loop evaluates). Step times come from `recommender.perf`, KV capacity from
+`plan_memory`; the loop itself lives in `recommender.sim_kernel`. No I/O.
+
+Scheduler (vLLM V1-like, one iteration per step):
+- Running requests first, in admission order: each gets min(tokens left to compute, budget
+  left) tokens (a decode is 1 token; a partial prefill continues with the next chunk).
+  Without chunked prefill, a prefill runs only whole.
+- KV in blocks: a request holds ceil(tokens / block) private blocks plus refs on cached
+  prefix blocks. When a running request needs a block and none is free (after evicting
+  unreferenced cached blocks, LRU), the most recently admitted running request is preempted
+  (recompute: its KV is freed, it returns to the front of the waiting queue, and later
+  recomputes prompt + already generated tokens; emitted tokens are not re-emitted).
+- Then, if nothing was preempted this step, waiting requests are admitted in FCFS order while
+  running < max_num_seqs, budget is left and their first chunk's blocks fit; admission
+  skips the leading run of the prompt's blocks that are cached (never the whole prompt:
+  the last token is always computed), as vLLM does.
+- A step that brings a request's computed tokens up to its length samples one token; the
+  first such step is its first token. After its prefill a request's full prompt blocks
+  enter the cache; on finish/preemption they are released last block first, so a prefix
+  outlives its tail (DESIGN §2.2).
+- Step time = perf.step_time of the batch: prefill tokens, decodes, summed decode contexts,
+  summed causal prefill context (chunk tokens × (start + chunk/2)), prompts sampled.
+Deviations: no CUDA-graph padding, no long-prefill threshold or priority scheduling,
+no speculative decoding (TODO), no async scheduling; prompt blocks are cached at the end of
+the prefill (vLLM caches each full block as soon as it is computed); blocks of generated
+tokens are not cached; KV is counted in gcd(trace block, engine block) units when the two
+differ; the time series is per step, decimated to at most 4096 samples, then optionally
+averaged per interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from engines import ENGINES
+from engines.config import EngineConfig
+from profiler.errors import UsageError
+from profiler.prefix import _dense_ids
+from recommender import perf
+from recommender.memory import plan_memory
+from recommender.specs import GPU, ModelSpec
+
+ArrivalMode = Literal["trace", "offline", "closed_loop"]
+
+
+def step_coefficients(dep: perf.Deployment, params: perf.EngineParams) -> np.ndarray:
+    """perf.step_time's constants folded for `sim_kernel.step_seconds` (12 float64).
+
+    Mirrors perf.step_time term by term; tests assert both agree on random batches, so a
+    change there that is not carried here fails loudly.
+    """
+    m = dep.model
+    vocab_matrix = m.vocab_size * m.hidden_size
+    heads = 1 if m.tie_word_embeddings else 2
+    linear_params = max(m.active_params_b * 1e9 - heads * vocab_matrix, 0.0)
+    attn_width = 4.0 * m.num_layers * m.num_attention_heads * m.head_dim
+    flops_s = dep.tp * dep.peak_flops * params.compute_efficiency
+    bytes_s = dep.bandwidth_bytes_s * params.bandwidth_efficiency
+    active, keep = 1.0, 0.0
+    if m.is_moe:
+        active = m.active_params_b / m.total_params_b
+        keep = 1.0 - (m.experts_per_token or 1) / (m.num_experts or 1)
+    comm_tok = comm_fix = 0.0
+    if dep.tp > 1:
+        ring = 2.0 * (dep.tp - 1) / dep.tp * m.hidden_size * perf.ACTIVATION_BYTES
+        per_token = ring / (dep.link_bytes_s * params.interconnect_efficiency)
+        comm_tok = perf.ALLREDUCES_PER_LAYER * m.num_layers * per_token
+        comm_fix = perf.ALLREDUCES_PER_LAYER * m.num_layers * params.allreduce_latency_s
+    return np.array(
+        [
+            2.0 * linear_params / flops_s,
+            2.0 * vocab_matrix / flops_s,
+            attn_width / flops_s,
+            dep.weights_bytes_per_gpu / bytes_s,
+            dep.kv_bytes_per_token_per_gpu / bytes_s,
+            active,
+            keep,
+            comm_tok,
+            comm_fix,
+            params.step_overhead_s,
+            params.per_seq_overhead_s,
+            perf.ROOFLINE_P,
+        ],
+        dtype=np.float64,
+    )
+
+
+@dataclass(slots=True)
+class SimRequests:
+    """Requests as arrays (the canonical `requests` table's columns), in any order.
+
+    block_hashes/block_offsets: all requests' prompt block hashes, flat, request i owning
+    block_hashes[block_offsets[i]:block_offsets[i+1]] (chained: equal hash ⇒ equal prefix);
+    None = no prefix information.
+    """
+
+    arrival_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    block_hashes: np.ndarray | None = None
+    block_offsets: np.ndarray | None = None
+    block_size: int | None = None
+
+
+class SimOptions(BaseModel):
+    """How requests arrive and what to report."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    arrival: ArrivalMode = Field(
+        default="trace",
+        description="trace: arrival_s × time_scale; offline: all at t = 0; "
+        "closed_loop: `concurrency` in flight, each finish releases the next request.",
+    )
+    time_scale: float = Field(
+        default=1.0,
+        gt=0,
+        description="Trace mode: arrival_s is multiplied by this (0.5 replays twice as fast).",
+    )
+    concurrency: int | None = Field(default=None, ge=1, description="Closed-loop users.")
+    batching: Literal["continuous", "static"] = Field(
+        default="continuous",
+        description="static: a new batch starts only when the running "
+        "batch has fully finished (the pre-vLLM baseline, DESIGN §4.1).",
+    )
+    kv_block_tokens: int = Field(default=16, ge=1, description="Tokens per KV block.")
+    slo_ttft_s: float | None = Field(default=None, gt=0, description="TTFT SLO per request.")
+    slo_tpot_s: float | None = Field(default=None, gt=0, description="TPOT SLO per request.")
+    series_interval_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Average the time series over windows of this length; "
+        "None = per-step samples (decimated to at most 4096).",
+    )
+
+
+class LatencyStats(BaseModel):
+    """Distribution of one per-request latency, seconds (NaN entries ignored)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    p50: float = Field(description="Median, seconds.")
+    p90: float = Field(description="90th percentile, seconds.")
+    p95: float = Field(description="95th percentile, seconds.")
+    p99: float = Field(description="99th percentile, seconds.")
+    mean: float = Field(description="Mean, seconds.")
+
+
+class SimSummary(BaseModel):
+    """Summary figures of one simulated run on one replica."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    completed: int = Field(ge=0, description="Requests served to the end.")
+    rejected: int = Field(ge=0, description="Requests that can never fit (KV pool or budget).")
+    makespan_s: float = Field(ge=0, description="First arrival (t = 0) to last finish.")
+    ttft_s: LatencyStats = Field(description="Time to first token.")
+    tpot_s: LatencyStats = Field(description="Time per output token after the first.")
+    e2e_s: LatencyStats = Field(description="Arrival to last token.")
+    request_throughput_rps: float = Field(ge=0, description="Completed requests per second.")
+    output_throughput_tok_s: float = Field(ge=0, description="Output tokens per second.")
+    total_throughput_tok_s: float = Field(ge=0, description="Input + output tokens/s.")
+    goodput_rps: float | None = Field(description="Requests/s meeting every SLO (None: no SLO).")
+    steps: int = Field(ge=0, description="Engine iterations simulated.")
+    preemptions: int = Field(ge=0, description="Recompute preemptions.")
+    kv_capacity_blocks: int = Field(ge=0, description="KV pool in simulation blocks.")
+
+
+class SimResult(BaseModel):
+    """Per-request arrays (input order; NaN for rejected), summary, and time series."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    ttft_s: np.ndarray = Field(description="Per request: arrival to first token, s.")
+    tpot_s: np.ndarray = Field(description="Per request: (e2e − ttft)/(out − 1); NaN if out = 1.")
+    e2e_s: np.ndarray = Field(description="Per request: arrival to last token, s.")
+    preemptions: np.ndarray = Field(description="Per request: times preempted.")
+    series_t_s: np.ndarray = Field(description="Time of each series sample, s.")
+    queue_len: np.ndarray = Field(description="Waiting requests (arrived, not running).")
+    running_seqs: np.ndarray = Field(description="Running sequences.")
+    kv_usage: np.ndarray = Field(description="Share of KV blocks held by running requests.")
+    summary: SimSummary = Field(description="Summary figures.")
+
+
+@dataclass(slots=True)
+class _Prepared:
+    arrival: np.ndarray
+    inp: np.ndarray
+    out: np.ndarray
+    hoff: np.ndarray
+    hid: np.ndarray
+    nfull: np.ndarray
+    n_ids: int
+    hash_block: int
+
+
+def _validate(req: SimRequests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    arr = np.asarray(req.arrival_s, dtype=np.float64)
+    inp = np.asarray(req.input_tokens, dtype=np.int64)
+    out = np.asarray(req.output_tokens, dtype=np.int64)
+    if not (arr.ndim == inp.ndim == out.ndim == 1 and len(arr) == len(inp) == len(out)):
+        raise UsageError("arrival_s, input_tokens and output_tokens must be 1-D, equal length")
+    if len(arr) == 0:
+        raise UsageError("no requests to simulate")
+    if not np.all(np.isfinite(arr)) or arr.min() < 0:
+        raise UsageError("arrival_s must be finite and >= 0")
+    if inp.min() < 1 or out.min() < 1:
+        raise UsageError("input_tokens and output_tokens must be >= 1 (filter failed rows)")
+    return arr, inp, out
+
+
+def _prepare(req: SimRequests, order: np.ndarray, arr: np.ndarray, use_hashes: bool) -> _Prepared:
+    inp = np.ascontiguousarray(req.input_tokens[order], dtype=np.int64)
+    out = np.ascontiguousarray(req.output_tokens[order], dtype=np.int64)
+    n = len(order)
+    if not use_hashes or req.block_hashes is None or req.block_offsets is None:
+        return _Prepared(
+            arr, inp, out, np.zeros(n, np.int64), np.zeros(1, np.int32), np.zeros(n, np.int64), 1, 0
+        )
+    offsets = np.asarray(req.block_offsets, dtype=np.int64)
+    if len(offsets) != n + 1 or offsets[0] != 0 or np.any(np.diff(offsets) < 0):
+        raise UsageError("block_offsets must have n+1 non-decreasing entries starting at 0")
+    if not req.block_size or req.block_size < 1:
+        raise UsageError("block_size must be >= 1 when block_hashes are given")
+    hashes = np.ascontiguousarray(req.block_hashes, dtype=np.uint64)
+    if len(hashes) != offsets[-1]:
+        raise UsageError(f"block_offsets end at {offsets[-1]}, but {len(hashes)} hashes given")
+    ids, n_unique, _ = _dense_ids(hashes, np.ascontiguousarray(offsets))
+    # The kernel reads request r's blocks at hid[hoff[r]:hoff[r] + nfull[r]]: starts only,
+    # so the flat hash array keeps its input order.
+    hoff = np.ascontiguousarray(offsets[:-1][order])
+    nfull = np.minimum(np.diff(offsets)[order], inp // req.block_size)
+    return _Prepared(
+        arr,
+        inp,
+        out,
+        hoff,
+        ids if len(ids) else np.zeros(1, np.int32),
+        nfull,
+        max(n_unique, 1),
+        int(req.block_size),
+    )
+
+
+def _stats(x: np.ndarray) -> LatencyStats:
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return LatencyStats(p50=math.nan, p90=math.nan, p95=math.nan, p99=math.nan, mean=math.nan)
+    q = np.percentile(x, [50, 90, 95, 99])
+    return LatencyStats(p50=q[0], p90=q[1], p95=q[2], p99=q[3], mean=float(x.mean()))
+
+
+def _series(raw: np.ndarray, interval: float | None) -> tuple[np.ndarray, ...]:
+    if interval is None or raw.shape[0] == 0:
+        return tuple(np.ascontiguousarray(raw[:, c]) for c in range(4))
+    bins = np.floor(raw[:, 0] / interval).astype(np.int64)
+    uniq, inv = np.unique(bins, return_inverse=True)
+    counts = np.bincount(inv)
+    cols = [np.bincount(inv, weights=raw[:, c]) / counts for c in (1, 2, 3)]
+    return ((uniq + 1) * interval, *cols)
+
+
+def _scheduler_caps(config: EngineConfig, gpu: GPU) -> tuple[int, int, bool, bool]:
+    """(max_num_seqs, max_batched_tokens, chunked_prefill, prefix_caching), defaults filled."""
+    seqs, budget, chunked = perf._engine_defaults(config.engine, gpu)
+    chunked = chunked if config.chunked_prefill is None else config.chunked_prefill
+    prefix = ENGINES[config.engine].defaults.prefix_caching
+    prefix = prefix if config.prefix_caching is None else config.prefix_caching
+    return config.max_num_seqs or seqs, config.max_batched_tokens or budget, chunked, prefix
+
+
+def _arrivals(arr: np.ndarray, options: SimOptions) -> np.ndarray:
+    if options.arrival == "trace":
+        return arr * options.time_scale
+    if options.arrival == "closed_loop" and options.concurrency is None:
+        raise UsageError("closed_loop arrivals need a concurrency")
+    return np.zeros_like(arr)
+
+
+def simulate(
+    requests: SimRequests,
+    config: EngineConfig,
+    gpu: GPU,
+    model: ModelSpec,
+    *,
+    params: perf.EngineParams | perf.PerfParams | None = None,
+    options: SimOptions | None = None,
+) -> SimResult:
+    """Serve `requests` on one replica of `config` and measure every request.
+
+    Requests are served in arrival order (stable on ties); results come back in input order.
+    Requests that can never be served (prompt + output − 1 tokens beyond the KV pool or
+    max_model_len, or beyond the token budget with chunked prefill off) are rejected:
+    NaN latencies, counted in `summary.rejected`.
+
+    Args:
+        requests: the workload (seconds, tokens; optional prompt block hashes).
+        config: the engine configuration; unset knobs take the engine's defaults.
+        params: calibrated parameters (the engine's entry of a PerfParams); None = fit.json.
+        options: arrival mode, batching, SLOs and series resolution.
+
+    Raises:
+        UsageError: malformed requests, a config that does not fit in memory, or
+            closed_loop without a concurrency.
+    """
+    from recommender import sim_kernel  # numba: imported on first use only
+
+    options = options or SimOptions()
+    if params is None:
+        params = perf.load_params()
+    p = params.engines[config.engine] if isinstance(params, perf.PerfParams) else params
+    arr_in, inp_in, out_in = _validate(requests)
+    seqs, budget, chunked, prefix = _scheduler_caps(config, gpu)
+    unit = options.kv_block_tokens
+    use_hashes = prefix and requests.block_hashes is not None
+    if use_hashes and requests.block_size:
+        unit = math.gcd(unit, int(requests.block_size))
+    plan = plan_memory(config, gpu, model, block_size_tokens=unit)
+    if not plan.fits:
+        raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
+    cap = plan.kv_capacity_blocks
+    worst = inp_in + out_in - 1
+    ok = (-(-worst // unit) <= cap) & (worst + 1 <= (config.max_model_len or np.inf))
+    if not chunked:
+        ok &= worst <= budget
+    keep = np.flatnonzero(ok)
+    arrivals = _arrivals(arr_in, options)
+    order = keep[np.argsort(arrivals[keep], kind="stable")]
+    ttft = np.full(len(arr_in), np.nan)
+    e2e = ttft.copy()
+    npre_all = np.zeros(len(arr_in), np.int64)
+    raw = np.zeros((0, 4))
+    steps = preempts = 0
+    makespan = 0.0
+    if len(order):
+        prep = _prepare(requests, order, np.ascontiguousarray(arrivals[order]), use_hashes)
+        coef = step_coefficients(perf.deployment(config, gpu, model), p)
+        closed = options.concurrency if options.arrival == "closed_loop" else 0
+        icfg = np.array(
+            [
+                seqs,
+                budget,
+                int(chunked),
+                int(options.batching == "static"),
+                closed or 0,
+                cap,
+                unit,
+                prep.hash_block,
+            ],
+            np.int64,
+        )
+        series = np.zeros((sim_kernel.SERIES_CAP, 4))
+        first_t, fin_t, npre, stats = sim_kernel.run(
+            prep.arrival,
+            prep.inp,
+            prep.out,
+            prep.hoff,
+            prep.hid,
+            prep.nfull,
+            prep.n_ids,
+            icfg,
+            coef,
+            series,
+        )
+        if stats[3]:
+            raise UsageError(f"simulation stalled (code {int(stats[3])}): nothing schedulable")
+        ttft[order] = first_t - prep.arrival  # closed loop: arrival = release time
+        e2e[order] = fin_t - prep.arrival
+        npre_all[order] = npre
+        steps, preempts, raw = int(stats[0]), int(stats[1]), series[: stats[2]]
+        makespan = float(fin_t.max())
+    return _result(
+        ttft,
+        e2e,
+        npre_all,
+        raw,
+        (inp_in, out_in, ok),
+        options=options,
+        counts=(steps, preempts, cap),
+        makespan=makespan,
+    )
+
+
+def _result(
+    ttft: np.ndarray,
+    e2e: np.ndarray,
+    npre: np.ndarray,
+    raw: np.ndarray,
+    work: tuple[np.ndarray, np.ndarray, np.ndarray],
+    *,
+    options: SimOptions,
+    counts: tuple[int, int, int],
+    makespan: float,
+) -> SimResult:
+    inp, out, ok = work
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, (e2e - ttft) / (out - 1), np.nan)
+    tpot[~ok] = np.nan
+    done = int(ok.sum())
+
+    def rate(x: float) -> float:
+        return x / makespan if makespan > 0 else 0.0
+
+    goodput = None
+    if options.slo_ttft_s is not None or options.slo_tpot_s is not None:
+        meets = ok.copy()
+        if options.slo_ttft_s is not None:
+            meets &= ttft <= options.slo_ttft_s
+        if options.slo_tpot_s is not None:
+            meets &= np.isnan(tpot) | (tpot <= options.slo_tpot_s)
+        goodput = rate(float(meets.sum()))
+    t_s, queue, running, kv = _series(raw, options.series_interval_s)
+    summary = SimSummary(
+        completed=done,
+        rejected=len(ok) - done,
+        makespan_s=makespan,
+        ttft_s=_stats(ttft),
+        tpot_s=_stats(tpot),
+        e2e_s=_stats(e2e),
+        request_throughput_rps=rate(done),
+        output_throughput_tok_s=rate(float(out[ok].sum())),
+        total_throughput_tok_s=rate(float((inp[ok] + out[ok]).sum())),
+        goodput_rps=goodput,
+        steps=counts[0],
+        preemptions=counts[1],
+        kv_capacity_blocks=counts[2],
+    )
+    return SimResult(
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_s=e2e,
+        preemptions=npre,
+        series_t_s=t_s,
+        queue_len=queue,
+        running_seqs=running,
+        kv_usage=kv,
+        summary=summary,
+    )

@@ -1,0 +1,220 @@
+"""Tests for recommender/simulator.py: one replica's iteration-level scheduler.
+
+Expected latencies are built from perf.step_time directly (the simulator evaluates it in a
+numba closed form); behaviour tests assert DESIGN §4 regularities and conservation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engines.config import EngineConfig
+from recommender.catalog import get_gpu, get_model
+from recommender.memory import plan_memory
+from recommender.perf import Batch, EngineParams, deployment, step_time
+from recommender.simulator import SimOptions, SimRequests, simulate, step_coefficients
+
+PARAMS = EngineParams(
+    compute_efficiency=0.5,
+    bandwidth_efficiency=0.8,
+    step_overhead_s=0.001,
+    per_seq_overhead_s=2e-5,
+)
+GPU = get_gpu("H100-SXM")
+MODEL = get_model("llama-3.1-8b")
+OFFLINE = SimOptions(arrival="offline")
+
+
+def _cfg(**kw) -> EngineConfig:
+    kw.setdefault("max_batched_tokens", 1024)
+    kw.setdefault("chunked_prefill", True)
+    return EngineConfig(engine="vllm", model=MODEL.name, **kw)
+
+
+def _reqs(inp, out, arrival=None, **kw) -> SimRequests:
+    inp, out = np.asarray(inp), np.asarray(out)
+    arr = np.zeros(len(inp)) if arrival is None else np.asarray(arrival, float)
+    return SimRequests(arr, inp, out, **kw)
+
+
+def _sim(req, cfg=None, **opts):
+    return simulate(req, cfg or _cfg(), GPU, MODEL, params=PARAMS, options=SimOptions(**opts))
+
+
+def _small(target: int, **kw) -> EngineConfig:
+    """A config whose KV pool holds just >= target tokens (max_model_len = target)."""
+    for f in np.arange(0.2, 0.6, 0.002):
+        cfg = _cfg(gpu_memory_fraction=float(f), max_model_len=target, **kw)
+        if plan_memory(cfg, GPU, MODEL).kv_capacity_tokens >= target:
+            return cfg
+    raise AssertionError("no fraction found")
+
+
+@pytest.mark.parametrize(
+    ("model", "tp"),
+    [("llama-3.1-8b", 1), ("llama-3.1-70b", 4), ("mistralai/Mixtral-8x7B-Instruct-v0.1", 2)],
+)
+def test_closed_form_step_time_matches_perf(model, tp):
+    from recommender.sim_kernel import step_seconds
+
+    spec = get_model(model)
+    dep = deployment(EngineConfig(engine="vllm", model=spec.name, tp=tp), GPU, spec)
+    coef = step_coefficients(dep, PARAMS)
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        p, d = float(rng.integers(0, 4000)), float(rng.integers(1, 300))
+        cd, cp, s = (
+            float(rng.integers(0, 8000)),
+            float(rng.integers(0, 4000)),
+            float(rng.integers(0, 4)),
+        )
+        want = step_time(dep, Batch(p, d, cd, prefill_context=cp, prefill_seqs=s), PARAMS)
+        got = step_seconds(coef, p, d, d * cd, p * cp, s)
+        assert got == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize(("inp", "out"), [(500, 20), (3000, 7)])
+def test_single_request_ttft_is_prefill_steps_and_tpot_decode_at_batch_1(inp, out):
+    dep = deployment(_cfg(), GPU, MODEL)
+    ttft, start = 0.0, 0
+    while start < inp:  # chunks of the 1024-token budget
+        chunk = min(1024, inp - start)
+        last = start + chunk == inp
+        ttft += step_time(
+            dep,
+            Batch(chunk, 0, 0, prefill_context=start + chunk / 2, prefill_seqs=float(last)),
+            PARAMS,
+        )
+        start += chunk
+    decodes = [step_time(dep, Batch(0, 1, inp + k), PARAMS) for k in range(out - 1)]
+    res = _sim(_reqs([inp], [out], arrival=[3.0]))
+    assert res.ttft_s[0] == pytest.approx(ttft, rel=1e-9)
+    assert res.tpot_s[0] == pytest.approx(np.mean(decodes), rel=1e-9)
+    assert res.e2e_s[0] == pytest.approx(ttft + sum(decodes), rel=1e-9)
+    assert res.summary.makespan_s == pytest.approx(3.0 + ttft + sum(decodes), rel=1e-9)
+
+
+def test_max_num_seqs_1_serves_one_after_another():
+    inp, out = [300, 1500, 80], [40, 5, 90]
+    alone = [_sim(_reqs([i], [o])).e2e_s[0] for i, o in zip(inp, out, strict=True)]
+    res = _sim(_reqs(inp, out), _cfg(max_num_seqs=1))
+    assert res.e2e_s == pytest.approx(np.cumsum(alone), rel=1e-9)
+    # Each request's TTFT = the previous ones' service + its own prefill.
+    assert res.ttft_s[1] == pytest.approx(alone[0] + _sim(_reqs([1500], [5])).ttft_s[0])
+
+
+def test_offline_throughput_rises_with_max_num_seqs_until_kv_binds():
+    n, inp, out = 256, 200, 300
+    rng = np.random.default_rng(0)
+    req = _reqs(np.full(n, inp), rng.integers(out - 50, out + 50, n))
+    tput = {
+        s: _sim(
+            req, _small(16 * (inp + out), max_num_seqs=s), arrival="offline"
+        ).summary.output_throughput_tok_s
+        for s in (1, 2, 4, 8, 64, 256)
+    }
+    assert tput[1] < tput[2] < tput[4] < tput[8]
+    assert tput[8] > 5 * tput[1]
+    assert tput[256] == pytest.approx(tput[64], rel=0.1)  # KV-bound: no gain past it
+    assert tput[64] < 2.5 * tput[8]
+
+
+def test_preemption_with_tiny_kv_and_everything_completes():
+    n = 60
+    cfg = _small(4000, max_num_seqs=64)
+    req = _reqs(np.full(n, 100), np.full(n, 600))
+    res = _sim(req, cfg, arrival="offline")
+    s = res.summary
+    assert s.preemptions > 0 and res.preemptions.sum() == s.preemptions
+    assert s.completed == n and np.all(np.isfinite(res.e2e_s))
+    assert np.all(res.kv_usage <= 1.0) and np.all(res.kv_usage >= 0.0)
+    assert np.all(res.ttft_s <= res.e2e_s)
+
+
+def test_prefix_reuse_cuts_second_ttft():
+    bs, blocks = 16, 120  # 1920 shared prompt tokens
+    hashes = np.tile(np.arange(1, blocks + 1, dtype=np.uint64), 2)
+    req = _reqs(
+        [blocks * bs + 10] * 2,
+        [5, 5],
+        arrival=[0.0, 5.0],
+        block_hashes=hashes,
+        block_offsets=np.array([0, blocks, 2 * blocks]),
+        block_size=bs,
+    )
+    on = _sim(req, _cfg(prefix_caching=True))
+    off = _sim(req, _cfg(prefix_caching=False))
+    assert on.ttft_s[0] == pytest.approx(off.ttft_s[0])
+    assert off.ttft_s[1] == pytest.approx(off.ttft_s[0])
+    assert on.ttft_s[1] < 0.3 * on.ttft_s[0]
+
+
+def test_prefix_cache_evicts_under_pressure():
+    # Request 1 (unrelated) needs all but ~20 blocks of the pool, so it evicts most of
+    # request 0's cached blocks, tail first: request 2 (= request 0's prompt) still hits the
+    # leading ~20 blocks, so its TTFT falls between a full hit and none.
+    bs = 16
+    cfg = _small(3000)
+    cap = plan_memory(cfg, GPU, MODEL).kv_capacity_tokens
+    n0, n1 = 100, cap // bs - 20
+    hashes = np.concatenate([np.arange(n0), 10_000 + np.arange(n1), np.arange(n0)])
+    req = _reqs(
+        [n0 * bs + 1, n1 * bs + 1, n0 * bs + 1],
+        [2, 2, 2],
+        arrival=[0, 5, 10],
+        block_hashes=hashes.astype(np.uint64),
+        block_offsets=np.array([0, n0, n0 + n1, 2 * n0 + n1]),
+        block_size=bs,
+    )
+    res = _sim(req, cfg)
+    assert 0.6 * res.ttft_s[0] < res.ttft_s[2] < 0.95 * res.ttft_s[0]
+
+
+def test_continuous_batching_about_twice_static_on_mixed_lengths():
+    rng = np.random.default_rng(3)
+    n = 512
+    req = _reqs(rng.integers(50, 200, n), rng.integers(1, 1000, n))
+    cfg = _cfg(max_num_seqs=32)
+    cont = _sim(req, cfg, arrival="offline").summary.request_throughput_rps
+    stat = _sim(req, cfg, arrival="offline", batching="static").summary.request_throughput_rps
+    assert 1.5 < cont / stat < 3.0
+
+
+def test_closed_loop_keeps_concurrency_and_is_deterministic():
+    rng = np.random.default_rng(5)
+    n = 300
+    req = _reqs(
+        rng.integers(20, 3000, n), rng.integers(1, 400, n), arrival=np.sort(rng.uniform(0, 30, n))
+    )
+    a = _sim(req, _cfg(max_num_seqs=256), arrival="closed_loop", concurrency=8)
+    b = _sim(req, _cfg(max_num_seqs=256), arrival="closed_loop", concurrency=8)
+    assert np.all(a.running_seqs + a.queue_len <= 8)
+    assert a.running_seqs.max() == 8
+    np.testing.assert_array_equal(a.e2e_s, b.e2e_s)
+    np.testing.assert_array_equal(a.kv_usage, b.kv_usage)
+    assert a.summary.completed == n
+
+
+def test_trace_mode_time_scale_and_goodput():
+    rng = np.random.default_rng(7)
+    n = 200
+    req = _reqs(
+        rng.integers(20, 800, n), rng.integers(1, 200, n), arrival=np.sort(rng.uniform(0, 100, n))
+    )
+    slow = _sim(req, slo_ttft_s=100.0, slo_tpot_s=100.0, series_interval_s=1.0)
+    fast = _sim(req, time_scale=0.01, slo_ttft_s=1e-6)
+    assert slow.summary.goodput_rps == pytest.approx(slow.summary.request_throughput_rps)
+    assert fast.summary.goodput_rps == 0.0
+    assert fast.summary.makespan_s < slow.summary.makespan_s
+    assert fast.summary.ttft_s.p99 > slow.summary.ttft_s.p99
+    assert slow.series_t_s[-1] >= 99.0 and np.all(np.diff(slow.series_t_s) > 0)
+    assert slow.summary.goodput_rps is not None and _sim(req).summary.goodput_rps is None
+
+
+def test_request_too_large_for_kv_is_rejected_not_stalling():
+    cfg = _small(2000)
+    cap = plan_memory(cfg, GPU, MODEL).kv_capacity_tokens
+    res = _sim(_reqs([100, cap + 10, 100], [10, 10, 10]), cfg)
+    assert res.summary.rejected == 1 and res.summary.completed == 2
+    assert np.isnan(res.e2e_s[1]) and np.isfinite(res.e2e_s[[0, 2]]).all()
