@@ -1,0 +1,205 @@
+"""The request function: send one streaming completion or chat request and time it exactly.
+
+`send()` never raises for a request-level failure; it returns a `RequestResult` with
+`success=False` and a one-line `error`. Timing follows DESIGN §3: TTFT at the first chunk that
+carries content, E2E at the last such chunk (not the usage chunk, not `[DONE]`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from time import perf_counter
+from typing import Any
+
+import aiohttp
+
+from runners.errors import ErrorKind, one_line
+from runners.schemas import Api, RequestResult, RequestSpec
+from runners.sse import SSEEvent, SSEParser, decode_payload
+
+_PATHS: dict[Api, str] = {"completions": "/completions", "chat": "/chat/completions"}
+_JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+_MAX_ERROR_BODY = 4096
+
+
+def endpoint_url(url: str, api: Api) -> str:
+    """The POST target for `api`.
+
+    `url` is either a full endpoint (ending in `/completions`), used as is, or a server base:
+    `http://h:p` gets `/v1/...` appended, `http://h:p/v1` (or any `.../v1`) gets the API path.
+    """
+    url = url.rstrip("/")
+    if url.endswith("/completions"):
+        return url
+    if not url.endswith("/v1"):
+        url += "/v1"
+    return url + _PATHS[api]
+
+
+def build_payload(spec: RequestSpec) -> dict[str, Any]:
+    """The JSON body: the spec's fields, streaming with the usage chunk, plus `extra_body`."""
+    body: dict[str, Any] = {"model": spec.model}
+    if spec.api == "chat":
+        body["messages"] = [{"role": "user", "content": spec.prompt}]
+    else:
+        body["prompt"] = spec.prompt
+    body.update(spec.extra_body)
+    body["max_tokens"] = spec.max_tokens
+    body["ignore_eos"] = spec.ignore_eos
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    return body
+
+
+class _Stream:
+    """Per-request accumulator of the stamps and counts (no validation on the hot path)."""
+
+    __slots__ = (
+        "chunk_times",
+        "chunk_tokens",
+        "counts_complete",
+        "error",
+        "error_kind",
+        "output_tokens",
+        "prompt_tokens",
+        "reported_so_far",
+    )
+
+    def __init__(self) -> None:
+        self.chunk_times: list[float] = []
+        self.chunk_tokens: list[int] = []
+        self.counts_complete = True
+        self.prompt_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.reported_so_far = 0  # cumulative completion_tokens seen in per-chunk usage
+        self.error: str | None = None
+        self.error_kind: ErrorKind | None = None
+
+    def on_chunk(self, obj: dict[str, Any], now: float) -> None:
+        """Record one decoded data chunk that arrived at `now`."""
+        usage = obj.get("usage")
+        n_reported: int | None = None
+        if isinstance(usage, dict):
+            self.prompt_tokens = usage.get("prompt_tokens", self.prompt_tokens)
+            total = usage.get("completion_tokens")
+            if isinstance(total, int):
+                self.output_tokens = total
+                n_reported = total - self.reported_so_far
+                self.reported_so_far = total
+        choices = obj.get("choices")
+        if not choices:
+            return  # the usage-only trailer: never a content chunk
+        has_content = False
+        ids_count: int | None = None
+        for choice in choices:
+            delta = choice.get("delta")
+            src = delta if isinstance(delta, dict) else choice
+            if (src.get("text") or src.get("content") or src.get("reasoning_content")
+                    or src.get("reasoning")):
+                has_content = True
+            ids = choice.get("token_ids")
+            if isinstance(ids, list):
+                ids_count = (ids_count or 0) + len(ids)
+        if not has_content:
+            return
+        self.chunk_times.append(now)
+        count = ids_count if ids_count is not None else n_reported
+        if count is None:
+            self.counts_complete = False
+        else:
+            self.chunk_tokens.append(count)
+
+    def fail(self, kind: ErrorKind, message: str) -> None:
+        if self.error is None:
+            self.error_kind, self.error = kind, one_line(message)
+
+    def result(self, sent_at: float, end_at: float, status: int | None) -> RequestResult:
+        if self.error is None and not self.chunk_times:
+            self.fail("no_content", "stream ended without any content chunk")
+        times = self.chunk_times
+        return RequestResult(
+            success=self.error is None,
+            error=self.error,
+            error_kind=self.error_kind,
+            http_status=status,
+            sent_at_s=sent_at,
+            first_token_at_s=times[0] if times else None,
+            last_token_at_s=times[-1] if times else None,
+            end_at_s=end_at,
+            chunk_times_s=times,
+            chunk_tokens=self.chunk_tokens if times and self.counts_complete else None,
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+        )
+
+
+def _http_error(status: int, reason: str | None, body: bytes) -> str:
+    """`HTTP 404 Not Found: <the server's error message, or the raw body>`."""
+    event = decode_payload(body[:_MAX_ERROR_BODY])
+    text = event.error if event.kind == "error" and event.error else body.decode("utf-8", "replace")
+    head = f"HTTP {status} {reason}" if reason else f"HTTP {status}"
+    return f"{head}: {text[:_MAX_ERROR_BODY]}"
+
+
+def _on_event(event: SSEEvent, acc: _Stream, now: float) -> bool:
+    """Apply one event; False when it ends the request as a failure."""
+    if event.kind == "data":
+        acc.on_chunk(event.data, now)  # type: ignore[arg-type]
+    elif event.kind != "done":
+        acc.fail("stream_error" if event.kind == "error" else "malformed", event.error or "")
+        return False
+    return True
+
+
+async def _consume(resp: aiohttp.ClientResponse, acc: _Stream) -> None:
+    """Read the SSE body, stamping each read once; stop at the first error event."""
+    parser = SSEParser()
+    async for data in resp.content.iter_any():
+        now = perf_counter()
+        for event in parser.feed(data):
+            if not _on_event(event, acc, now):
+                return
+    now = perf_counter()
+    for event in parser.close():
+        if not _on_event(event, acc, now):
+            return
+
+
+async def send(
+    session: aiohttp.ClientSession, url: str, spec: RequestSpec, *, timeout_s: float
+) -> RequestResult:
+    """Send `spec` as one streaming request and return its timed result.
+
+    Args:
+        session: an open aiohttp session (its connector bounds the connections).
+        url: a server base (`http://h:p` or `.../v1`) or a full `/completions` endpoint.
+        spec: what to send.
+        timeout_s: bound on the whole request, connect to end of stream, in seconds.
+
+    Returns:
+        A `RequestResult`; stamps are `time.perf_counter()` seconds. Never raises for an
+        HTTP error, timeout, connection error, in-stream error, malformed data or an empty
+        stream: those are `success=False` rows. Cancellation still propagates.
+    """
+    body = json.dumps(build_payload(spec)).encode()
+    target = endpoint_url(url, spec.api)
+    acc = _Stream()
+    status: int | None = None
+    sent_at = perf_counter()
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with session.post(target, data=body, headers=_JSON_HEADERS) as resp:
+                status = resp.status
+                if status != 200:
+                    raw = await resp.read()
+                    acc.fail("http", _http_error(status, resp.reason, raw))
+                else:
+                    await _consume(resp, acc)
+    except TimeoutError:
+        acc.fail("timeout", f"no complete response within {timeout_s:g} s")
+    except aiohttp.ClientError as exc:
+        acc.fail("connection", f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # a request never raises; keep the surprise as data
+        acc.fail("client", f"{type(exc).__name__}: {exc}")
+    return acc.result(sent_at, perf_counter(), status)

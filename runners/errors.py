@@ -1,0 +1,33 @@
+"""Errors the runners raise on purpose, and the kinds of per-request failure they record.
+
+Per-request failures are never raised: they are `RequestResult(success=False, error_kind=…)`
+rows. Run-level problems (launch, readiness, bad spec) raise `RunnerError` subclasses.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from profiler.errors import ServeFitError
+
+ErrorKind = Literal[
+    "http",  # non-200 status
+    "timeout",  # the whole request exceeded timeout_s
+    "connection",  # refused, reset, payload cut short, DNS…
+    "stream_error",  # an error event inside a 200 stream
+    "malformed",  # an SSE data line that is not a JSON object
+    "no_content",  # the stream ended without any content chunk
+    "client",  # anything else raised while sending (a bug on our side, kept as data)
+]
+
+_MAX_ERROR_CHARS = 300
+
+
+class RunnerError(ServeFitError):
+    """A run-level problem: launching, readiness, or a request spec that cannot be sent."""
+
+
+def one_line(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
+    """Collapse whitespace and cut `text` to `limit` characters (an ellipsis marks the cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
