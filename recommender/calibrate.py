@@ -1,6 +1,6 @@
 """Fit the performance model's per-engine parameters to published measurements.
 
-Parses `shared/benchmarks/published_calibration.csv` into typed rows (names mapped onto the
+Parses `data/calibration/published_calibration.csv` (a copy of the shared benchmark set) into typed rows (names mapped onto the
 catalog, metrics normalised to seconds / per-second over all GPUs), splits them by a stated
 hash rule, fits `PerfParams` with least squares on log relative error over the train rows,
 and writes data/calibration/fit.json with provenance. `python -m recommender.calibrate`.
@@ -26,7 +26,7 @@ from recommender.catalog import get_gpu, get_model
 from recommender.perf import FIT_FILE, EngineParams, PerfParams, default_params, predict
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_CSV = REPO.parent / "shared" / "benchmarks" / "published_calibration.csv"
+DEFAULT_CSV = REPO / "data" / "calibration" / "published_calibration.csv"
 TEST_RULE = (
     "test iff int(sha256(setup)[:8], 16) % 4 == 0, setup = source|engine|model|gpu|num_gpus|"
     "tp|precision|isl|osl|dataset|concurrency|notes (all metrics of one run stay together)"
