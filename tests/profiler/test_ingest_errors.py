@@ -11,7 +11,6 @@ import gzip
 import json
 import os
 import random
-import shutil
 import struct
 import zlib
 from collections.abc import Callable
@@ -29,7 +28,6 @@ from profiler.workspace import Workspace
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 GOOD_CSV = TRACES / "BurstGPT_1.head400.csv"
-SHARED_GOOD_CSV = Path("/work/shared/traces/burstgpt/BurstGPT_1.head400.csv")
 
 HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
 GOOD_ROWS = [(5, 472, 18), (45, 1087, 230), (118, 417, 276), (163, 1360, 96), (231, 84, 12)]
@@ -37,9 +35,6 @@ GOOD_ROWS = [(5, 472, 18), (45, 1087, 230), (118, 417, 276), (163, 1360, 96), (2
 
 @pytest.fixture(scope="session")
 def good_csv() -> Path:
-    if not GOOD_CSV.exists():  # the shared copy is the same file (see tests/data/traces)
-        GOOD_CSV.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(SHARED_GOOD_CSV, GOOD_CSV)
     return GOOD_CSV
 
 
