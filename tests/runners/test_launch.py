@@ -1,0 +1,387 @@
+"""The launcher against fake engines (small Python scripts written to tmp): readiness, the
+failure message, and teardown that leaves no process group behind in every exit path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+from pydantic import ValidationError
+
+from engines import get_engine
+from engines.common import openai_readiness
+from engines.config import EngineConfig
+from runners.client import send
+from runners.errors import RunnerError
+from runners.launch import Endpoint, LaunchError, LaunchSpec, group_alive, launched
+from runners.ports import free_port
+from runners.schemas import RequestSpec
+
+pytestmark = pytest.mark.timeout(60)
+
+FAKE_ENGINE = r'''
+import json, os, signal, subprocess, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+mode = os.environ.get("FAKE_MODE", "serve")
+port = int(sys.argv[sys.argv.index("--port") + 1])
+print("fake engine starting", mode, port, flush=True)
+for i in range(30):
+    print(f"log line {i}", flush=True)
+if mode == "exit":
+    print("FATAL: fake engine cannot start", flush=True)
+    sys.exit(3)
+if mode == "never":
+    while True:
+        time.sleep(1)
+if mode == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if mode == "child":
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(os.environ["FAKE_CHILD_PID"], "w") as f:
+        f.write(str(child.pid))
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        ok = self.path == "/health"
+        self.send_response(200 if ok else 404)
+        self.end_headers()
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path != "/v1/completions" or body.get("model") != "fake":
+            self.send_response(404)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunks = [{"choices": [{"index": 0, "text": "x"}]},
+                  {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}]
+        for c in chunks:
+            self.wfile.write(b"data: " + json.dumps(c).encode() + b"\n\n")
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+'''
+
+FAKE_DOCKER = r'''#!{python}
+import json, os, sys
+with open(os.environ["FAKE_DOCKER_RECORD"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\n")
+if sys.argv[1] == "run":
+    host_port = sys.argv[sys.argv.index("-p") + 1].split(":")[0]
+    os.execv(sys.executable, [sys.executable, {engine!r}, "--port", host_port])
+'''
+
+FAKE_VLLM = r'''#!{python}
+import os, sys
+os.execv(sys.executable, [sys.executable, {engine!r}, *sys.argv[1:]])
+'''
+
+PROBE = openai_readiness("fake")
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Path:
+    path = tmp_path / "fake_engine.py"
+    path.write_text(FAKE_ENGINE)
+    return path
+
+
+def _spec(tmp_path: Path, engine: Path, mode: str = "serve", **kw) -> LaunchSpec:
+    fields = {
+        "mode": "local",
+        "argv": [sys.executable, str(engine), "--port", "{port}"],
+        "env": {"FAKE_MODE": mode, "FAKE_CHILD_PID": str(tmp_path / "child.pid")},
+        "probe": PROBE,
+        "log_dir": tmp_path / "logs",
+        "ready_timeout_s": 20.0,
+        "poll_interval_s": 0.05,
+        "stop_timeout_s": 5.0,
+    }
+    fields.update(kw)
+    return LaunchSpec(**fields)
+
+
+def _gone(pgid: int) -> bool:
+    """The brief's check: os.killpg(pgid, 0) raises ProcessLookupError."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _one_request(url: str) -> bool:
+    async def go() -> bool:
+        async with aiohttp.ClientSession() as session:
+            r = await send(session, url, RequestSpec(model="fake", prompt="hi", max_tokens=1),
+                           timeout_s=5)
+        return r.success
+
+    return asyncio.run(go())
+
+
+def test_free_port_is_bindable():
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_local_ready_serves_and_tears_down(tmp_path, engine):
+    with launched(_spec(tmp_path, engine)) as ep:
+        assert isinstance(ep, Endpoint) and ep.mode == "local"
+        assert ep.pid is not None and group_alive(ep.pid)
+        assert ep.url.startswith("http://127.0.0.1:") and ep.served_model_name == "fake"
+        assert "{port}" not in " ".join(ep.command)
+        assert ep.command[-1] == ep.url.rsplit(":", 1)[1]  # the free port went into argv
+        assert ep.log_path is not None and "fake engine starting" in ep.log_path.read_text()
+        assert 0 < ep.ready_s < 20
+        assert _one_request(ep.url)
+    assert _gone(ep.pid)
+
+
+def test_exception_in_body_tears_down_and_propagates(tmp_path, engine):
+    with pytest.raises(RuntimeError, match="boom"), launched(_spec(tmp_path, engine)) as ep:
+        pgid = ep.pid
+        raise RuntimeError("boom")
+    assert _gone(pgid)
+
+
+def test_keyboard_interrupt_tears_down(tmp_path, engine):
+    with pytest.raises(KeyboardInterrupt), launched(_spec(tmp_path, engine)) as ep:
+        pgid = ep.pid
+        os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, delivered to this process
+        time.sleep(5)
+    assert _gone(pgid)
+
+
+def test_engine_that_exits_fails_with_log_tail_and_command(tmp_path, engine):
+    spec = _spec(tmp_path, engine, mode="exit")
+    with pytest.raises(LaunchError) as info, launched(spec):
+        pytest.fail("must not get here")
+    err = info.value
+    msg = str(err)
+    assert isinstance(err, RunnerError)
+    assert "exited with code 3" in msg
+    assert "FATAL: fake engine cannot start" in msg and "log line 29" in msg
+    assert "log line 9\n" not in msg  # only the last ~20 lines
+    assert str(engine) in err.command and "FAKE_MODE=exit" in err.command
+    assert err.command in msg
+    assert (tmp_path / "logs").is_dir()
+
+
+@pytest.fixture
+def popen_pids(monkeypatch) -> list[int]:
+    """Pids of every process the launcher starts (to check their groups afterwards)."""
+    pids: list[int] = []
+    real_popen = subprocess.Popen
+
+    def spy(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        pids.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(subprocess, "Popen", spy)
+    return pids
+
+
+def test_engine_never_healthy_times_out_and_is_killed(tmp_path, engine, popen_pids):
+    spec = _spec(tmp_path, engine, mode="never", ready_timeout_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(LaunchError, match=r"not ready after 1 s") as info, launched(spec):
+        pytest.fail("must not get here")
+    assert time.monotonic() - started < 8
+    assert "log line 29" in str(info.value) and "--port" in info.value.command
+    assert len(popen_pids) == 1 and _gone(popen_pids[0])
+
+
+def test_engine_that_exits_leaves_no_group(tmp_path, engine, popen_pids):
+    with pytest.raises(LaunchError), launched(_spec(tmp_path, engine, "exit")):
+        pass
+    assert len(popen_pids) == 1 and _gone(popen_pids[0])
+
+
+def test_child_process_is_killed_with_the_group(tmp_path, engine):
+    with launched(_spec(tmp_path, engine, mode="child")) as ep:
+        child = int((tmp_path / "child.pid").read_text())
+        assert os.getpgid(child) == ep.pid
+    assert _gone(ep.pid) and _pid_gone(child)
+
+
+def test_crashed_engine_mid_run_leaves_no_orphan(tmp_path, engine):
+    with launched(_spec(tmp_path, engine, mode="child")) as ep:
+        child = int((tmp_path / "child.pid").read_text())
+        os.kill(ep.pid, signal.SIGKILL)  # the server dies; its child lives on in the group
+        time.sleep(0.2)
+        assert not _pid_gone(child)
+    assert _gone(ep.pid) and _pid_gone(child)
+
+
+def test_engine_ignoring_sigterm_gets_sigkill(tmp_path, engine):
+    spec = _spec(tmp_path, engine, mode="stubborn", stop_timeout_s=0.5)
+    started = time.monotonic()
+    with launched(spec) as ep:
+        pass
+    assert _gone(ep.pid)
+    assert time.monotonic() - started < 15
+
+
+def test_plugin_argv_in_a_venv(tmp_path, engine):
+    """No argv: the plug-in's `vllm serve …` runs, with `vllm` taken from the venv's bin/."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    fake_vllm = venv / "bin" / "vllm"
+    fake_vllm.write_text(FAKE_VLLM.format(python=sys.executable, engine=str(engine)))
+    fake_vllm.chmod(0o755)
+    config = EngineConfig(engine="vllm", model="m", max_num_seqs=4,
+                          extra_args={"served-model-name": "fake"})
+    spec = _spec(tmp_path, engine, argv=None, venv=venv, config=config, probe=None)
+    with launched(spec) as ep:
+        port = int(ep.url.rsplit(":", 1)[1])
+        expected = get_engine("vllm").server_argv(
+            config.model_copy(update={"host": "127.0.0.1", "port": port}))
+        assert ep.command == [str(fake_vllm), *expected[1:]]
+        assert ep.served_model_name == "fake"
+    assert _gone(ep.pid)
+
+
+def _fake_docker(tmp_path: Path, engine: Path) -> tuple[Path, Path]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER.format(python=sys.executable, engine=str(engine)))
+    docker.chmod(0o755)
+    return bin_dir, tmp_path / "docker.jsonl"
+
+
+def test_docker_exact_argv_and_rm(tmp_path, engine):
+    bin_dir, record = _fake_docker(tmp_path, engine)
+    config = EngineConfig(engine="vllm", model="org/m", extra_args={"served-model-name": "fake"})
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "FAKE_DOCKER_RECORD": str(record)}
+    spec = LaunchSpec(mode="docker", config=config, env=env, log_dir=tmp_path / "logs",
+                      model_cache_dir="/cache/hf", gpus=[0, 1], ready_timeout_s=20,
+                      poll_interval_s=0.05)
+    with launched(spec) as ep:
+        name = ep.container_name
+        assert name and name.startswith("servefit-vllm-")
+        port = int(ep.url.rsplit(":", 1)[1])
+        assert _one_request(ep.url)
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    plugin = get_engine("vllm")
+    expected = plugin.docker_run_argv(config, image=plugin.docker_image(), host_port=port,
+                                      model_cache_dir="/cache/hf", gpus=[0, 1],
+                                      container_name=name)
+    assert ep.command == expected
+    assert calls == [expected[1:], ["rm", "-f", name]]
+    assert _gone(ep.pid)
+
+
+def test_docker_names_are_unique(tmp_path, engine):
+    bin_dir, record = _fake_docker(tmp_path, engine)
+    config = EngineConfig(engine="vllm", model="m", extra_args={"served-model-name": "fake"})
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "FAKE_DOCKER_RECORD": str(record)}
+    spec = LaunchSpec(mode="docker", config=config, env=env, log_dir=tmp_path / "logs",
+                      port=free_port(), poll_interval_s=0.05)
+    names = []
+    for _ in range(2):
+        with launched(spec) as ep:
+            names.append(ep.container_name)
+    assert len(set(names)) == 2
+
+
+def test_docker_rm_runs_even_when_the_body_raises(tmp_path, engine):
+    bin_dir, record = _fake_docker(tmp_path, engine)
+    calls: list[list[str]] = []
+
+    def runner(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 1, "", "Cannot connect to the Docker daemon")
+
+    config = EngineConfig(engine="vllm", model="m", extra_args={"served-model-name": "fake"})
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "FAKE_DOCKER_RECORD": str(record)}
+    spec = LaunchSpec(mode="docker", config=config, env=env, log_dir=tmp_path / "logs",
+                      docker_bin="docker", poll_interval_s=0.05)
+    with pytest.raises(ValueError, match="body"), launched(spec, run_command=runner) as ep:
+        raise ValueError("body")  # the rm failure is logged, the body's error wins
+    assert calls == [["docker", "rm", "-f", ep.container_name]]
+    assert _gone(ep.pid)
+    # A clean body: the failed removal is an error of its own.
+    with pytest.raises(LaunchError, match="could not remove container"), \
+            launched(spec, run_command=runner) as ep2:
+        pass
+    assert _gone(ep2.pid)
+
+
+def test_endpoint_mode_starts_and_stops_nothing(tmp_path, engine):
+    with launched(_spec(tmp_path, engine)) as server:
+        spec = LaunchSpec(mode="endpoint", url=server.url + "/", probe=PROBE,
+                          ready_timeout_s=5)
+        with launched(spec) as ep:
+            assert ep.url == server.url and ep.pid is None and ep.command == []
+        assert group_alive(server.pid) and _one_request(server.url)
+    assert _gone(server.pid)
+
+
+def test_endpoint_not_answering_fails_within_the_bound(tmp_path):
+    spec = LaunchSpec(mode="endpoint", url=f"http://127.0.0.1:{free_port()}", probe=PROBE,
+                      ready_timeout_s=0.5, poll_interval_s=0.05)
+    with pytest.raises(LaunchError, match=r"not ready after 0\.5 s"), launched(spec):
+        pass
+
+
+def test_health_ok_but_completion_fails_is_not_ready(tmp_path, engine):
+    probe = openai_readiness("wrong-name")  # the fake answers 404 for other model names
+    spec = _spec(tmp_path, engine, probe=probe, ready_timeout_s=1.0)
+    with pytest.raises(LaunchError, match="HTTP 404") as info, launched(spec):
+        pass
+    assert "log line 29" in str(info.value)
+
+
+def test_bad_command_is_a_launch_error(tmp_path, engine):
+    spec = _spec(tmp_path, engine, argv=[str(tmp_path / "no-such-program")])
+    with pytest.raises(LaunchError, match="could not start"), launched(spec):
+        pass
+
+
+@pytest.mark.parametrize("fields", [
+    {"mode": "local", "argv": ["x"], "log_dir": "/tmp"},  # no probe, no config
+    {"mode": "endpoint", "probe": PROBE},  # no url
+    {"mode": "local", "url": "http://h:1", "probe": PROBE, "log_dir": "/tmp"},
+    {"mode": "docker", "probe": PROBE, "log_dir": "/tmp"},  # no config
+    {"mode": "local", "argv": ["x"], "probe": PROBE},  # no log_dir
+    {"mode": "endpoint", "url": "http://h:1", "probe": PROBE, "argv": ["x"]},
+    {"mode": "local", "argv": [], "probe": PROBE, "log_dir": "/tmp"},
+])
+def test_spec_validation(fields):
+    with pytest.raises(ValidationError):
+        LaunchSpec(**fields)
