@@ -11,55 +11,21 @@ from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
 from engines.sglang import PLUGIN
 from engines.vllm import PLUGIN as VLLM
+from tests.engines.conftest import (
+    A100,
+    B200,
+    GPT_OSS,
+    H100,
+    LLAMA_8B,
+    MI300X,
+    MODEL,
+    NASTY_MODEL,
+    T4,
+)
 
-H100 = HardwareFacts(
-    gpu_name="H100 SXM",
-    compute_capability=(9, 0),
-    native_dtypes=frozenset({"bf16", "fp16", "fp8", "int8"}),
-    gpu_count=8,
-    memory_per_gpu_gib=80,
-)
-A100 = HardwareFacts(
-    gpu_name="A100 80GB SXM",
-    compute_capability=(8, 0),
-    native_dtypes=frozenset({"bf16", "fp16", "int8"}),
-    gpu_count=8,
-    memory_per_gpu_gib=80,
-)
-B200 = HardwareFacts(
-    gpu_name="B200",
-    compute_capability=(10, 0),
-    native_dtypes=frozenset({"bf16", "fp16", "fp8", "int8", "fp4"}),
-    gpu_count=8,
-    memory_per_gpu_gib=180,
-)
-T4 = HardwareFacts(
-    gpu_name="T4",
-    compute_capability=(7, 5),
-    native_dtypes=frozenset({"fp16", "int8"}),
-    gpu_count=1,
-    memory_per_gpu_gib=16,
-)
-MI300X = HardwareFacts(
-    gpu_name="MI300X",
-    vendor="amd",
-    native_dtypes=frozenset({"bf16", "fp16", "fp8", "int8"}),
-    gpu_count=8,
-    memory_per_gpu_gib=192,
-)
-LLAMA_8B = ModelFacts(
-    num_attention_heads=32,
-    num_kv_heads=8,
-    num_layers=32,
-    max_context_tokens=131072,
-    weights_dtype="bf16",
-)
-GPT_OSS = ModelFacts(num_attention_heads=64, num_kv_heads=8, max_context_tokens=131072, is_moe=True)
 DEEPSEEK = ModelFacts(
     num_attention_heads=128, num_kv_heads=128, max_context_tokens=163840, has_mtp_heads=True
 )
-NASTY_MODEL = 'x; rm -rf / "$(id)"'
-MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 LAUNCH = ["python3", "-m", "sglang.launch_server"]
 
 
@@ -370,15 +336,6 @@ def test_hostile_values_round_trip_through_yaml() -> None:
 # -- docker, readiness, metrics, disaggregation ----------------------------------------------
 
 
-def test_docker_image_tags() -> None:
-    assert PLUGIN.docker_image() == "lmsysorg/sglang:v0.5.23"
-    assert PLUGIN.docker_image("0.5.4.post1") == "lmsysorg/sglang:v0.5.4.post1"
-    assert PLUGIN.docker_image("v0.5.23-cu129") == "lmsysorg/sglang:v0.5.23-cu129"
-    assert PLUGIN.docker_image("latest") == "lmsysorg/sglang:latest"
-    with pytest.raises(EngineError, match="not an SGLang image tag"):
-        PLUGIN.docker_image("0.5; rm -rf /")
-
-
 def test_docker_run_argv() -> None:
     config = _config(tp=2, host="127.0.0.1", max_num_seqs=64, port=30000)
     argv = PLUGIN.docker_run_argv(
@@ -407,44 +364,6 @@ def test_docker_run_argv() -> None:
         "--host", "0.0.0.0",
         "--port", "30000",
     ]  # fmt: skip
-
-
-@pytest.mark.parametrize(("gpus", "value"), [("all", "all"), (2, "2"), ([3], '"device=3"')])
-def test_docker_gpu_selection(gpus: object, value: str) -> None:
-    argv = PLUGIN.docker_run_argv(
-        _config(),
-        image="i",
-        host_port=8000,
-        model_cache_dir="/c",
-        gpus=gpus,  # type: ignore[arg-type]
-    )
-    assert argv[argv.index("--gpus") + 1] == value
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "fragment"),
-    [
-        ({"model_cache_dir": "/a:/b"}, "without ':'"),
-        ({"host_port": 0}, "host_port"),
-        ({"gpus": []}, "gpus must be"),
-        ({"gpus": 0}, "gpus must be"),
-        ({"container_name": "x y"}, "invalid container name"),
-    ],
-)
-def test_docker_run_argv_refuses_bad_inputs(kwargs: dict, fragment: str) -> None:
-    args = {"image": "i", "host_port": 8000, "model_cache_dir": "/c", **kwargs}
-    with pytest.raises(EngineError, match=fragment):
-        PLUGIN.docker_run_argv(_config(), **args)
-
-
-def test_readiness_probe() -> None:
-    probe = PLUGIN.readiness(_config())
-    assert probe.health_path == "/health"
-    assert probe.models_path == "/v1/models"
-    assert probe.completion_path == "/v1/completions"
-    assert probe.completion_body == {"model": MODEL, "prompt": "Hello", "max_tokens": 1}
-    named = PLUGIN.readiness(_config(extra_args={"served-model-name": "tiny"}))
-    assert named.served_model_name == "tiny" and named.completion_body["model"] == "tiny"
 
 
 def test_metric_names_cover_every_key_vllm_maps() -> None:
@@ -540,8 +459,6 @@ def test_disaggregated_config_has_no_single_command() -> None:
         PLUGIN.server_argv(config)
     with pytest.raises(EngineError, match="one command per role"):
         PLUGIN.serve_argv_with_config_file(config, "c.yaml")
-    with pytest.raises(EngineError, match="no disaggregation"):
-        PLUGIN.disaggregation_plan(_config())
 
 
 # -- capability checks -----------------------------------------------------------------------
@@ -563,44 +480,9 @@ def test_supported_configs_pass() -> None:
     )
 
 
-QWEN_HEADS = ModelFacts(num_attention_heads=28, num_kv_heads=4, max_context_tokens=32768)
-MQA = ModelFacts(num_attention_heads=48, num_kv_heads=1, max_context_tokens=8192)
-
-
 @pytest.mark.parametrize(
     ("config", "hardware", "model", "message"),
     [
-        (
-            _config(tp=4, pp=4),
-            H100,
-            LLAMA_8B,
-            "tp×pp×instances = 4×4×1 = 16 GPUs, but only 8 available",
-        ),
-        (
-            _config(tp=2, disaggregation={"prefill_instances": 2, "decode_instances": 3}),
-            H100,
-            LLAMA_8B,
-            "tp×pp×instances = 2×1×5 = 10 GPUs, but only 8 available",
-        ),
-        (_config(tp=8), H100, QWEN_HEADS, "tp=8 must divide the model's 28 attention heads"),
-        (
-            _config(tp=6),
-            H100,
-            ModelFacts(num_attention_heads=48, num_kv_heads=4, max_context_tokens=8192),
-            "tp=6 and the model's 4 KV heads must divide one another",
-        ),
-        (
-            _config(pp=4),
-            H100,
-            ModelFacts(num_attention_heads=8, num_kv_heads=8, num_layers=2, max_context_tokens=8),
-            "pp=4 exceeds the model's 2 layers",
-        ),
-        (
-            _config(max_model_len=200_000),
-            H100,
-            LLAMA_8B,
-            "max_model_len=200000 exceeds the model's context of 131072 tokens",
-        ),
         (
             _config(kv_cache_dtype="int8"),
             H100,
@@ -670,23 +552,10 @@ MQA = ModelFacts(num_attention_heads=48, num_kv_heads=1, max_context_tokens=8192
             "SGLang's mxfp4 applies only to MoE experts; model is dense",
         ),
         (
-            _config(speculative={"method": "mtp", "num_tokens": 1}),
-            H100,
-            LLAMA_8B.model_copy(update={"has_mtp_heads": False}),
-            "speculative method mtp (SGLang NEXTN) needs a checkpoint with MTP layers",
-        ),
-        (
             _config(speculative={"method": "ngram", "num_tokens": 4}),
             MI300X,
             LLAMA_8B,
             "SGLang's NGRAM speculative decoding runs only on CUDA; MI300X is not an NVIDIA GPU",
-        ),
-        (
-            _config(extra_args={"tensor_parallel_size": 4}),
-            H100,
-            LLAMA_8B,
-            "extra_args['tensor_parallel_size'] collides with a setting EngineConfig renders "
-            "itself",
         ),
         (
             _config(extra_args={"disable-radix-cache": True}),
@@ -707,12 +576,6 @@ MQA = ModelFacts(num_attention_heads=48, num_kv_heads=1, max_context_tokens=8192
             LLAMA_8B,
             "extra_args['page-size'] repeats flag --page-size",
         ),
-        (
-            EngineConfig(engine="vllm", model="m"),
-            H100,
-            LLAMA_8B,
-            "config is for engine 'vllm', not 'sglang'",
-        ),
     ],
 )
 def test_capability_refusals(
@@ -721,16 +584,3 @@ def test_capability_refusals(
     with pytest.raises(CapabilityError) as info:
         PLUGIN.check(config, hardware, model)
     assert info.value.reason == message
-
-
-def test_mqa_replicates_kv_heads() -> None:
-    PLUGIN.check(_config(tp=4), H100, MQA)  # 1 KV head replicated on 4 GPUs is fine
-
-
-def test_unrenderable_values_refuse_rendering_too() -> None:
-    with pytest.raises(CapabilityError, match="int8"):
-        PLUGIN.server_argv(_config(kv_cache_dtype="int8"))
-    with pytest.raises(CapabilityError, match="int4"):
-        PLUGIN.config_file(_config(weight_quantization="int4"))
-    with pytest.raises(CapabilityError, match="not 'sglang'"):
-        PLUGIN.config_file(EngineConfig(engine="vllm", model="m"))

@@ -11,37 +11,7 @@ from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
 from engines.vllm import PLUGIN
-
-H100 = HardwareFacts(
-    gpu_name="H100 SXM",
-    compute_capability=(9, 0),
-    native_dtypes=frozenset({"bf16", "fp16", "fp8", "int8"}),
-    gpu_count=8,
-    memory_per_gpu_gib=80,
-)
-A100 = HardwareFacts(
-    gpu_name="A100 80GB SXM",
-    compute_capability=(8, 0),
-    native_dtypes=frozenset({"bf16", "fp16", "int8"}),
-    gpu_count=8,
-    memory_per_gpu_gib=80,
-)
-T4 = HardwareFacts(
-    gpu_name="T4",
-    compute_capability=(7, 5),
-    native_dtypes=frozenset({"fp16", "int8"}),
-    gpu_count=1,
-    memory_per_gpu_gib=16,
-)
-LLAMA_8B = ModelFacts(
-    num_attention_heads=32,
-    num_kv_heads=8,
-    num_layers=32,
-    max_context_tokens=131072,
-    weights_dtype="bf16",
-)
-GPT_OSS = ModelFacts(num_attention_heads=64, num_kv_heads=8, max_context_tokens=131072, is_moe=True)
-NASTY_MODEL = 'x; rm -rf / "$(id)"'
+from tests.engines.conftest import A100, GPT_OSS, H100, LLAMA_8B, NASTY_MODEL, T4
 
 
 def _config(**overrides: object) -> EngineConfig:
@@ -283,14 +253,6 @@ def test_hostile_values_round_trip_through_yaml() -> None:
 # -- docker, readiness, metrics, disaggregation ----------------------------------------------
 
 
-def test_docker_image_tags() -> None:
-    assert PLUGIN.docker_image() == "vllm/vllm-openai:v0.33.0"
-    assert PLUGIN.docker_image("0.30.1") == "vllm/vllm-openai:v0.30.1"
-    assert PLUGIN.docker_image("latest") == "vllm/vllm-openai:latest"
-    with pytest.raises(EngineError, match="not a vLLM release tag"):
-        PLUGIN.docker_image("0.33; rm -rf /")
-
-
 def test_docker_run_argv() -> None:
     config = _config(tp=2, host="127.0.0.1", max_num_seqs=64)
     argv = PLUGIN.docker_run_argv(
@@ -316,45 +278,6 @@ def test_docker_run_argv() -> None:
         "--host", "0.0.0.0",
         "--port", "8000",
     ]  # fmt: skip
-
-
-@pytest.mark.parametrize(("gpus", "value"), [("all", "all"), (2, "2"), ([3], '"device=3"')])
-def test_docker_gpu_selection(gpus: object, value: str) -> None:
-    argv = PLUGIN.docker_run_argv(
-        _config(),
-        image="i",
-        host_port=8000,
-        model_cache_dir="/c",
-        gpus=gpus,  # type: ignore[arg-type]
-    )
-    assert argv[argv.index("--gpus") + 1] == value
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "fragment"),
-    [
-        ({"model_cache_dir": "/a:/b"}, "without ':'"),
-        ({"host_port": 0}, "host_port"),
-        ({"gpus": []}, "gpus must be"),
-        ({"gpus": 0}, "gpus must be"),
-        ({"container_name": "x y"}, "invalid container name"),
-    ],
-)
-def test_docker_run_argv_refuses_bad_inputs(kwargs: dict, fragment: str) -> None:
-    args = {"image": "i", "host_port": 8000, "model_cache_dir": "/c", **kwargs}
-    with pytest.raises(EngineError, match=fragment):
-        PLUGIN.docker_run_argv(_config(), **args)
-
-
-def test_readiness_probe() -> None:
-    probe = PLUGIN.readiness(_config())
-    assert probe.health_path == "/health"
-    assert probe.models_path == "/v1/models"
-    assert probe.completion_body == {
-        "model": "meta-llama/Llama-3.1-8B-Instruct", "prompt": "Hello", "max_tokens": 1,
-    }  # fmt: skip
-    named = PLUGIN.readiness(_config(extra_args={"served-model-name": "tiny"}))
-    assert named.served_model_name == "tiny" and named.completion_body["model"] == "tiny"
 
 
 def test_metric_names_cover_the_tuner_signals_with_fallbacks() -> None:
@@ -394,11 +317,6 @@ def test_disaggregation_plan() -> None:
     ]  # fmt: skip
 
 
-def test_disaggregation_plan_needs_the_section() -> None:
-    with pytest.raises(EngineError, match="no disaggregation"):
-        PLUGIN.disaggregation_plan(_config())
-
-
 # -- capability checks -----------------------------------------------------------------------
 
 
@@ -410,44 +328,9 @@ def test_supported_configs_pass() -> None:
     PLUGIN.check(_config(kv_cache_dtype="bf16"), H100, LLAMA_8B)
 
 
-QWEN_HEADS = ModelFacts(num_attention_heads=28, num_kv_heads=4, max_context_tokens=32768)
-MQA = ModelFacts(num_attention_heads=48, num_kv_heads=1, max_context_tokens=8192)
-
-
 @pytest.mark.parametrize(
     ("config", "hardware", "model", "message"),
     [
-        (
-            _config(tp=4, pp=4),
-            H100,
-            LLAMA_8B,
-            "tp×pp×instances = 4×4×1 = 16 GPUs, but only 8 available",
-        ),
-        (
-            _config(tp=2, disaggregation={"prefill_instances": 2, "decode_instances": 3}),
-            H100,
-            LLAMA_8B,
-            "tp×pp×instances = 2×1×5 = 10 GPUs, but only 8 available",
-        ),
-        (_config(tp=8), H100, QWEN_HEADS, "tp=8 must divide the model's 28 attention heads"),
-        (
-            _config(tp=6),
-            H100,
-            ModelFacts(num_attention_heads=48, num_kv_heads=4, max_context_tokens=8192),
-            "tp=6 and the model's 4 KV heads must divide one another",
-        ),
-        (
-            _config(pp=4),
-            H100,
-            ModelFacts(num_attention_heads=8, num_kv_heads=8, num_layers=2, max_context_tokens=8),
-            "pp=4 exceeds the model's 2 layers",
-        ),
-        (
-            _config(max_model_len=200_000),
-            H100,
-            LLAMA_8B,
-            "max_model_len=200000 exceeds the model's context of 131072 tokens",
-        ),
         (
             _config(max_num_seqs=512, max_batched_tokens=256),
             H100,
@@ -536,30 +419,11 @@ MQA = ModelFacts(num_attention_heads=48, num_kv_heads=1, max_context_tokens=8192
             "MXFP4 needs compute capability >= 8.0 in vLLM; T4 is older",
         ),
         (
-            _config(speculative={"method": "mtp", "num_tokens": 1}),
-            H100,
-            LLAMA_8B.model_copy(update={"has_mtp_heads": False}),
-            "speculative method mtp needs a checkpoint with MTP layers",
-        ),
-        (
-            _config(extra_args={"tensor_parallel_size": 4}),
-            H100,
-            LLAMA_8B,
-            "extra_args['tensor_parallel_size'] collides with a setting EngineConfig renders "
-            "itself",
-        ),
-        (
             _config(extra_args={"no-enable-prefix-caching": True}),
             H100,
             LLAMA_8B,
             "extra_args['no-enable-prefix-caching'] collides with a setting EngineConfig "
             "renders itself",
-        ),
-        (
-            EngineConfig(engine="sglang", model="m"),
-            H100,
-            LLAMA_8B,
-            "config is for engine 'sglang', not 'vllm'",
         ),
     ],
 )
@@ -569,14 +433,3 @@ def test_capability_refusals(
     with pytest.raises(CapabilityError) as info:
         PLUGIN.check(config, hardware, model)
     assert info.value.reason == message
-
-
-def test_mqa_replicates_kv_heads() -> None:
-    PLUGIN.check(_config(tp=4), H100, MQA)  # 1 KV head replicated on 4 GPUs is fine
-
-
-def test_unrenderable_values_refuse_rendering_too() -> None:
-    with pytest.raises(CapabilityError, match="int8"):
-        PLUGIN.server_argv(_config(kv_cache_dtype="int8"))
-    with pytest.raises(CapabilityError, match="int4"):
-        PLUGIN.config_file(_config(weight_quantization="int4"))

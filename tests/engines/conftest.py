@@ -1,0 +1,51 @@
+"""Hardware and model facts the engine plug-in tests share (plain values for parametrize)."""
+
+from __future__ import annotations
+
+from engines.facts import HardwareFacts, ModelFacts
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+NASTY_MODEL = 'x; rm -rf / "$(id)"'
+H100 = HardwareFacts(
+    gpu_name="H100 SXM",
+    compute_capability=(9, 0),
+    native_dtypes=frozenset({"bf16", "fp16", "fp8", "int8"}),
+    gpu_count=8,
+    memory_per_gpu_gib=80,
+)
+A100 = HardwareFacts(
+    gpu_name="A100 80GB SXM",
+    compute_capability=(8, 0),
+    native_dtypes=frozenset({"bf16", "fp16", "int8"}),
+    gpu_count=8,
+    memory_per_gpu_gib=80,
+)
+B200 = HardwareFacts(
+    gpu_name="B200",
+    compute_capability=(10, 0),
+    native_dtypes=frozenset({"bf16", "fp16", "fp8", "int8", "fp4"}),
+    gpu_count=8,
+    memory_per_gpu_gib=180,
+)
+T4 = HardwareFacts(
+    gpu_name="T4",
+    compute_capability=(7, 5),
+    native_dtypes=frozenset({"fp16", "int8"}),
+    gpu_count=1,
+    memory_per_gpu_gib=16,
+)
+MI300X = HardwareFacts(
+    gpu_name="MI300X",
+    vendor="amd",
+    native_dtypes=frozenset({"bf16", "fp16", "fp8", "int8"}),
+    gpu_count=8,
+    memory_per_gpu_gib=192,
+)
+LLAMA_8B = ModelFacts(
+    num_attention_heads=32,
+    num_kv_heads=8,
+    num_layers=32,
+    max_context_tokens=131072,
+    weights_dtype="bf16",
+)
+GPT_OSS = ModelFacts(num_attention_heads=64, num_kv_heads=8, max_context_tokens=131072, is_moe=True)

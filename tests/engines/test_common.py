@@ -1,0 +1,223 @@
+"""Behaviour every plug-in shares through engines/common.py, checked once per plug-in.
+
+Engine-specific expectations (images, messages, default ports) are written literally in the
+parametrization; exact argv, YAML and engine-only refusals stay in test_<engine>.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engines import ENGINES, sglang, trtllm, vllm
+from engines.base import EnginePlugin
+from engines.config import EngineConfig
+from engines.errors import CapabilityError, EngineError
+from engines.facts import HardwareFacts, ModelFacts
+from tests.engines.conftest import H100, LLAMA_8B, MODEL
+
+KINDS = list(ENGINES)
+QWEN_HEADS = ModelFacts(num_attention_heads=28, num_kv_heads=4, max_context_tokens=32768)
+KV_HEADS_4 = ModelFacts(num_attention_heads=48, num_kv_heads=4, max_context_tokens=8192)
+TWO_LAYERS = ModelFacts(num_attention_heads=8, num_kv_heads=8, num_layers=2, max_context_tokens=8)
+MQA = ModelFacts(num_attention_heads=48, num_kv_heads=1, max_context_tokens=8192)
+NO_MTP = LLAMA_8B.model_copy(update={"has_mtp_heads": False})
+
+
+def _config(kind: str, **overrides: object) -> EngineConfig:
+    return EngineConfig.model_validate({"engine": kind, "model": MODEL, **overrides})
+
+
+# -- registry --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "plugin", "port"),
+    [
+        ("vllm", vllm.PLUGIN, 8000),
+        ("sglang", sglang.PLUGIN, 30000),
+        ("trtllm", trtllm.PLUGIN, 8000),
+    ],
+)
+def test_registered_and_satisfies_the_protocol(kind: str, plugin: object, port: int) -> None:
+    assert ENGINES[kind] is plugin
+    assert isinstance(plugin, EnginePlugin)
+    assert ENGINES[kind].defaults.port == port
+
+
+# -- docker ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "tag", "image"),
+    [
+        ("vllm", None, "vllm/vllm-openai:v0.33.0"),
+        ("vllm", "0.30.1", "vllm/vllm-openai:v0.30.1"),
+        ("vllm", "latest", "vllm/vllm-openai:latest"),
+        ("sglang", None, "lmsysorg/sglang:v0.5.23"),
+        ("sglang", "0.5.4.post1", "lmsysorg/sglang:v0.5.4.post1"),
+        ("sglang", "v0.5.23-cu129", "lmsysorg/sglang:v0.5.23-cu129"),
+        ("sglang", "latest", "lmsysorg/sglang:latest"),
+        ("trtllm", None, "nvcr.io/nvidia/tensorrt-llm/release:1.2.1"),
+        ("trtllm", "1.2.0rc6", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6"),
+        ("trtllm", "1.0.0.post1", "nvcr.io/nvidia/tensorrt-llm/release:1.0.0.post1"),
+    ],
+)
+def test_docker_image_tags(kind: str, tag: str | None, image: str) -> None:
+    plugin = ENGINES[kind]
+    assert (plugin.docker_image() if tag is None else plugin.docker_image(tag)) == image
+
+
+@pytest.mark.parametrize(
+    ("kind", "tag", "message"),
+    [
+        ("vllm", "0.33; rm -rf /", "not a vLLM release tag"),
+        ("sglang", "0.5; rm -rf /", "not an SGLang image tag"),
+        ("trtllm", "latest", "not a TensorRT-LLM release tag"),
+        ("trtllm", "v1.2.1", "not a TensorRT-LLM release tag"),
+        ("trtllm", "1.2; rm -rf /", "not a TensorRT-LLM release tag"),
+    ],
+)
+def test_docker_image_refuses_bad_tags(kind: str, tag: str, message: str) -> None:
+    with pytest.raises(EngineError, match=message):
+        ENGINES[kind].docker_image(tag)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("gpus", "value"), [("all", "all"), (2, "2"), ([3], '"device=3"')])
+def test_docker_gpu_selection(kind: str, gpus: object, value: str) -> None:
+    argv = ENGINES[kind].docker_run_argv(
+        _config(kind),
+        image="i",
+        host_port=8000,
+        model_cache_dir="/c",
+        gpus=gpus,  # type: ignore[arg-type]
+    )
+    assert argv[argv.index("--gpus") + 1] == value
+
+
+# TensorRT-LLM also mounts its extra-options file; its own path checks are in test_trtllm.py.
+_DOCKER_EXTRA = {"vllm": {}, "sglang": {}, "trtllm": {"config_file_path": "/c/x.yaml"}}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"model_cache_dir": "/a:/b"}, "model_cache_dir must be a path without ':'"),
+        ({"model_cache_dir": ""}, "model_cache_dir must be a path without ':'"),
+        ({"host_port": 0}, "host_port"),
+        ({"host_port": 70000}, "host_port"),
+        ({"gpus": []}, "gpus must be"),
+        ({"gpus": 0}, "gpus must be"),
+        ({"container_name": "x y"}, "invalid container name"),
+    ],
+)
+def test_docker_run_argv_refuses_bad_inputs(kind: str, kwargs: dict, fragment: str) -> None:
+    args = {"image": "i", "host_port": 8000, "model_cache_dir": "/c", **_DOCKER_EXTRA[kind]}
+    with pytest.raises(EngineError, match=fragment):
+        ENGINES[kind].docker_run_argv(_config(kind), **{**args, **kwargs})
+
+
+# -- readiness -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_readiness_probe(kind: str) -> None:
+    probe = ENGINES[kind].readiness(_config(kind))
+    assert (probe.health_path, probe.models_path, probe.completion_path) == (
+        "/health", "/v1/models", "/v1/completions",
+    )  # fmt: skip
+    assert probe.served_model_name == MODEL
+    assert probe.completion_body == {"model": MODEL, "prompt": "Hello", "max_tokens": 1}
+
+
+@pytest.mark.parametrize("kind", ["vllm", "sglang"])
+def test_readiness_probe_uses_the_served_model_name(kind: str) -> None:
+    named = ENGINES[kind].readiness(_config(kind, extra_args={"served-model-name": "tiny"}))
+    assert named.served_model_name == "tiny" and named.completion_body["model"] == "tiny"
+
+
+# -- disaggregation --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_disaggregation_plan_needs_the_section(kind: str) -> None:
+    with pytest.raises(EngineError, match="no disaggregation"):
+        ENGINES[kind].disaggregation_plan(_config(kind))
+
+
+# -- capability checks -----------------------------------------------------------------------
+
+
+def _shared_refusals() -> list[object]:
+    rows: list[tuple[str, dict, HardwareFacts, ModelFacts, str]] = [
+        ("vllm", {"engine": "sglang", "model": "m"}, H100, LLAMA_8B,
+         "config is for engine 'sglang', not 'vllm'"),
+        ("sglang", {"engine": "vllm", "model": "m"}, H100, LLAMA_8B,
+         "config is for engine 'vllm', not 'sglang'"),
+        ("trtllm", {"engine": "vllm", "model": "m"}, H100, LLAMA_8B,
+         "config is for engine 'vllm', not 'trtllm'"),
+        ("vllm", {"speculative": {"method": "mtp", "num_tokens": 1}}, H100, NO_MTP,
+         "speculative method mtp needs a checkpoint with MTP layers"),
+        ("sglang", {"speculative": {"method": "mtp", "num_tokens": 1}}, H100, NO_MTP,
+         "speculative method mtp (SGLang NEXTN) needs a checkpoint with MTP layers"),
+        ("trtllm", {"speculative": {"method": "mtp", "num_tokens": 1}}, H100, NO_MTP,
+         "speculative method mtp needs a checkpoint with MTP layers"),
+        # TensorRT-LLM does not check KV-head sharding
+        ("vllm", {"tp": 6}, H100, KV_HEADS_4,
+         "tp=6 and the model's 4 KV heads must divide one another"),
+        ("sglang", {"tp": 6}, H100, KV_HEADS_4,
+         "tp=6 and the model's 4 KV heads must divide one another"),
+    ]  # fmt: skip
+    for kind in KINDS:
+        rows += [
+            (kind, {"tp": 4, "pp": 4}, H100, LLAMA_8B,
+             "tp×pp×instances = 4×4×1 = 16 GPUs, but only 8 available"),
+            (kind, {"tp": 2, "disaggregation": {"prefill_instances": 2, "decode_instances": 3}},
+             H100, LLAMA_8B, "tp×pp×instances = 2×1×5 = 10 GPUs, but only 8 available"),
+            (kind, {"tp": 8}, H100, QWEN_HEADS, "tp=8 must divide the model's 28 attention heads"),
+            (kind, {"pp": 4}, H100, TWO_LAYERS, "pp=4 exceeds the model's 2 layers"),
+            (kind, {"max_model_len": 200_000}, H100, LLAMA_8B,
+             "max_model_len=200000 exceeds the model's context of 131072 tokens"),
+            (kind, {"extra_args": {"tensor_parallel_size": 4}}, H100, LLAMA_8B,
+             "extra_args['tensor_parallel_size'] collides with a setting EngineConfig renders "
+             "itself"),
+            (kind, {"extra_args": {"tensor-parallel-size": 4}}, H100, LLAMA_8B,
+             "extra_args['tensor-parallel-size'] collides with a setting EngineConfig renders "
+             "itself"),
+        ]  # fmt: skip
+    return [pytest.param(*row, id=f"{row[0]}-{i}") for i, row in enumerate(rows)]
+
+
+@pytest.mark.parametrize(("kind", "overrides", "hardware", "model", "message"), _shared_refusals())
+def test_capability_refusals(
+    kind: str, overrides: dict, hardware: HardwareFacts, model: ModelFacts, message: str
+) -> None:
+    with pytest.raises(CapabilityError) as info:
+        ENGINES[kind].check(_config(kind, **overrides), hardware, model)
+    assert info.value.reason == message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_mqa_replicates_kv_heads(kind: str) -> None:
+    ENGINES[kind].check(_config(kind, tp=4), H100, MQA)  # 1 KV head replicated on 4 GPUs
+
+
+@pytest.mark.parametrize(
+    ("kind", "render", "overrides", "match"),
+    [
+        ("vllm", "server_argv", {"kv_cache_dtype": "int8"}, "int8"),
+        ("vllm", "config_file", {"weight_quantization": "int4"}, "int4"),
+        ("sglang", "server_argv", {"kv_cache_dtype": "int8"}, "int8"),
+        ("sglang", "config_file", {"weight_quantization": "int4"}, "int4"),
+        ("sglang", "config_file", {"engine": "vllm", "model": "m"}, "not 'sglang'"),
+        ("trtllm", "server_argv", {"kv_cache_dtype": "int8"}, "int8"),
+        ("trtllm", "config_file", {"weight_quantization": "gptq"}, "gptq"),
+        ("trtllm", "server_argv", {"extra_args": {"max-batch-size": 4}}, "collides"),
+    ],
+)
+def test_unrenderable_values_refuse_rendering_too(
+    kind: str, render: str, overrides: dict, match: str
+) -> None:
+    with pytest.raises(CapabilityError, match=match):
+        getattr(ENGINES[kind], render)(_config(kind, **overrides))
