@@ -8,6 +8,7 @@ guessed. Covers TTFT/ITL/E2E semantics, the usage chunk, and every failure kind 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import socket
@@ -160,11 +161,16 @@ def test_completions_timing_matches_the_script(server):
     (r,) = _send(server.url, COMPLETIONS)
     _assert_invariants(r)
     content_writes = [t for t, _ in server.writes[:3]]
-    assert r.ttft_s == pytest.approx(0.05, abs=0.01)
-    # Client stamp vs the server's own write stamp (same clock): a few ms at most.
+    # The script's sleeps are lower bounds (a loaded machine oversleeps); the exact reference
+    # is the server's own write stamp on the same clock.
+    assert r.ttft_s >= 0.05
+    assert r.ttft_s == pytest.approx(content_writes[0] - r.sent_at_s, abs=0.008)
     for got, wrote in zip(r.chunk_times_s, content_writes, strict=True):
         assert 0 <= got - wrote < 0.008
-    assert [round(x, 2) for x in r.itl_s] == [0.02, 0.02]
+    write_gaps = [b - a for a, b in itertools.pairwise(content_writes)]
+    assert all(x >= 0.02 for x in write_gaps)
+    for itl, gap in zip(r.itl_s, write_gaps, strict=True):
+        assert itl == pytest.approx(gap, abs=0.008)
     # The usage chunk (50 ms after the last token) does not extend E2E.
     assert r.end_at_s - r.last_token_at_s >= 0.045
     assert r.last_token_at_s < server.writes[3][0]
@@ -197,7 +203,7 @@ def test_chat_role_only_and_empty_chunks_are_not_content(server):
     _assert_invariants(r)
     assert server.paths == ["/v1/chat/completions"]
     assert server.bodies[0]["messages"] == [{"role": "user", "content": "hello"}]
-    assert r.ttft_s == pytest.approx(0.05, abs=0.01)
+    assert r.ttft_s >= 0.05  # two scripted sleeps before the first content (lower bound)
     assert len(r.chunk_times_s) == 2
     assert 0 <= r.first_token_at_s - server.writes[1][0] < 0.008
     assert r.last_token_at_s < server.writes[3][0]  # the empty finish chunk is not content
