@@ -18,6 +18,7 @@ ErrorKind = Literal[
     "malformed",  # an SSE data line that is not a JSON object
     "no_content",  # the stream ended without any content chunk
     "client",  # anything else raised while sending (a bug on our side, kept as data)
+    "cancelled",  # the run was stopped while the request was in flight
 ]
 
 _MAX_ERROR_CHARS = 300

@@ -1,0 +1,274 @@
+"""Workloads: what to send and when. A `WorkloadSpec` becomes a `Schedule` of requests.
+
+Each kind is a plug-in in `WORKLOADS` (kind -> builder). Open-loop kinds (trace, poisson, gamma,
+burst, soak at a rate) give every request an arrival offset `at_s`; closed-loop kinds
+(concurrency, soak at a concurrency) give `at_s=None` and a concurrency limit, and when they are
+bounded by time their request list is a pool the load generator cycles through. The concurrency
+sweep is `concurrency` run at increasing levels by its caller.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from runners.errors import RunnerError
+
+WorkloadKind = Literal["trace", "poisson", "gamma", "concurrency", "burst", "soak"]
+
+# Closed-loop runs bounded by time reuse this many distinct request records (prompts still
+# differ: they are built from the sent index, not the pool slot).
+POOL_SIZE = 4096
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WorkloadSpec(_Record):
+    """A workload, for every kind; which fields a kind needs is checked by its builder."""
+
+    kind: WorkloadKind
+    rate_rps: float | None = Field(None, gt=0, description="Mean arrival rate (poisson, gamma…).")
+    gamma_cv: float | None = Field(None, gt=0, description="Gamma inter-arrival CV (1 = Poisson).")
+    concurrency: int | None = Field(None, ge=1, description="Requests in flight (closed loop).")
+    duration_s: float | None = Field(None, gt=0, description="Run length; trace: window length.")
+    num_requests: int | None = Field(None, ge=1, description="Request count; trace: window cap.")
+    prompt_tokens: int | None = Field(None, ge=1, description="Prompt length (trace: override).")
+    output_tokens: int | None = Field(None, ge=1, description="Output length (trace: override).")
+    max_prompt_tokens: int | None = Field(None, ge=1, description="Trace: cap on prompt lengths.")
+    max_output_tokens: int | None = Field(None, ge=1, description="Trace: cap on output lengths.")
+    trace_path: str | None = Field(None, description="Trace file to ingest and replay.")
+    workspace: str | None = Field(None, description="Workspace whose `requests` table to replay.")
+    time_scale: float = Field(1.0, gt=0, description="Multiplies trace gaps (0.5 = twice as fast).")
+    start_s: float = Field(0.0, ge=0, description="Trace: window start, in trace seconds.")
+    base_rate_rps: float | None = Field(None, gt=0, description="Burst: steady rate.")
+    peak_rate_rps: float | None = Field(None, gt=0, description="Burst: rate during the burst.")
+    steady_s: float | None = Field(None, gt=0, description="Burst: steady time before and after.")
+    burst_s: float | None = Field(None, gt=0, description="Burst: length of the step up.")
+    window_s: float | None = Field(None, gt=0, description="Soak: length of each drift phase.")
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkloadSpec:
+        missing = [f for f in _REQUIRED[self.kind] if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"workload {self.kind!r} needs {', '.join(missing)}")
+        if self.kind in ("poisson", "gamma", "concurrency") and (
+            self.duration_s is None and self.num_requests is None
+        ):
+            raise ValueError(f"workload {self.kind!r} needs duration_s or num_requests")
+        if self.kind == "soak" and (self.rate_rps is None) == (self.concurrency is None):
+            raise ValueError("workload 'soak' needs exactly one of rate_rps or concurrency")
+        if self.kind == "trace" and self.trace_path is None and self.workspace is None:
+            raise ValueError("workload 'trace' needs trace_path or workspace")
+        return self
+
+
+_SYNTH = ("prompt_tokens", "output_tokens")
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "trace": (),
+    "poisson": ("rate_rps", *_SYNTH),
+    "gamma": ("rate_rps", "gamma_cv", *_SYNTH),
+    "concurrency": ("concurrency", *_SYNTH),
+    "burst": ("base_rate_rps", "peak_rate_rps", "steady_s", "burst_s", *_SYNTH),
+    "soak": ("duration_s", "window_s", *_SYNTH),
+}
+
+
+class ScheduledRequest(_Record):
+    """One request of a schedule. Shared prefixes come as the trace's chained block hashes."""
+
+    index: int
+    at_s: float | None = Field(description="Send offset from the run start; None = closed loop.")
+    phase: str = ""
+    input_tokens: int = Field(ge=1)
+    output_tokens: int = Field(ge=1)
+    block_hashes: list[int] | None = None
+    block_size: int | None = None
+
+
+class Phase(_Record):
+    """A named stretch of the run, [start_s, end_s) from the run start."""
+
+    name: str
+    start_s: float
+    end_s: float
+
+
+class Schedule(_Record):
+    """The requests in send order, the concurrency limit, and the phases of the run."""
+
+    kind: WorkloadKind
+    requests: list[ScheduledRequest]
+    concurrency: int | None = Field(None, description="Most requests in flight; None = no cap.")
+    duration_s: float | None = Field(None, description="Closed loop: stop sending after this.")
+    cycle: bool = Field(False, description="Closed loop: reuse `requests` until duration_s.")
+    phases: list[Phase] = Field(default_factory=list)
+
+    @property
+    def open_loop(self) -> bool:
+        return bool(self.requests) and self.requests[0].at_s is not None
+
+    def request(self, index: int) -> ScheduledRequest:
+        """The record sent as the `index`-th request (pools repeat; the index does not)."""
+        return self.requests[index % len(self.requests)] if self.cycle else self.requests[index]
+
+    def phase_at(self, t_s: float) -> str:
+        """Name of the phase holding offset `t_s` (the first/last one outside them)."""
+        if not self.phases:
+            return ""
+        starts = [p.start_s for p in self.phases]
+        return self.phases[max(0, bisect.bisect_right(starts, t_s) - 1)].name
+
+
+Builder = Callable[[WorkloadSpec], Schedule]
+
+
+def build_schedule(spec: WorkloadSpec) -> Schedule:
+    """The schedule of `spec` (deterministic for a given seed)."""
+    return WORKLOADS[spec.kind](spec)
+
+
+def _arrivals(gaps: Callable[[int], np.ndarray], start_s: float, end_s: float | None,
+              count: int | None, mean_gap_s: float) -> np.ndarray:
+    """Offsets `start + cumsum(gaps)`, cut at `end_s` (exclusive) or at `count` arrivals."""
+    if count is not None and end_s is None:
+        return start_s + np.cumsum(gaps(count))
+    span = (end_s or 0.0) - start_s
+    n = int(span / mean_gap_s * 1.2) + 16
+    at = start_s + np.cumsum(gaps(n))
+    while at[-1] < end_s:  # rare: draw more, continuing the same stream
+        at = np.concatenate([at, at[-1] + np.cumsum(gaps(n))])
+    at = at[at < end_s]
+    return at[:count] if count is not None else at
+
+
+def _synthetic(spec: WorkloadSpec, at: list[float | None],
+               phases: list[str]) -> list[ScheduledRequest]:
+    p, o = spec.prompt_tokens, spec.output_tokens
+    return [ScheduledRequest.model_construct(index=i, at_s=t, phase=ph, input_tokens=p,
+                                             output_tokens=o, block_hashes=None, block_size=None)
+            for i, (t, ph) in enumerate(zip(at, phases, strict=True))]
+
+
+def _renewal(spec: WorkloadSpec, gaps: Callable[[np.random.Generator], Callable[[int], np.ndarray]],
+             ) -> Schedule:
+    rng = np.random.default_rng(spec.seed)
+    at = _arrivals(gaps(rng), 0.0, spec.duration_s, spec.num_requests, 1.0 / spec.rate_rps)
+    end = spec.duration_s if spec.duration_s is not None else float(at[-1]) if len(at) else 0.0
+    reqs = _synthetic(spec, at.tolist(), [spec.kind] * len(at))
+    return Schedule(kind=spec.kind, requests=reqs, concurrency=spec.concurrency,
+                    phases=[Phase(name=spec.kind, start_s=0.0, end_s=end)])
+
+
+def _poisson(spec: WorkloadSpec) -> Schedule:
+    """Exponential gaps with mean 1/rate; arrivals at their cumulative sums."""
+    return _renewal(spec, lambda rng: lambda n: rng.exponential(1.0 / spec.rate_rps, n))
+
+
+def _gamma(spec: WorkloadSpec) -> Schedule:
+    """Gamma gaps with mean 1/rate and coefficient of variation gamma_cv (shape 1/cv²)."""
+    shape = 1.0 / spec.gamma_cv**2
+    scale = 1.0 / (spec.rate_rps * shape)
+    return _renewal(spec, lambda rng: lambda n: rng.gamma(shape, scale, n))
+
+
+def _closed(spec: WorkloadSpec, phases: list[Phase]) -> Schedule:
+    n = spec.num_requests if spec.num_requests is not None else POOL_SIZE
+    reqs = _synthetic(spec, [None] * n, [phases[0].name if phases else ""] * n)
+    return Schedule(kind=spec.kind, requests=reqs, concurrency=spec.concurrency,
+                    duration_s=spec.duration_s, cycle=spec.num_requests is None, phases=phases)
+
+
+def _concurrency(spec: WorkloadSpec) -> Schedule:
+    """Closed loop: `concurrency` requests in flight, each replaced as it finishes."""
+    end = spec.duration_s if spec.duration_s is not None else float("inf")
+    return _closed(spec, [Phase(name="concurrency", start_s=0.0, end_s=end)])
+
+
+def _piecewise_poisson(spec: WorkloadSpec, pieces: list[tuple[Phase, float]]) -> Schedule:
+    rng = np.random.default_rng(spec.seed)
+    at: list[float] = []
+    names: list[str] = []
+    for phase, rate in pieces:
+        got = _arrivals(lambda n, r=rate: rng.exponential(1.0 / r, n),
+                        phase.start_s, phase.end_s, None, 1.0 / rate)
+        at += got.tolist()
+        names += [phase.name] * len(got)
+    return Schedule(kind=spec.kind, requests=_synthetic(spec, at, names),
+                    concurrency=spec.concurrency, phases=[p for p, _ in pieces])
+
+
+def _burst(spec: WorkloadSpec) -> Schedule:
+    """Poisson at base rate for steady_s, at peak rate for burst_s, at base again for steady_s."""
+    s, b = spec.steady_s, spec.burst_s
+    return _piecewise_poisson(spec, [
+        (Phase(name="steady", start_s=0.0, end_s=s), spec.base_rate_rps),
+        (Phase(name="burst", start_s=s, end_s=s + b), spec.peak_rate_rps),
+        (Phase(name="recovery", start_s=s + b, end_s=2 * s + b), spec.base_rate_rps),
+    ])
+
+
+def _soak(spec: WorkloadSpec) -> Schedule:
+    """A long steady load (rate or concurrency) split into windows `w0, w1, …` to see drift."""
+    n = int(np.ceil(spec.duration_s / spec.window_s))
+    phases = [Phase(name=f"w{k}", start_s=k * spec.window_s,
+                    end_s=min((k + 1) * spec.window_s, spec.duration_s)) for k in range(n)]
+    if spec.rate_rps is None:
+        return _closed(spec, phases)
+    return _piecewise_poisson(spec, [(p, spec.rate_rps) for p in phases])
+
+
+def _trace(spec: WorkloadSpec) -> Schedule:
+    """The canonical `requests` table, windowed, time-scaled, with lengths capped if asked."""
+    rows = _trace_rows(spec)
+    reqs = []
+    for i, (arrival, trace_in, trace_out, hashes, bsize) in enumerate(rows):
+        n_in = spec.prompt_tokens or max(1, int(trace_in or 1))
+        n_out = spec.output_tokens or max(1, int(trace_out or 1))
+        if spec.max_prompt_tokens:
+            n_in = min(n_in, spec.max_prompt_tokens)
+        if spec.max_output_tokens:
+            n_out = min(n_out, spec.max_output_tokens)
+        reqs.append(ScheduledRequest.model_construct(
+            index=i, at_s=(arrival - spec.start_s) * spec.time_scale, phase="trace",
+            input_tokens=n_in, output_tokens=n_out,
+            block_hashes=list(hashes) if hashes and bsize else None,
+            block_size=int(bsize) if hashes and bsize else None))
+    if not reqs:
+        raise RunnerError("the trace window holds no requests: check start_s and duration_s")
+    end = reqs[-1].at_s if spec.duration_s is None else spec.duration_s * spec.time_scale
+    return Schedule(kind="trace", requests=reqs, concurrency=spec.concurrency,
+                    phases=[Phase(name="trace", start_s=0.0, end_s=end)])
+
+
+def _trace_rows(spec: WorkloadSpec) -> list[tuple[Any, ...]]:
+    from profiler.ingest import ingest
+    from profiler.workspace import Workspace
+
+    ws = Workspace.resolve(spec.workspace)
+    if spec.trace_path is not None:
+        ingest(spec.trace_path, ws)
+    end = float("inf") if spec.duration_s is None else spec.start_s + spec.duration_s
+    limit = spec.num_requests if spec.num_requests is not None else 2**62
+    with ws.connect(read_only=True) as con:
+        return con.execute(
+            'SELECT arrival_s, input_tokens, output_tokens, block_hashes, block_size '
+            'FROM "requests" WHERE arrival_s >= ? AND arrival_s < ? '
+            'ORDER BY arrival_s, request_id LIMIT ?',
+            [spec.start_s, end, limit]).fetchall()
+
+
+WORKLOADS: dict[str, Builder] = {
+    "trace": _trace,
+    "poisson": _poisson,
+    "gamma": _gamma,
+    "concurrency": _concurrency,
+    "burst": _burst,
+    "soak": _soak,
+}
