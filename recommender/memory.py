@@ -252,10 +252,27 @@ def _risks(plan: dict[str, float], fraction: float) -> list[OomRisk]:
     return risks
 
 
+def _draft_bytes(config: EngineConfig, model: ModelSpec) -> float:
+    """The speculative draft's weights over the group (reserved beside the target's); 0 when
+    there is none or its draft model is not in the catalog (then noted as uncounted)."""
+    from recommender.speculative import draft_weights_bytes
+
+    try:
+        return draft_weights_bytes(config.speculative, model)
+    except UsageError:
+        return 0.0
+
+
 def _notes(config: EngineConfig, model: ModelSpec) -> list[str]:
     notes = []
     if config.speculative is not None:
-        notes.append("speculative decoding: draft/MTP weights and their KV are not counted")
+        counted = _draft_bytes(config, model) > 0 or config.speculative.method == "ngram"
+        notes.append(
+            "speculative decoding: draft weights counted in the reserve, the draft's KV is not"
+            if counted
+            else "speculative decoding: draft model not in the catalog; its weights and KV "
+            "are not counted"
+        )
     if model.attention_window is not None:
         notes.append("windowed layers counted at full attention: KV capacity is a lower bound")
     if config.disaggregation is not None:
@@ -296,6 +313,7 @@ def plan_memory(
     layers = math.ceil(model.num_layers / config.pp)
     weights_total, weights = _weights(config, model, layers)
     tokens_budget, activation, fixed = _reserve(config, model)
+    fixed += _draft_bytes(config, model) / config.tp
     dtype_bytes = KV_DTYPE_BYTES[config.kv_cache_dtype]
     kv_per_token, replication = _kv_per_gpu(config, model, dtype_bytes)
     kv, headroom = _kv_room(semantics, fraction, memory, weights, activation + fixed)

@@ -20,6 +20,7 @@ from engines.config import EngineConfig, EngineKind
 from profiler.errors import UsageError
 from recommender.memory import plan_memory
 from recommender.specs import GPU, ModelSpec
+from recommender.speculative import SpecDraft, draft_for
 
 FIT_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "fit.json"
 
@@ -58,7 +59,10 @@ class EngineParams(BaseModel):
         default=0.002, ge=0, description="Framework time per engine step (scheduling, launch)."
     )
     per_seq_overhead_s: float = Field(
-        default=5e-6, ge=0, description="Framework time per running sequence per step."
+        default=5e-6,
+        ge=0,
+        description="Framework time per sampled position per step (one per running "
+        "sequence; k + 1 per sequence under speculative decoding).",
     )
     interconnect_efficiency: float = Field(
         default=0.7, gt=0, le=1, description="Achieved share of one-way GPU-GPU bandwidth."
@@ -134,6 +138,7 @@ class Deployment:
     peak_flops: float  # per GPU, FLOP/s, in the compute dtype
     bandwidth_bytes_s: float
     link_bytes_s: float  # one-way GPU-GPU bandwidth per GPU
+    spec: SpecDraft | None = None  # speculative decoding's draft, None = plain decoding
 
 
 def _peak_flops(gpu: GPU, weight_format: str) -> float:
@@ -150,9 +155,17 @@ def _peak_flops(gpu: GPU, weight_format: str) -> float:
     return (native or gpu.bf16_dense_tflops) * 1e12
 
 
-def deployment(config: EngineConfig, gpu: GPU, model: ModelSpec) -> Deployment:
-    """Shapes, memory plan and hardware peaks for `config` on a TP group of `gpu`."""
+def deployment(
+    config: EngineConfig, gpu: GPU, model: ModelSpec, *, acceptance: float | None = None
+) -> Deployment:
+    """Shapes, memory plan and hardware peaks for `config` on a TP group of `gpu`.
+
+    `acceptance` overrides the speculative method's default per-token acceptance rate.
+    """
     plan = plan_memory(config, gpu, model)
+    spec = None
+    if config.speculative is not None:
+        spec = draft_for(config.speculative, model, acceptance)
     return Deployment(
         model=model,
         gpu=gpu,
@@ -163,6 +176,7 @@ def deployment(config: EngineConfig, gpu: GPU, model: ModelSpec) -> Deployment:
         peak_flops=_peak_flops(gpu, plan.weights_format),
         bandwidth_bytes_s=gpu.mem_bandwidth_tb_s * 1e12,
         link_bytes_s=gpu.interconnect_bandwidth_gb_s * 1e9 / 2,
+        spec=spec,
     )
 
 
@@ -177,34 +191,63 @@ def _moe_touched_fraction(model: ModelSpec, tokens: float) -> float:
     return active + (1.0 - active) * touched
 
 
+def _roofline(compute_s: float, memory_s: float) -> float:
+    return (compute_s**ROOFLINE_P + memory_s**ROOFLINE_P) ** (1.0 / ROOFLINE_P)
+
+
+def draft_time(dep: Deployment, batch: Batch, params: EngineParams) -> float:
+    """Seconds the speculative draft adds to a step with `batch.decode_seqs` decodes.
+
+    k sequential draft forwards, each over the decode sequences: roofline of
+    2·draft_params·decodes / tp FLOPs against the draft's weights per GPU plus its KV read
+    (decodes·decode_context tokens), + overhead_share × step_overhead each, + the CPU
+    proposer's time per sequence (ngram). 0 without speculation or without decodes.
+    """
+    spec = dep.spec
+    if spec is None or batch.decode_seqs <= 0:
+        return 0.0
+    b = batch.decode_seqs
+    compute_s = 2.0 * spec.draft_params * b / dep.tp / (dep.peak_flops * params.compute_efficiency)
+    bytes_ = (spec.draft_weights_bytes + b * batch.decode_context * spec.draft_kv_bytes_per_token)
+    memory_s = bytes_ / dep.tp / (dep.bandwidth_bytes_s * params.bandwidth_efficiency)
+    per_draft = _roofline(compute_s, memory_s) + spec.overhead_share * params.step_overhead_s
+    return spec.k * per_draft + spec.cpu_s_per_seq * b
+
+
 def step_time(dep: Deployment, batch: Batch, params: EngineParams) -> float:
     """Seconds one engine iteration takes on the TP group.
 
+    With speculative decoding (dep.spec, k draft tokens) each decode sequence carries
+    q = k + 1 query tokens (verification), else q = 1; decode tokens = decode_seqs·q.
     compute = [2·(active params − embeddings)·tokens + 2·V·H·sampled + attention] / tp
               / (peak FLOP/s of the compute dtype × compute_efficiency),
-      attention = 4·layers·heads·head_dim·(decode_seqs·decode_context
+      tokens = prefill_tokens + decode tokens, sampled = decode tokens + prefill_seqs,
+      attention = 4·layers·heads·head_dim·(decode tokens·decode_context
                                            + prefill_tokens·prefill_context);
     memory  = [weights per GPU × MoE touched share + KV bytes per GPU read by decodes
-               (decode_seqs·decode_context) and written (all tokens)] / (HBM × bw_efficiency);
+               (decode_seqs·decode_context, once for all q) and written (all tokens)]
+              / (HBM × bw_efficiency);
     roofline = (compute^p + memory^p)^(1/p), p = ROOFLINE_P;
     comm    = 2 all-reduces per layer of tokens·H·2 B, ring traffic 2(tp−1)/tp, over the
               one-way link bandwidth × interconnect_efficiency, + latency each (tp > 1);
-    total   = roofline + comm + step_overhead + per_seq_overhead·(decode + prefill seqs).
+    total   = roofline + comm + step_overhead + per_seq_overhead·sampled + draft_time.
 
     Raises:
         UsageError: negative batch figures, or an empty batch.
     """
-    tokens = batch.prefill_tokens + batch.decode_seqs
+    q = dep.spec.k + 1.0 if dep.spec is not None else 1.0
+    decode_tokens = batch.decode_seqs * q
+    tokens = batch.prefill_tokens + decode_tokens
     if min(batch.prefill_tokens, batch.decode_seqs, batch.decode_context) < 0 or tokens <= 0:
         raise UsageError(f"step needs a non-empty, non-negative batch, got {batch}")
     m = dep.model
     vocab_matrix = m.vocab_size * m.hidden_size
     heads = 1 if m.tie_word_embeddings else 2
     linear_params = max(m.active_params_b * 1e9 - heads * vocab_matrix, 0.0)
-    sampled = batch.decode_seqs + batch.prefill_seqs
+    sampled = decode_tokens + batch.prefill_seqs
     attn_width = 4.0 * m.num_layers * m.num_attention_heads * m.head_dim
     attention = attn_width * (
-        batch.decode_seqs * batch.decode_context + batch.prefill_tokens * batch.prefill_context
+        decode_tokens * batch.decode_context + batch.prefill_tokens * batch.prefill_context
     )
     flops = (2.0 * linear_params * tokens + 2.0 * vocab_matrix * sampled + attention) / dep.tp
     compute_s = flops / (dep.peak_flops * params.compute_efficiency)
@@ -214,7 +257,6 @@ def step_time(dep: Deployment, batch: Batch, params: EngineParams) -> float:
         + kv_tokens * dep.kv_bytes_per_token_per_gpu
     )
     memory_s = bytes_ / (dep.bandwidth_bytes_s * params.bandwidth_efficiency)
-    roofline_s = (compute_s**ROOFLINE_P + memory_s**ROOFLINE_P) ** (1.0 / ROOFLINE_P)
     comm_s = 0.0
     if dep.tp > 1:
         message = tokens * m.hidden_size * ACTIVATION_BYTES
@@ -223,10 +265,10 @@ def step_time(dep: Deployment, batch: Batch, params: EngineParams) -> float:
         comm_s = ALLREDUCES_PER_LAYER * m.num_layers * (
             per_allreduce + params.allreduce_latency_s
         )
-    overhead_s = params.step_overhead_s + params.per_seq_overhead_s * (
-        batch.decode_seqs + batch.prefill_seqs
-    )
-    return roofline_s + comm_s + overhead_s
+    # Sampler and logits processors run once per sampled position: k + 1 per speculating
+    # decode (what makes speculation costly at large batch beside compute-bound verification).
+    overhead_s = params.step_overhead_s + params.per_seq_overhead_s * sampled
+    return _roofline(compute_s, memory_s) + comm_s + overhead_s + draft_time(dep, batch, params)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,15 @@ HEAD, TAIL, COUNT, NCACHED, FREE = 0, 1, 2, 3, 4
 C_TOK, C_SAMP, C_ATTN, M_W, M_KV, MOE_ACTIVE, MOE_KEEP, COMM_TOK, COMM_FIX, OH_STEP, OH_SEQ, P = (
     range(12)
 )
+# Speculative decoding slots: query tokens per decode (k + 1), draft forwards (k), draft
+# compute per decode, draft weights, draft KV per context token, draft overhead per forward,
+# CPU proposer per decode, expected tokens emitted per decode step.
+SPEC_Q, D_K, D_TOK, D_W, D_KV, D_FIX, D_CPU, SPEC_E = range(12, 20)
+N_COEF = 20
+# ITL histogram: log-spaced bins from ITL_LO_S, ITL_BINS_PER_DECADE per decade.
+ITL_LO_S = 1e-6
+ITL_BINS_PER_DECADE = 400
+ITL_BINS = 11 * ITL_BINS_PER_DECADE  # 1 µs .. 100 000 s
 # Status codes.
 PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
 PART_SHIFT = 15  # dense_ids: about 2**PART_SHIFT keys per partition
@@ -25,25 +34,35 @@ SERIES_CAP = 4096  # time-series samples kept (decimated by 2 whenever full)
 
 
 @numba.njit(cache=True, nogil=True)
+def _roof(compute, memory, p):
+    return (compute**p + memory**p) ** (1.0 / p)
+
+
+@numba.njit(cache=True, nogil=True)
 def step_seconds(  # noqa: PLR0917
     coef, prefill_tokens, decode_seqs, decode_ctx_sum, prefill_ctx_sum, sampled_prefills
 ):
     """perf.step_time for a batch given as sums (contexts summed over sequences/tokens)."""
-    tokens = prefill_tokens + decode_seqs
+    q = coef[SPEC_Q]
+    decode_tokens = decode_seqs * q
+    tokens = prefill_tokens + decode_tokens
     compute = (
         coef[C_TOK] * tokens
-        + coef[C_SAMP] * (decode_seqs + sampled_prefills)
-        + coef[C_ATTN] * (decode_ctx_sum + prefill_ctx_sum)
+        + coef[C_SAMP] * (decode_tokens + sampled_prefills)
+        + coef[C_ATTN] * (q * decode_ctx_sum + prefill_ctx_sum)
     )
     active = coef[MOE_ACTIVE]
     touched = active + (1.0 - active) * (1.0 - coef[MOE_KEEP] ** tokens)
     memory = coef[M_W] * touched + coef[M_KV] * (decode_ctx_sum + tokens)
     p = coef[P]
-    roof = (compute**p + memory**p) ** (1.0 / p)
-    comm = 0.0
+    total = _roof(compute, memory, p)
     if coef[COMM_FIX] > 0.0 or coef[COMM_TOK] > 0.0:
-        comm = coef[COMM_TOK] * tokens + coef[COMM_FIX]
-    return roof + comm + coef[OH_STEP] + coef[OH_SEQ] * (decode_seqs + sampled_prefills)
+        total += coef[COMM_TOK] * tokens + coef[COMM_FIX]
+    total += coef[OH_STEP] + coef[OH_SEQ] * (decode_tokens + sampled_prefills)
+    if coef[D_K] > 0.0 and decode_seqs > 0.0:
+        draft = _roof(coef[D_TOK] * decode_seqs, coef[D_W] + coef[D_KV] * decode_ctx_sum, p)
+        total += coef[D_K] * (draft + coef[D_FIX]) + coef[D_CPU] * decode_seqs
+    return total
 
 
 @numba.njit(cache=True, nogil=True)
@@ -132,14 +151,28 @@ def _ceil_div(a, b):
 
 
 @numba.njit(cache=True, nogil=True)
-def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series):  # noqa: PLR0917, PLR0912, PLR0915
+def _itl_bin(gap):
+    if gap <= ITL_LO_S:
+        return 0
+    b = int((np.log10(gap) - np.log10(ITL_LO_S)) * ITL_BINS_PER_DECADE)
+    return min(b, ITL_BINS - 1)
+
+
+@numba.njit(cache=True, nogil=True)
+def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series, itl):  # noqa: PLR0917, PLR0912, PLR0915
     """Simulate until every request finishes.
+
+    Speculative decoding (coef[D_K] > 0): a decode schedules k + 1 query tokens (budget and
+    KV lookahead) and emits the expected coef[SPEC_E] tokens per step as a deterministic
+    fluid: floor of a running sum, so a request alternates e.g. 2, 3, 2, 3 tokens for E = 2.5.
+    itl: float64 (ITL_BINS + 3) buffer: histogram of gaps between a request's emissions, then
+    (sum, count, max) of those gaps.
 
     icfg: [max_seqs, budget, chunked, static, closed_conc (0 = open), cap_units,
     unit_tokens, hash_block_tokens]. arr is overwritten in closed-loop mode (release times).
     series: float64 (SERIES_CAP, 4) buffer (t, queue, running, kv_used_fraction).
     Returns (first_t, fin_t, preemptions per request, stats[steps, preemptions,
-    series_len, error]).
+    series_len, error], largest gap between two emissions per request).
     """
     n = arr.shape[0]
     max_seqs, budget_cap, chunked, static = icfg[0], icfg[1], icfg[2] != 0, icfg[3] != 0
@@ -155,6 +188,13 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series):  # noqa: PL
     first_t = np.full(n, np.nan)
     fin_t = np.full(n, np.nan)
     npre = np.zeros(n, np.int64)
+    acc = np.zeros(n, np.float64)
+    last_t = np.zeros(n, np.float64)
+    last_step = np.full(n, -2, np.int64)
+    maxgap = np.zeros(n, np.float64)
+    qi = np.int64(coef[SPEC_Q])
+    spec_e = coef[SPEC_E]
+    speculative = coef[D_K] > 0.0
     cached = np.zeros(n_ids, np.bool_)
     ref = np.zeros(n_ids, np.int32)
     prev = np.full(n_ids, -1, np.int64)
@@ -202,9 +242,11 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series):  # noqa: PL
             if not chunked and k < rem:
                 i += 1
                 continue
+            decode = rem == 1 and odone[r] > 0
+            look = qi if decode else k  # a speculative decode verifies k + 1 tokens
             # ceil(x / u) - priv, clamped at 0, without a division in the common case (a
             # decode inside its last block).
-            x = computed[r] + k - held[r] * hbs - priv[r] * u
+            x = computed[r] + look - held[r] * hbs - priv[r] * u
             need = _ceil_div(x, u) if x > 0 else 0
             ok = True
             while need > 0 and not _reserve(need, hu, cached, prev, nxt, cs):
@@ -226,8 +268,8 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series):  # noqa: PL
                 break
             priv[r] += need
             sched[r] = k
-            budget -= k
-            if rem == 1 and odone[r] > 0:
+            budget -= look
+            if decode:
                 dn += 1.0
                 cd += computed[r]
             else:
@@ -283,8 +325,10 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series):  # noqa: PL
                 break
             continue
         empty = 0
-        t += step_seconds(coef, pt, dn, cd, cp, sp)
+        dt = step_seconds(coef, pt, dn, cd, cp, sp)
+        t += dt
         steps += 1
+        dt_bin = -1
         j = 0
         for i in range(n_run):
             r = run_[i]
@@ -298,9 +342,30 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series):  # noqa: PL
                         r, held, priv, nfull, hoff, hid, cached, ref, prev, nxt, cs, hu
                     )
                 if computed[r] == ntok[r]:
-                    odone[r] += 1
-                    ntok[r] += 1
-                    if odone[r] == 1:
+                    e = 1
+                    if odone[r] > 0:
+                        if speculative and k == 1:
+                            a0 = acc[r]
+                            acc[r] = a0 + spec_e
+                            e = min(np.int64(acc[r]) - np.int64(a0), out[r] - odone[r])
+                        if last_step[r] == steps - 1:
+                            gap = dt
+                            if dt_bin < 0:
+                                dt_bin = _itl_bin(dt)
+                            b = dt_bin
+                        else:
+                            gap = t - last_t[r]
+                            b = _itl_bin(gap)
+                        itl[b] += 1.0
+                        itl[ITL_BINS] += gap
+                        itl[ITL_BINS + 1] += 1.0
+                        maxgap[r] = max(maxgap[r], gap)
+                    last_t[r] = t
+                    last_step[r] = steps
+                    odone[r] += e
+                    computed[r] += e - 1
+                    ntok[r] += e
+                    if odone[r] == e:
                         first_t[r] = t
                     if odone[r] == out[r]:
                         finished = True
@@ -329,7 +394,9 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series):  # noqa: PL
                 series[ns, 3] = (cap - cs[FREE] - hu * cs[COUNT]) / cap
                 ns += 1
     stats = np.array([steps, preempts, ns, error], np.int64)
-    return first_t, fin_t, npre, stats
+    for r in range(n):
+        itl[ITL_BINS + 2] = max(itl[ITL_BINS + 2], maxgap[r])
+    return first_t, fin_t, npre, stats, maxgap
 
 
 @numba.njit(cache=True, nogil=True)

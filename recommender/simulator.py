@@ -24,12 +24,15 @@ Scheduler (vLLM V1-like, one iteration per step):
   outlives its tail (DESIGN §2.2).
 - Step time = perf.step_time of the batch: prefill tokens, decodes, summed decode contexts,
   summed causal prefill context (chunk tokens × (start + chunk/2)), prompts sampled.
+- Speculative decoding (config.speculative): a decode verifies k + 1 tokens (budget, KV
+  lookahead, step time via perf.draft_time/step_time) and emits the expected
+  (1 − a^(k+1))/(1 − a) tokens per step as a deterministic fluid (see sim_kernel.run).
 Deviations: no CUDA-graph padding, no long-prefill threshold or priority scheduling,
-no speculative decoding (TODO), no async scheduling; prompt blocks are cached at the end of
-the prefill (vLLM caches each full block as soon as it is computed); blocks of generated
-tokens are not cached; KV is counted in gcd(trace block, engine block) units when the two
-differ; the time series is per step, decimated to at most 4096 samples, then optionally
-averaged per interval.
+no random acceptance (expected tokens per step), no async scheduling; prompt blocks are
+cached at the end of the prefill (vLLM caches each full block as soon as it is computed);
+blocks of generated tokens are not cached; KV is counted in gcd(trace block, engine block)
+units when the two differ; the time series is per step, decimated to at most 4096 samples,
+then optionally averaged per interval.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ ArrivalMode = Literal["trace", "offline", "closed_loop"]
 
 
 def step_coefficients(dep: perf.Deployment, params: perf.EngineParams) -> np.ndarray:
-    """perf.step_time's constants folded for `sim_kernel.step_seconds` (12 float64).
+    """perf.step_time's constants folded for `sim_kernel.step_seconds` (20 float64).
 
     Mirrors perf.step_time term by term; tests assert both agree on random batches, so a
     change there that is not carried here fails loudly.
@@ -74,6 +77,19 @@ def step_coefficients(dep: perf.Deployment, params: perf.EngineParams) -> np.nda
         per_token = ring / (dep.link_bytes_s * params.interconnect_efficiency)
         comm_tok = perf.ALLREDUCES_PER_LAYER * m.num_layers * per_token
         comm_fix = perf.ALLREDUCES_PER_LAYER * m.num_layers * params.allreduce_latency_s
+    spec = dep.spec
+    draft = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    if spec is not None:
+        draft = [
+            spec.k + 1.0,
+            float(spec.k),
+            2.0 * spec.draft_params / flops_s,
+            spec.draft_weights_bytes / dep.tp / bytes_s,
+            spec.draft_kv_bytes_per_token / dep.tp / bytes_s,
+            spec.overhead_share * params.step_overhead_s,
+            spec.cpu_s_per_seq,
+            spec.tokens_per_step,
+        ]
     return np.array(
         [
             2.0 * linear_params / flops_s,
@@ -88,6 +104,7 @@ def step_coefficients(dep: perf.Deployment, params: perf.EngineParams) -> np.nda
             params.step_overhead_s,
             params.per_seq_overhead_s,
             perf.ROOFLINE_P,
+            *draft,
         ],
         dtype=np.float64,
     )
@@ -134,6 +151,13 @@ class SimOptions(BaseModel):
     kv_block_tokens: int = Field(default=16, ge=1, description="Tokens per KV block.")
     slo_ttft_s: float | None = Field(default=None, gt=0, description="TTFT SLO per request.")
     slo_tpot_s: float | None = Field(default=None, gt=0, description="TPOT SLO per request.")
+    spec_acceptance: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Per-token acceptance rate of speculative drafts (config.speculative); "
+        "None = the method's default (recommender.speculative.DEFAULT_ACCEPTANCE).",
+    )
     series_interval_s: float | None = Field(
         default=None,
         gt=0,
@@ -165,6 +189,12 @@ class SimSummary(BaseModel):
     ttft_s: LatencyStats = Field(description="Time to first token.")
     tpot_s: LatencyStats = Field(description="Time per output token after the first.")
     e2e_s: LatencyStats = Field(description="Arrival to last token.")
+    itl_s: LatencyStats | None = Field(
+        default=None,
+        description="Gaps between a request's consecutive token emissions, pooled over all "
+        "requests (a speculative step's tokens arrive together: one gap); max in `itl_max_s`.",
+    )
+    itl_max_s: float | None = Field(default=None, description="Largest gap of any request.")
     request_throughput_rps: float = Field(ge=0, description="Completed requests per second.")
     output_throughput_tok_s: float = Field(ge=0, description="Output tokens per second.")
     total_throughput_tok_s: float = Field(ge=0, description="Input + output tokens/s.")
@@ -183,6 +213,9 @@ class SimResult(BaseModel):
     tpot_s: np.ndarray = Field(description="Per request: (e2e − ttft)/(out − 1); NaN if out = 1.")
     e2e_s: np.ndarray = Field(description="Per request: arrival to last token, s.")
     preemptions: np.ndarray = Field(description="Per request: times preempted.")
+    max_itl_s: np.ndarray | None = Field(
+        default=None, description="Per request: largest gap between two emissions, s."
+    )
     series_t_s: np.ndarray = Field(description="Time of each series sample, s.")
     queue_len: np.ndarray = Field(description="Waiting requests (arrived, not running).")
     running_seqs: np.ndarray = Field(description="Running sequences.")
@@ -317,7 +350,6 @@ def simulate(
         UsageError: malformed requests, a config that does not fit in memory, or
             closed_loop without a concurrency.
     """
-    from recommender import sim_kernel  # numba: imported on first use only
 
     options = options or SimOptions()
     if params is None:
@@ -340,73 +372,87 @@ def simulate(
     keep = np.flatnonzero(ok)
     arrivals = _arrivals(arr_in, options)
     order = keep[np.argsort(arrivals[keep], kind="stable")]
-    ttft = np.full(len(arr_in), np.nan)
-    e2e = ttft.copy()
-    npre_all = np.zeros(len(arr_in), np.int64)
-    raw = np.zeros((0, 4))
-    steps = preempts = 0
-    makespan = 0.0
+    run = _Run.empty(len(arr_in))
     if len(order):
         prep = _prepare(requests, order, np.ascontiguousarray(arrivals[order]), use_hashes)
-        coef = step_coefficients(perf.deployment(config, gpu, model), p)
+        dep = perf.deployment(config, gpu, model, acceptance=options.spec_acceptance)
         closed = options.concurrency if options.arrival == "closed_loop" else 0
         icfg = np.array(
-            [
-                seqs,
-                budget,
-                int(chunked),
-                int(options.batching == "static"),
-                closed or 0,
-                cap,
-                unit,
-                prep.hash_block,
-            ],
+            [seqs, budget, int(chunked), int(options.batching == "static"), closed or 0, cap,
+             unit, prep.hash_block],
             np.int64,
         )
-        series = np.zeros((sim_kernel.SERIES_CAP, 4))
-        first_t, fin_t, npre, stats = sim_kernel.run(
-            prep.arrival,
-            prep.inp,
-            prep.out,
-            prep.hoff,
-            prep.hid,
-            prep.nfull,
-            prep.n_ids,
-            icfg,
-            coef,
-            series,
-        )
-        if stats[3]:
-            raise UsageError(f"simulation stalled (code {int(stats[3])}): nothing schedulable")
-        ttft[order] = first_t - prep.arrival  # closed loop: arrival = release time
-        e2e[order] = fin_t - prep.arrival
-        npre_all[order] = npre
-        steps, preempts, raw = int(stats[0]), int(stats[1]), series[: stats[2]]
-        makespan = float(fin_t.max())
-    return _result(
-        ttft,
-        e2e,
-        npre_all,
-        raw,
-        (inp_in, out_in, ok),
-        options=options,
-        counts=(steps, preempts, cap),
-        makespan=makespan,
+        _run_kernel(run, prep, order, icfg, step_coefficients(dep, p))
+    return _result(run, (inp_in, out_in, ok), options=options, cap=cap)
+
+
+@dataclass(slots=True)
+class _Run:
+    """What one kernel run measured, per request in input order (NaN: not served)."""
+
+    ttft: np.ndarray
+    e2e: np.ndarray
+    npre: np.ndarray
+    max_itl: np.ndarray
+    raw: np.ndarray
+    itl: np.ndarray  # histogram + (sum, count, max), see sim_kernel.run
+    steps: int = 0
+    preempts: int = 0
+    makespan: float = 0.0
+
+    @classmethod
+    def empty(cls, n: int) -> _Run:
+        from recommender import sim_kernel
+
+        nan = np.full(n, np.nan)
+        return cls(nan, nan.copy(), np.zeros(n, np.int64), nan.copy(), np.zeros((0, 4)),
+                   np.zeros(sim_kernel.ITL_BINS + 3))
+
+
+def _run_kernel(
+    run: _Run, prep: _Prepared, order: np.ndarray, icfg: np.ndarray, coef: np.ndarray
+) -> None:
+    from recommender import sim_kernel
+
+    series = np.zeros((sim_kernel.SERIES_CAP, 4))
+    first_t, fin_t, npre, stats, max_itl = sim_kernel.run(
+        prep.arrival, prep.inp, prep.out, prep.hoff, prep.hid, prep.nfull, prep.n_ids,
+        icfg, coef, series, run.itl,
     )
+    if stats[3]:
+        raise UsageError(f"simulation stalled (code {int(stats[3])}): nothing schedulable")
+    run.ttft[order] = first_t - prep.arrival  # closed loop: arrival = release time
+    run.e2e[order] = fin_t - prep.arrival
+    run.npre[order] = npre
+    run.max_itl[order] = np.where(prep.out > 1, max_itl, np.nan)
+    run.steps, run.preempts, run.raw = int(stats[0]), int(stats[1]), series[: stats[2]]
+    run.makespan = float(fin_t.max())
+
+
+def histogram_stats(itl: np.ndarray) -> tuple[LatencyStats, float]:
+    """LatencyStats and max of the kernel's log-binned gap histogram (percentiles at the
+    geometric centre of their bin: within 0.3 % of the exact value)."""
+    from recommender import sim_kernel
+
+    nb = sim_kernel.ITL_BINS
+    counts, (total, n, biggest) = itl[:nb], itl[nb:]
+    if n == 0:
+        return _stats(np.zeros(0)), math.nan
+    cdf = np.cumsum(counts)
+    edges = sim_kernel.ITL_LO_S * 10.0 ** ((np.arange(nb) + 0.5) / sim_kernel.ITL_BINS_PER_DECADE)
+    q = [min(float(edges[np.searchsorted(cdf, f * n)]), biggest) for f in (0.5, 0.9, 0.95, 0.99)]
+    return LatencyStats(p50=q[0], p90=q[1], p95=q[2], p99=q[3], mean=total / n), float(biggest)
 
 
 def _result(
-    ttft: np.ndarray,
-    e2e: np.ndarray,
-    npre: np.ndarray,
-    raw: np.ndarray,
+    run: _Run,
     work: tuple[np.ndarray, np.ndarray, np.ndarray],
     *,
     options: SimOptions,
-    counts: tuple[int, int, int],
-    makespan: float,
+    cap: int,
 ) -> SimResult:
     inp, out, ok = work
+    ttft, e2e, makespan = run.ttft, run.e2e, run.makespan
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (e2e - ttft) / (out - 1), np.nan)
     tpot[~ok] = np.nan
@@ -423,7 +469,8 @@ def _result(
         if options.slo_tpot_s is not None:
             meets &= np.isnan(tpot) | (tpot <= options.slo_tpot_s)
         goodput = rate(float(meets.sum()))
-    t_s, queue, running, kv = _series(raw, options.series_interval_s)
+    t_s, queue, running, kv = _series(run.raw, options.series_interval_s)
+    itl_stats, itl_max = histogram_stats(run.itl)
     summary = SimSummary(
         completed=done,
         rejected=len(ok) - done,
@@ -431,19 +478,22 @@ def _result(
         ttft_s=_stats(ttft),
         tpot_s=_stats(tpot),
         e2e_s=_stats(e2e),
+        itl_s=itl_stats,
+        itl_max_s=itl_max,
         request_throughput_rps=rate(done),
         output_throughput_tok_s=rate(float(out[ok].sum())),
         total_throughput_tok_s=rate(float((inp[ok] + out[ok]).sum())),
         goodput_rps=goodput,
-        steps=counts[0],
-        preemptions=counts[1],
-        kv_capacity_blocks=counts[2],
+        steps=run.steps,
+        preemptions=run.preempts,
+        kv_capacity_blocks=cap,
     )
     return SimResult(
         ttft_s=ttft,
         tpot_s=tpot,
         e2e_s=e2e,
-        preemptions=npre,
+        preemptions=run.npre,
+        max_itl_s=run.max_itl,
         series_t_s=t_s,
         queue_len=queue,
         running_seqs=running,

@@ -1,0 +1,136 @@
+"""Speculative decoding's figures: acceptance, expected tokens per step, and the draft's shape.
+
+Owns the per-method defaults (acceptance rate, what the draft costs) and `draft_for`, which
+turns `EngineConfig.speculative` into a `SpecDraft` that `perf.step_time` prices with the same
+roofline as the target. No timing here and no `if` on batch size: the gain at small batch and
+the loss at large batch come out of the roofline (verification of batch×(k+1) tokens turns
+compute-bound), not from rules.
+
+Model: a decode step of a speculating sequence drafts k tokens (k sequential draft forwards
+over the batch), then the target verifies all k+1 positions in one forward. With a per-token
+acceptance rate a (independent, as in Leviathan et al. 2023, "Fast Inference from Transformers
+via Speculative Decoding", eq. 1), the tokens emitted per step are
+E = (1 − a^(k+1)) / (1 − a) (k+1 when a = 1). Tree drafts (SGLang EAGLE topk > 1) are not
+modelled: a chain of k tokens is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engines.config import SpeculativeConfig
+from profiler.errors import UsageError
+from recommender.specs import ModelSpec
+
+# Per-token acceptance rate by method: the default when the caller gives none. Chat-like load
+# (MT-Bench/ShareGPT); the real figure depends on the workload and should be measured.
+#  - ngram (prompt lookup): high on input-grounded tasks (summarisation, code edits), low on
+#    open chat; 0.5 is a middle assumption (vLLM docs report ngram gains mostly on the former).
+#  - eagle: EAGLE (Li et al. 2024) reports acceptance rates ≈ 0.7-0.8 for chain drafts.
+#  - eagle3: EAGLE-3 (Li et al. 2025) raises acceptance length further; 0.8 assumed per token.
+#  - draft_model: Leviathan et al. 2023 measure a ≈ 0.5-0.9 across model pairs; 0.7 assumed.
+#  - mtp: DeepSeek-V3 report (2024, §5.4.3) measures 85-90 % acceptance of the 2nd token.
+DEFAULT_ACCEPTANCE: dict[str, float] = {
+    "ngram": 0.5,
+    "eagle": 0.75,
+    "eagle3": 0.8,
+    "draft_model": 0.7,
+    "mtp": 0.85,
+}
+# EAGLE-3 drafts over a reduced vocabulary (32 k tokens in the paper) instead of the target's.
+EAGLE3_DRAFT_VOCAB = 32_000
+# ngram proposals run on the CPU (suffix matching over the context): assumed 10 µs per
+# sequence per step, independent of k (one match yields up to k tokens).
+NGRAM_CPU_S_PER_SEQ = 10e-6
+DRAFT_BYTES_PER_PARAM = 2.0  # drafts and draft heads ship in bf16
+
+
+@dataclass(slots=True, frozen=True)
+class SpecDraft:
+    """What one speculative decode step costs beyond the target's own forward.
+
+    Per draft forward (k of them per step): 2·draft_params FLOPs per sequence, the draft's
+    weights read once, its KV read per context token; plus `overhead_share` of the target's
+    per-step framework overhead (launches of a smaller graph) and `cpu_s_per_seq` (ngram).
+    """
+
+    method: str
+    k: int
+    acceptance: float
+    draft_params: float  # FLOP-bearing parameters per draft token (not divided by TP)
+    draft_weights_bytes: float  # whole draft, all GPUs (perf divides by TP)
+    draft_kv_bytes_per_token: float  # draft KV read per context token, all GPUs
+    overhead_share: float
+    cpu_s_per_seq: float
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Expected tokens a sequence emits per decode step, (1 − a^(k+1)) / (1 − a)."""
+        return expected_tokens(self.acceptance, self.k)
+
+
+def expected_tokens(acceptance: float, k: int) -> float:
+    """E = (1 − a^(k+1)) / (1 − a): accepted draft prefix plus the target's own token."""
+    if not 0.0 <= acceptance <= 1.0 or k < 0:
+        raise UsageError(f"acceptance must be in [0, 1] and k >= 0, got {acceptance}, {k}")
+    if acceptance == 1.0:
+        return float(k + 1)
+    return (1.0 - acceptance ** (k + 1)) / (1.0 - acceptance)
+
+
+def _layer_params(model: ModelSpec) -> tuple[float, float]:
+    """(active, stored) parameters of one decoder layer, embeddings and lm_head excluded."""
+    embed = model.vocab_size * model.hidden_size * (1 if model.tie_word_embeddings else 2)
+    active = max(model.active_params_b * 1e9 - embed, 0.0) / model.num_layers
+    stored = max(model.total_params_b * 1e9 - embed, 0.0) / model.num_layers
+    return active, stored
+
+
+def draft_for(
+    spec: SpeculativeConfig, target: ModelSpec, acceptance: float | None = None
+) -> SpecDraft:
+    """The draft's shape for `spec` on `target`.
+
+    eagle/eagle3/mtp: one decoder layer of the target's shape plus an lm_head (the target's
+    vocabulary; EAGLE-3's reduced 32 k vocabulary), KV of one layer. draft_model: the catalog
+    model named by `spec.draft_model`. ngram: no GPU work, a CPU lookup per sequence.
+
+    Raises:
+        UsageError: acceptance outside [0, 1], or a draft_model not in the catalog.
+    """
+    a = DEFAULT_ACCEPTANCE[spec.method] if acceptance is None else acceptance
+    expected_tokens(a, spec.num_tokens)  # validates a and k
+    if spec.method == "ngram":
+        return SpecDraft("ngram", spec.num_tokens, a, 0.0, 0.0, 0.0, 0.0, NGRAM_CPU_S_PER_SEQ)
+    if spec.method == "draft_model":
+        from recommender.catalog import get_model
+
+        draft = get_model(spec.draft_model or "")
+        head = draft.vocab_size * draft.hidden_size
+        return SpecDraft(
+            "draft_model", spec.num_tokens, a,
+            draft_params=draft.active_params_b * 1e9 - (head if not draft.tie_word_embeddings
+                                                         else 0.0),
+            draft_weights_bytes=draft.total_params_b * 1e9 * DRAFT_BYTES_PER_PARAM,
+            draft_kv_bytes_per_token=draft.kv_bytes_per_token(2),
+            overhead_share=min(1.0, draft.num_layers / target.num_layers),
+            cpu_s_per_seq=0.0,
+        )
+    active, stored = _layer_params(target)
+    vocab = EAGLE3_DRAFT_VOCAB if spec.method == "eagle3" else target.vocab_size
+    head = vocab * target.hidden_size
+    return SpecDraft(
+        spec.method, spec.num_tokens, a,
+        draft_params=active + head,
+        draft_weights_bytes=(stored + head) * DRAFT_BYTES_PER_PARAM,
+        draft_kv_bytes_per_token=target.kv_bytes_per_token(2) / target.num_layers,
+        overhead_share=max(0.1, 1.0 / target.num_layers),
+        cpu_s_per_seq=0.0,
+    )
+
+
+def draft_weights_bytes(spec: SpeculativeConfig | None, target: ModelSpec) -> float:
+    """Bytes the draft's weights occupy over the whole group (0 without speculation)."""
+    if spec is None:
+        return 0.0
+    return draft_for(spec, target).draft_weights_bytes
