@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engines.config import EngineConfig, EngineKind
+from engines.config import EngineConfig, EngineKind, SpeculativeConfig
 from profiler.errors import UsageError
 from recommender.memory import plan_memory
 from recommender.specs import GPU, ModelSpec
@@ -295,7 +295,9 @@ class Prediction(BaseModel):
     request_throughput_rps: float = Field(ge=0, description="Completed requests/s, all GPUs.")
     ttft_s: float = Field(ge=0, description="Mean time to first token (queueing included).")
     tpot_s: float = Field(ge=0, description="Mean time per output token after the first.")
-    itl_s: float = Field(ge=0, description="Mean inter-token latency (= TPOT, one token/step).")
+    itl_s: float = Field(
+        ge=0, description="Mean gap between emissions: one step (= TPOT without speculation)."
+    )
     e2e_s: float = Field(ge=0, description="Mean end-to-end latency per request.")
 
 
@@ -319,6 +321,7 @@ class _Steady:
     batch: float
     limit: str
     steps_per_request: float
+    decode_steps: float  # steps after the first token: (osl − 1) / tokens per step
     step_s: float
     ttft_service_s: float
     burst_s: float  # prefill of b prompts at once, in full-budget steps (offline start)
@@ -339,29 +342,32 @@ def _steady_state(
     limits = {"concurrency": demand, "kv_capacity": math.floor(kv_cap), "max_num_seqs": seq_cap}
     limit = min(limits, key=lambda k: limits[k])
     b = float(limits[limit])
-    # Each request holds its slot for max(osl, token-budget-bound) steps: isl prefill tokens
-    # plus osl − 1 decode tokens must share the per-step budget with the other b − 1.
-    steps = max(float(osl), b * (isl + osl - 1) / budget)
-    if steps > osl:
+    # Each request holds its slot for max(1 + D, token-budget-bound) steps, D = (osl − 1)/E
+    # decode steps (E tokens per step, 1 without speculation, each verifying q tokens):
+    # isl prefill tokens plus D·q decode tokens share the per-step budget with the other b − 1.
+    e, q = (dep.spec.tokens_per_step, dep.spec.k + 1.0) if dep.spec else (1.0, 1.0)
+    dsteps = (osl - 1) / e
+    steps = max(1.0 + dsteps, b * (isl + dsteps * q) / budget)
+    if steps > 1.0 + dsteps:
         limit = "token_budget"
     batch = Batch(
         prefill_tokens=b * isl / steps,
-        decode_seqs=b * (osl - 1) / steps,
+        decode_seqs=b * dsteps / steps,
         decode_context=isl + osl / 2,
         prefill_context=isl / 2,
         prefill_seqs=b / steps,
     )
     step_s = step_time(dep, batch, p)
-    chunk = float(isl) if not chunked else max(1.0, min(isl, budget - batch.decode_seqs))
+    chunk = float(isl) if not chunked else max(1.0, min(isl, budget - batch.decode_seqs * q))
     prefill_step = Batch(
-        prefill_tokens=chunk, decode_seqs=max(b - 1, 0) * (osl - 1) / max(osl, 1),
+        prefill_tokens=chunk, decode_seqs=max(b - 1, 0) * dsteps / (1.0 + dsteps),
         decode_context=isl + osl / 2, prefill_context=isl / 2, prefill_seqs=1,
     )
     ttft = math.ceil(isl / chunk) * step_time(dep, prefill_step, p)
     full = Batch(prefill_tokens=float(budget), decode_seqs=0.0, decode_context=0.0,
                  prefill_context=isl / 2, prefill_seqs=budget / isl)
     burst = b * isl / budget * step_time(dep, full, p)
-    return _Steady(b, limit, steps, step_s, ttft, burst)
+    return _Steady(b, limit, steps, dsteps, step_s, ttft, burst)
 
 
 def predict(
@@ -381,6 +387,8 @@ def predict(
     max_batched_tokens: int | None = None,
     gpu_memory_fraction: float | None = None,
     params: PerfParams | None = None,
+    speculative: SpeculativeConfig | None = None,
+    spec_acceptance: float | None = None,
 ) -> Prediction:
     """Steady-state serving of a fixed ISL/OSL workload: closed loop at `concurrency`, or
     offline (`num_requests` queued at t = 0, batch at the memory / max_num_seqs ceiling).
@@ -395,8 +403,11 @@ def predict(
     slot and the first B share one prefill burst. E2E = TTFT + (osl − 1)·TPOT.
     The ramp-up/drain of a finite offline run is ignored (makespan = N / requests/s).
     `params` defaults to the fitted parameters (data/calibration/fit.json).
-    TODO(next session): speculative decoding (draft cost, acceptance, verification that
-    grows with batch) is not modelled; EngineConfig.speculative is ignored here.
+    Speculative decoding (`speculative`, per-token acceptance `spec_acceptance` or the
+    method's default): E = (1 − a^(k+1))/(1 − a) tokens per decode step, so osl − 1 tokens
+    take D = (osl − 1)/E steps of k + 1 verified tokens each (step_time adds the draft);
+    S = max(1 + D, B·(isl + D·(k+1))/budget), TPOT = D·step/(osl − 1) = step/E, ITL = step
+    (a step's tokens arrive together).
 
     Raises:
         UsageError: bad lengths, neither or both of concurrency / num_requests, gpus not a
@@ -420,6 +431,7 @@ def predict(
         max_batched_tokens=max_batched_tokens, gpu_memory_fraction=gpu_memory_fraction,
         kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
         weight_quantization=PRECISIONS[precision],  # type: ignore[arg-type]
+        speculative=speculative,
     )
     plan = plan_memory(config, gpu, model)
     if not plan.fits:
@@ -427,10 +439,10 @@ def predict(
     p = (params or load_params()).engines[engine]
     seqs, budget, chunked = _engine_defaults(engine, gpu)
     caps = (max_num_seqs or seqs, max_batched_tokens or budget, chunked)
-    dep = deployment(config, gpu, model)
+    dep = deployment(config, gpu, model, acceptance=spec_acceptance)
     s = _steady_state(dep, p, demand_total / replicas, caps, isl=isl, osl=osl)
     rps_replica = s.batch / (s.steps_per_request * s.step_s)
-    ttft = s.ttft_service_s + max(0.0, s.steps_per_request - osl) * s.step_s
+    ttft = s.ttft_service_s + max(0.0, s.steps_per_request - 1.0 - s.decode_steps) * s.step_s
     if concurrency is not None:
         # Closed loop above the batch ceiling: Little's law, the extra c − B wait in queue.
         ttft += max(0.0, concurrency / replicas - s.batch) / rps_replica
@@ -439,13 +451,14 @@ def predict(
         waits = max(0.0, n - s.batch) * (max(0.0, n - s.batch) + 1) / (2 * rps_replica)
         first_wave = min(n, s.batch) * 0.5 * s.burst_s
         ttft += (waits + first_wave) / n
-    e2e = ttft + (osl - 1) * s.step_s
+    e2e = ttft + s.decode_steps * s.step_s
+    tpot = s.decode_steps * s.step_s / (osl - 1) if osl > 1 else s.step_s
     rps = rps_replica * replicas
     return Prediction(
         engine=engine, replicas=replicas, batch=s.batch, batch_limit=s.limit,
         kv_capacity_tokens=dep.kv_capacity_tokens, step_time_s=s.step_s,
         output_throughput_tok_s=rps * osl, total_throughput_tok_s=rps * (isl + osl),
-        request_throughput_rps=rps, ttft_s=ttft, tpot_s=s.step_s, itl_s=s.step_s, e2e_s=e2e,
+        request_throughput_rps=rps, ttft_s=ttft, tpot_s=tpot, itl_s=s.step_s, e2e_s=e2e,
     )
 
 
