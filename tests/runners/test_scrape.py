@@ -1,0 +1,141 @@
+"""Prometheus text parsing, the engine-name → key mapping, and the interval scraper against a
+local HTTP server whose counters move between scrapes."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from time import perf_counter
+
+import pytest
+from aiohttp import web
+
+from engines import get_engine
+from runners.scrape import ExpositionError, Scraper, extract, hit_rate, parse_exposition
+
+# The shape of vLLM 0.1x /metrics (v1 engine): HELP/TYPE comments, model_name/engine labels,
+# counters with _total and _created, a histogram.
+VLLM_TEXT = """\
+# HELP python_gc_objects_collected_total Objects collected during gc
+# TYPE python_gc_objects_collected_total counter
+python_gc_objects_collected_total{generation="0"} 8751.0
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="tiny"} 2.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="tiny"} 5.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.25
+# TYPE vllm:prefix_cache_queries counter
+vllm:prefix_cache_queries_total{engine="0",model_name="tiny"} 4096.0
+vllm:prefix_cache_queries_created{engine="0",model_name="tiny"} 1.7e+09
+# TYPE vllm:prefix_cache_hits counter
+vllm:prefix_cache_hits_total{engine="0",model_name="tiny"} 1024.0
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="tiny"} 0.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="tiny"} 12.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="tiny"} 12.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="tiny"} 3.5
+"""
+
+
+def test_parse_labels_values_and_comments():
+    samples = parse_exposition(VLLM_TEXT + 'odd{a="q\\"uo\\\\te\\n",b="x"} NaN 1700000000000\n'
+                               "neg -Inf\n")
+    by = {(s.name, s.labels.get("le")): s for s in samples}
+    assert len(samples) == 13
+    assert by[("vllm:num_requests_waiting", None)].labels == {"engine": "0", "model_name": "tiny"}
+    assert by[("vllm:time_to_first_token_seconds_bucket", "+Inf")].value == 12.0
+    odd = by[("odd", None)]
+    assert odd.labels == {"a": 'q"uo\\te\n', "b": "x"} and math.isnan(odd.value)
+    assert odd.timestamp_ms == 1700000000000
+    assert by[("neg", None)].value == -math.inf
+
+
+def test_parse_error_names_the_line():
+    with pytest.raises(ExpositionError, match="line 2"):
+        parse_exposition("ok 1\nbroken{a=1} 2\n")
+
+
+def test_extract_with_the_vllm_plugin_names():
+    names = get_engine("vllm").metric_names
+    got = {s.key: s.value for s in extract(parse_exposition(VLLM_TEXT), names, 1.0)}
+    assert got["queue_depth"] == 5 and got["running"] == 2 and got["kv_cache_usage"] == 0.25
+    assert got["prefix_cache_queries_tokens"] == 4096 and got["prefix_cache_hits_tokens"] == 1024
+    assert got["ttft_seconds_sum"] == 3.5 and got["ttft_seconds_count"] == 12
+
+
+def test_extract_older_name_and_label_sum():
+    text = ('vllm:gpu_cache_usage_perc{engine="0"} 0.2\nvllm:gpu_cache_usage_perc{engine="1"} 0.4\n'
+            'vllm:num_requests_waiting{engine="0"} 3\nvllm:num_requests_waiting{engine="1"} 4\n')
+    got = {s.key: s for s in extract(parse_exposition(text), get_engine("vllm").metric_names, 0)}
+    assert got["kv_cache_usage"].name == "vllm:gpu_cache_usage_perc"
+    assert got["kv_cache_usage"].value == pytest.approx(0.3)  # a ratio: averaged
+    assert got["queue_depth"].value == 7  # a count: summed over engines
+
+
+@pytest.fixture
+def metrics_server():
+    state = {"n": 0}
+
+    async def handler(_request: web.Request) -> web.Response:
+        state["n"] += 1
+        n = state["n"]
+        body = (f'vllm:num_requests_waiting{{model_name="m"}} {n}\n'
+                f'vllm:prefix_cache_queries_total{{model_name="m"}} {100 * n}\n'
+                f'vllm:prefix_cache_hits_total{{model_name="m"}} {60 * n}\n')
+        return web.Response(text=body, content_type="text/plain")
+
+    return handler, state
+
+
+def test_scraper_interval_and_hit_rate(metrics_server):
+    handler, state = metrics_server
+    got = []
+
+    async def main() -> tuple[float, float]:
+        app = web.Application()
+        app.router.add_get("/metrics", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        scraper = Scraper(f"http://127.0.0.1:{port}/metrics", get_engine("vllm").metric_names,
+                          sink=got.extend, interval_s=0.1)
+        stop = asyncio.Event()
+        before = perf_counter()
+        task = asyncio.create_task(scraper.run(stop))
+        await asyncio.sleep(0.45)
+        stop.set()
+        await task
+        after = perf_counter()
+        await runner.cleanup()
+        assert scraper.failures == 0 and scraper.scrapes == state["n"]
+        return before, after
+
+    before, after = asyncio.run(main())
+    waits = [s for s in got if s.key == "queue_depth"]
+    assert 4 <= len(waits) == state["n"] <= 8
+    assert [s.value for s in waits] == list(range(1, len(waits) + 1))
+    assert all(before <= s.at_s <= after for s in got)  # the request stamps' clock
+    assert hit_rate(got) == pytest.approx(0.6)
+
+
+def test_scraper_counts_failures_without_raising():
+    got = []
+
+    async def main() -> Scraper:
+        scraper = Scraper("http://127.0.0.1:9/metrics", get_engine("vllm").metric_names,
+                          sink=got.extend, interval_s=0.05, timeout_s=1.0)
+        stop = asyncio.Event()
+        task = asyncio.create_task(scraper.run(stop))
+        await asyncio.sleep(0.12)
+        stop.set()
+        await task
+        return scraper
+
+    scraper = asyncio.run(main())
+    assert scraper.failures >= 2 and scraper.scrapes == 0 and got == []
+    assert scraper.last_error
