@@ -350,15 +350,20 @@ def _steady_state(
     steps = max(1.0 + dsteps, b * (isl + dsteps * q) / budget)
     if steps > 1.0 + dsteps:
         limit = "token_budget"
-    batch = Batch(
-        prefill_tokens=b * isl / steps,
-        decode_seqs=b * dsteps / steps,
-        decode_context=isl + osl / 2,
-        prefill_context=isl / 2,
-        prefill_seqs=b / steps,
-    )
-    step_s = step_time(dep, batch, p)
-    chunk = float(isl) if not chunked else max(1.0, min(isl, budget - batch.decode_seqs * q))
+    # Prefill is not spread thinly over the cycle: it comes in chunks of up to the budget left
+    # beside the decodes (one prompt at a time when staggered), so n_p of the S steps carry a
+    # c_p-token chunk and the rest decode only; the step time is the mix of the two.
+    decodes = b * dsteps / steps
+    c_p = max(1.0, min(budget - decodes * q, max(float(isl), b * isl / steps)))
+    n_p = min(steps, b * isl / c_p)
+    context = isl + osl / 2
+    mixed = Batch(prefill_tokens=c_p, decode_seqs=decodes, decode_context=context,
+                  prefill_context=isl / 2, prefill_seqs=c_p / isl)
+    step_s = n_p / steps * step_time(dep, mixed, p)
+    if n_p < steps:
+        pure = Batch(prefill_tokens=0.0, decode_seqs=decodes, decode_context=context)
+        step_s += (1.0 - n_p / steps) * step_time(dep, pure, p)
+    chunk = float(isl) if not chunked else max(1.0, min(isl, budget - decodes * q))
     prefill_step = Batch(
         prefill_tokens=chunk, decode_seqs=max(b - 1, 0) * dsteps / (1.0 + dsteps),
         decode_context=isl + osl / 2, prefill_context=isl / 2, prefill_seqs=1,

@@ -143,6 +143,12 @@ class SimOptions(BaseModel):
         description="Trace mode: arrival_s is multiplied by this (0.5 replays twice as fast).",
     )
     concurrency: int | None = Field(default=None, ge=1, description="Closed-loop users.")
+    closed_loop_ramp_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Closed loop: users send their first request evenly over [0, ramp) "
+        "instead of all at t = 0 (fixed lengths otherwise stay in lock-step waves).",
+    )
     batching: Literal["continuous", "static"] = Field(
         default="continuous",
         description="static: a new batch starts only when the running "
@@ -215,6 +221,11 @@ class SimResult(BaseModel):
     preemptions: np.ndarray = Field(description="Per request: times preempted.")
     max_itl_s: np.ndarray | None = Field(
         default=None, description="Per request: largest gap between two emissions, s."
+    )
+    itl_histogram: np.ndarray | None = Field(
+        default=None,
+        description="Pooled emission gaps: sim_kernel's log-binned counts, then (sum, count, "
+        "max); `histogram_stats` reads it (runs combine by adding histograms).",
     )
     series_t_s: np.ndarray = Field(description="Time of each series sample, s.")
     queue_len: np.ndarray = Field(description="Waiting requests (arrived, not running).")
@@ -289,7 +300,8 @@ def _prepare(req: SimRequests, order: np.ndarray, arr: np.ndarray, use_hashes: b
     )
 
 
-def _stats(x: np.ndarray) -> LatencyStats:
+def latency_stats(x: np.ndarray) -> LatencyStats:
+    """mean/p50/p90/p95/p99 of the finite entries of `x` (NaN when there are none)."""
     x = x[np.isfinite(x)]
     if x.size == 0:
         return LatencyStats(p50=math.nan, p90=math.nan, p95=math.nan, p99=math.nan, mean=math.nan)
@@ -321,7 +333,13 @@ def _arrivals(arr: np.ndarray, options: SimOptions) -> np.ndarray:
         return arr * options.time_scale
     if options.arrival == "closed_loop" and options.concurrency is None:
         raise UsageError("closed_loop arrivals need a concurrency")
-    return np.zeros_like(arr)
+    out = np.zeros_like(arr, dtype=np.float64)
+    if options.arrival == "closed_loop" and options.closed_loop_ramp_s > 0:
+        # Users start evenly over the ramp; the rest sort after them (released on finishes).
+        c = min(options.concurrency or 1, len(out))
+        out[:] = options.closed_loop_ramp_s
+        out[:c] = np.arange(c) * options.closed_loop_ramp_s / c
+    return out
 
 
 def simulate(
@@ -435,9 +453,9 @@ def histogram_stats(itl: np.ndarray) -> tuple[LatencyStats, float]:
     from recommender import sim_kernel
 
     nb = sim_kernel.ITL_BINS
-    counts, (total, n, biggest) = itl[:nb], itl[nb:]
+    counts, (total, n, biggest) = itl[:nb], itl[nb:nb + 3]
     if n == 0:
-        return _stats(np.zeros(0)), math.nan
+        return latency_stats(np.zeros(0)), math.nan
     cdf = np.cumsum(counts)
     edges = sim_kernel.ITL_LO_S * 10.0 ** ((np.arange(nb) + 0.5) / sim_kernel.ITL_BINS_PER_DECADE)
     q = [min(float(edges[np.searchsorted(cdf, f * n)]), biggest) for f in (0.5, 0.9, 0.95, 0.99)]
@@ -475,9 +493,9 @@ def _result(
         completed=done,
         rejected=len(ok) - done,
         makespan_s=makespan,
-        ttft_s=_stats(ttft),
-        tpot_s=_stats(tpot),
-        e2e_s=_stats(e2e),
+        ttft_s=latency_stats(ttft),
+        tpot_s=latency_stats(tpot),
+        e2e_s=latency_stats(e2e),
         itl_s=itl_stats,
         itl_max_s=itl_max,
         request_throughput_rps=rate(done),
@@ -494,6 +512,7 @@ def _result(
         e2e_s=e2e,
         preemptions=run.npre,
         max_itl_s=run.max_itl,
+        itl_histogram=run.itl,
         series_t_s=t_s,
         queue_len=queue,
         running_seqs=running,
