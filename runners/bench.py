@@ -1,0 +1,489 @@
+"""A live benchmark from start to end: bring the server up (or reach it), scrape its metrics,
+run the workload (or a concurrency sweep to the knee), store every result as it finishes,
+summarize and analyse, and always tear the server down.
+
+Run status in the store: `running` while it goes; `complete` when every request was accounted
+for; `incomplete` when stopped (stop event, Ctrl-C); `failed` on an error or when the server
+stopped answering its health check during the run. Rows measured so far are kept in all cases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Any, Self
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from engines import get_engine
+from engines.config import EngineConfig, EngineKind
+from profiler.workspace import Workspace
+from runners.errors import RunnerError, one_line
+from runners.launch import LaunchSpec, launched
+from runners.loadgen import LoadOptions, WorkloadOutcome, run_workload
+from runners.metrics import (
+    BurstAnalysis,
+    Knee,
+    SoakAnalysis,
+    Summary,
+    SweepLevel,
+    analyze_burst,
+    analyze_soak,
+    find_knee,
+    summarize,
+)
+from runners.schemas import Api, RequestResult
+from runners.scrape import MetricSample, Scraper, hit_rate
+from runners.store import RunMeta, RunRecorder
+from runners.workloads import Schedule, WorkloadSpec, build_schedule
+
+PROGRESS_INTERVAL_S = 0.5
+HEALTH_INTERVAL_S = 1.0
+HEALTH_FAILURES = 3  # consecutive failed health checks that mean the server is gone
+DEFAULT_SWEEP_CAP = 64
+
+
+class BenchError(RunnerError):
+    """The run could not finish (server gone, bad setup); what it measured stays stored."""
+
+
+class BenchRequest(BaseModel):
+    """One benchmark: where the server is (or how to launch it), and what load to send."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint_url: str | None = Field(None, description="An already running server's base URL.")
+    launch: LaunchSpec | None = Field(None, description="Launch (local | docker) and tear down.")
+    engine: EngineKind | None = Field(
+        None, description="Plug-in whose metric names are scraped; default the launch config's "
+        "engine, else vllm.")
+    model: str | None = Field(None, description="Served model name; None = the server's.")
+    workload: WorkloadSpec
+    sweep_max_concurrency: int | None = Field(
+        None, ge=1, description="Sweep: run `workload` (kind concurrency) at 1, 2, 4, … up to "
+        "this cap, stopping once past the knee.")
+    api: Api = "completions"
+    slo_ttft_p95_s: float | None = Field(None, gt=0)
+    slo_tpot_p95_s: float | None = Field(None, gt=0)
+    workers: int = Field(1, ge=1)
+    timeout_s: float = Field(600.0, gt=0, description="Bound on each request.")
+    scrape_interval_s: float = Field(1.0, gt=0)
+    seed: int = 0
+    argv: list[str] = Field(default_factory=list, description="Command line, for the record.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if (self.endpoint_url is None) == (self.launch is None):
+            raise ValueError("give exactly one of endpoint_url or launch")
+        if self.sweep_max_concurrency is not None and self.workload.kind != "concurrency":
+            raise ValueError("a sweep runs a 'concurrency' workload at increasing levels")
+        return self
+
+
+class ProgressSample(BaseModel):
+    """A live view of the run, every PROGRESS_INTERVAL_S."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    elapsed_s: float
+    completed: int
+    errors: int
+    throughput_rps: float = Field(description="Completed per second since the run began.")
+    ttft_p50_s: float | None = Field(description="Median TTFT so far.")
+    queue_depth: float | None = Field(description="Last scraped queue depth.")
+    running: float | None = Field(description="Last scraped running requests.")
+    level: int | None = Field(None, description="Sweep: the concurrency level being run.")
+
+
+class ScrapeSummary(BaseModel):
+    """What the engine's /metrics said over the run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scrapes: int
+    failures: int
+    last_error: str | None
+    prefix_cache_hit_rate: float | None = Field(description="Δhits / Δqueries over the run.")
+    prefix_cache_hits_delta: float | None
+    peak_queue_depth: float | None
+    peak_running: float | None
+    mean_kv_cache_usage: float | None
+
+
+class BenchReport(BaseModel):
+    """Everything one benchmark run produced (also stored under `run_id`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    status: str
+    url: str
+    model: str | None
+    summary: Summary
+    scraped: ScrapeSummary
+    slo_met: bool | None = Field(description="p95 TTFT and TPOT within the given SLOs.")
+    levels: list[SweepLevel] | None = None
+    knee: Knee | None = None
+    burst: BurstAnalysis | None = None
+    soak: SoakAnalysis | None = None
+
+
+@dataclass
+class _Live:
+    """One run in progress: its inputs and what it has seen so far."""
+
+    request: BenchRequest
+    schedules: list[tuple[int | None, Schedule]]
+    url: str
+    health_url: str | None
+    origin_s: float
+    recorder: RunRecorder | None = None
+    results: list[RequestResult] = field(default_factory=list)
+    metrics: list[MetricSample] = field(default_factory=list)
+    level: int | None = None
+    server_gone: str | None = None
+    scraper: Scraper | None = None
+
+
+def run_bench(request: BenchRequest, *, workspace: Workspace,
+              progress: Callable[[ProgressSample], None] | None = None,
+              stop: threading.Event | None = None) -> BenchReport:
+    """Run `request` and store it in `workspace`; see the module docstring for statuses.
+
+    Raises:
+        BenchError: the server stopped answering during the run (run stored as failed).
+        RunnerError, LaunchError: bad setup or launch (a run that started is stored failed).
+        KeyboardInterrupt: after the run is stored as incomplete and the server torn down.
+    """
+    schedules = _schedules(request)  # bad input fails here, before anything starts
+    with _serving(request) as (url, health_url):
+        live = _Live(request=request, schedules=schedules, url=url, health_url=health_url,
+                     origin_s=perf_counter())
+        return _run(live, workspace, progress, stop)
+
+
+def _schedules(request: BenchRequest) -> list[tuple[int | None, Schedule]]:
+    if request.sweep_max_concurrency is None:
+        return [(None, build_schedule(request.workload))]
+    levels, c = [], 1
+    while c <= request.sweep_max_concurrency:
+        levels.append(c)
+        c *= 2
+    out = []
+    for c in levels:
+        n = request.workload.num_requests
+        spec = request.workload.model_copy(update={
+            "concurrency": c, "num_requests": None if n is None else max(n, 4 * c)})
+        out.append((c, build_schedule(spec)))
+    return out
+
+
+@contextlib.contextmanager
+def _serving(request: BenchRequest) -> Iterator[tuple[str, str | None]]:
+    """(base URL, health URL or None): the given endpoint, or a launched server."""
+    if request.launch is None:
+        url = (request.endpoint_url or "").rstrip("/")
+        kind = request.engine or "vllm"
+        probe = get_engine(kind).readiness(EngineConfig(engine=kind, model=request.model or "m"))
+        yield url, server_root(url) + probe.health_path
+        return
+    spec = request.launch
+    with launched(spec) as ep:
+        probe = spec.probe or (get_engine(spec.config.engine).readiness(spec.config)
+                               if spec.config else None)
+        yield ep.url, ep.url + probe.health_path if probe else None
+
+
+def _metric_names(request: BenchRequest) -> tuple[Mapping[str, tuple[str, ...]], str]:
+    kind = request.engine or (request.launch.config.engine if request.launch
+                              and request.launch.config else "vllm")
+    plugin = get_engine(kind)
+    return plugin.metric_names, plugin.metrics_path
+
+
+def _run(live: _Live, workspace: Workspace, progress: Callable[[ProgressSample], None] | None,
+         stop: threading.Event | None) -> BenchReport:
+    request = live.request
+    run_id = f"{request.workload.kind if not request.sweep_max_concurrency else 'sweep'}-" \
+             f"{uuid.uuid4().hex[:10]}"
+    recorder = live.recorder = RunRecorder(workspace, _meta(request, run_id),
+                                           origin_s=live.origin_s)
+    recorder.start()
+    try:
+        outcomes = _run_async(_drive(live, progress, stop))
+    except KeyboardInterrupt:
+        recorder.finish("incomplete", error="interrupted")
+        raise
+    except BaseException as exc:
+        recorder.finish("failed", error=one_line(f"{type(exc).__name__}: {exc}"))
+        raise
+    report = _report(live, run_id, outcomes)
+    analysis = report.model_dump(include={"levels", "knee", "burst", "soak", "scraped"},
+                                 exclude_none=True)
+    if live.server_gone:
+        recorder.finish("failed", summary=report.summary.model_dump(), analysis=analysis,
+                        error=live.server_gone)
+        raise BenchError(f"run {run_id}: {live.server_gone}; {report.summary.count} requests "
+                         f"measured and kept in {workspace.path}")
+    status = "incomplete" if any(o.interrupted or o.unsent for _, o in outcomes) else "complete"
+    recorder.finish(status, summary=report.summary.model_dump(), analysis=analysis)
+    return report.model_copy(update={"status": status})
+
+
+def _meta(request: BenchRequest, run_id: str) -> RunMeta:
+    config = request.launch.config.model_dump(mode="json") if request.launch and \
+        request.launch.config else {"endpoint_url": request.endpoint_url}
+    workload = request.workload.model_dump(mode="json")
+    if request.sweep_max_concurrency:
+        workload["sweep_max_concurrency"] = request.sweep_max_concurrency
+    return RunMeta(run_id=run_id, kind="sweep" if request.sweep_max_concurrency
+                   else request.workload.kind, argv=request.argv, config=config,
+                   workload=workload)
+
+
+def _run_async(coro: Any) -> Any:
+    """Run `coro` on a fresh loop, in a worker thread when this thread already runs one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            box.append((True, asyncio.run(coro)))
+        except BaseException as exc:  # handed back to the caller's thread
+            box.append((False, exc))
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+async def _drive(live: _Live, progress: Callable[[ProgressSample], None] | None,
+                 stop: threading.Event | None) -> list[tuple[int | None, WorkloadOutcome]]:
+    """Scraper, watchdog, stop bridge and progress around the workload(s)."""
+    halt, done = asyncio.Event(), asyncio.Event()
+    names, path = _metric_names(live.request)
+    health_url = live.health_url
+
+    def sink(samples: list[MetricSample]) -> None:
+        live.metrics.extend(samples)
+        if live.recorder is not None:
+            live.recorder.add_metrics(samples)
+
+    scraper = live.scraper = Scraper(server_root(live.url) + path, names, sink=sink,
+                                     interval_s=live.request.scrape_interval_s)
+    helpers = [asyncio.create_task(scraper.run(done))]
+    if stop is not None:
+        helpers.append(asyncio.create_task(_bridge(stop, halt, done)))
+    if health_url is not None:
+        helpers.append(asyncio.create_task(_watchdog(health_url, live, halt, done)))
+    if progress is not None:
+        helpers.append(asyncio.create_task(_reporter(progress, live, done)))
+    try:
+        outcomes = await _workloads(live, halt)
+        if live.health_url is not None and live.server_gone is None and not await _healthy(
+                live.health_url):
+            live.server_gone = "the server stopped answering its health check during the run"
+        return outcomes
+    finally:
+        done.set()
+        await asyncio.gather(*helpers, return_exceptions=True)
+        if progress is not None:
+            progress(_sample(live))
+
+
+async def _workloads(live: _Live, halt: asyncio.Event
+                     ) -> list[tuple[int | None, WorkloadOutcome]]:
+    """Each schedule in turn (sweep levels stop once past the knee, or when halted)."""
+    request = live.request
+    outcomes: list[tuple[int | None, WorkloadOutcome]] = []
+    offset = 0
+    for level, schedule in live.schedules:
+        live.level = level
+        options = LoadOptions(url=live.url, model=request.model, api=request.api,
+                              timeout_s=request.timeout_s, workers=request.workers,
+                              seed=request.seed)
+        on_result = _on_result(live, schedule, offset, perf_counter())
+        outcome = await run_workload(schedule, options, on_result=on_result, stop=halt)
+        outcomes.append((level, outcome))
+        offset += max(outcome.indices, default=-1) + 1
+        if halt.is_set() or (level is not None and find_knee(_levels(outcomes)).past_knee):
+            break
+    return outcomes
+
+
+def _on_result(live: _Live, schedule: Schedule, offset: int, start_s: float
+               ) -> Callable[[int, RequestResult], None]:
+    level, recorder = live.level, live.recorder
+    assert recorder is not None
+
+    def on_result(index: int, result: RequestResult) -> None:
+        if level is not None:
+            phase = f"c{level}"
+        elif schedule.open_loop:
+            phase = schedule.request(index).phase
+        else:  # closed-loop pools: the phase at its send (offset from just before the start)
+            phase = schedule.phase_at(result.sent_at_s - start_s)
+        live.results.append(result)
+        recorder.add_result(offset + index, result, phase)
+
+    return on_result
+
+
+def server_root(url: str) -> str:
+    """`http://h:p` from a base URL, a `/v1` URL or a full endpoint URL."""
+    url = url.rstrip("/")
+    for tail in ("/chat/completions", "/completions"):
+        url = url.removesuffix(tail)
+    return url.removesuffix("/v1")
+
+
+async def _bridge(stop: threading.Event, halt: asyncio.Event, done: asyncio.Event) -> None:
+    """A thread's stop event → the loop's (a thread event cannot wake a loop: poll it)."""
+    while not done.is_set():
+        if stop.is_set():
+            halt.set()
+            return
+        await asyncio.sleep(0.05)
+
+
+async def _healthy(url: str) -> bool:
+    def get() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2.0) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    return await asyncio.to_thread(get)
+
+
+async def _watchdog(url: str, live: _Live, halt: asyncio.Event, done: asyncio.Event) -> None:
+    """Halt the run when the server fails HEALTH_FAILURES health checks in a row. Armed only
+    if the first check passes (an endpoint may not serve the plug-in's health path)."""
+    if not await _healthy(url):
+        live.health_url = None
+        return
+    failures = 0
+    while not done.is_set():
+        failures = 0 if await _healthy(url) else failures + 1
+        if failures >= HEALTH_FAILURES:
+            live.server_gone = (f"the server stopped answering its health check ({url}) "
+                                f"during the run")
+            halt.set()
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), HEALTH_INTERVAL_S)
+
+
+async def _reporter(progress: Callable[[ProgressSample], None], live: _Live,
+                    done: asyncio.Event) -> None:
+    while not done.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), PROGRESS_INTERVAL_S)
+        if not done.is_set():
+            progress(_sample(live))
+
+
+def _sample(live: _Live) -> ProgressSample:
+    elapsed = perf_counter() - live.origin_s
+    ok = [r for r in live.results if r.success]
+    ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
+    latest: dict[str, float] = {}
+    for m in live.metrics[-64:]:
+        latest[m.key] = m.value
+    return ProgressSample(
+        elapsed_s=elapsed, completed=len(ok), errors=len(live.results) - len(ok),
+        throughput_rps=len(ok) / elapsed if elapsed > 0 else 0.0,
+        ttft_p50_s=float(np.median(ttfts)) if ttfts else None,
+        queue_depth=latest.get("queue_depth"), running=latest.get("running"), level=live.level)
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def _levels(outcomes: list[tuple[int | None, WorkloadOutcome]]) -> list[SweepLevel]:
+    out = []
+    for level, o in outcomes:
+        if level is None:
+            continue
+        s = summarize(o.results, started_at_s=o.started_at_s, ended_at_s=o.ended_at_s)
+        out.append(SweepLevel(concurrency=level, request_throughput_rps=s.request_throughput_rps,
+                              output_throughput_tok_s=s.output_throughput_tok_s,
+                              e2e_p50_s=s.e2e_s.p50, ttft_p95_s=s.ttft_s.p95))
+    return out
+
+
+def _report(live: _Live, run_id: str, outcomes: list[tuple[int | None, WorkloadOutcome]]
+            ) -> BenchReport:
+    request = live.request
+    results = [r for _, o in outcomes for r in o.results]
+    t0 = outcomes[0][1].started_at_s if outcomes else live.origin_s
+    t1 = outcomes[-1][1].ended_at_s if outcomes else live.origin_s
+    summary = summarize(results, started_at_s=t0, ended_at_s=t1,
+                        slo_ttft_s=request.slo_ttft_p95_s, slo_tpot_s=request.slo_tpot_p95_s)
+    schedule = live.schedules[0][1]
+    report = BenchReport(run_id=run_id, status="running", url=live.url, model=request.model,
+                         summary=summary, scraped=_scraped(live.metrics, live.scraper),
+                         slo_met=_slo_met(summary, request))
+    if request.sweep_max_concurrency:
+        levels = _levels(outcomes)
+        report.levels, report.knee = levels, find_knee(levels)
+    elif outcomes and schedule.kind == "burst":
+        report.burst = _burst(schedule, outcomes[0][1], live.metrics)
+    elif outcomes and schedule.kind == "soak" and schedule.phases:
+        report.soak = analyze_soak(results, t0=t0, t1=t0 + schedule.phases[-1].end_s,
+                                   windows=len(schedule.phases))
+    return report
+
+
+def _burst(schedule: Schedule, outcome: WorkloadOutcome,
+           metrics: list[MetricSample]) -> BurstAnalysis:
+    phase = next(p for p in schedule.phases if p.name == "burst")
+    t0 = outcome.started_at_s
+    queue = [(m.at_s - t0, m.value) for m in metrics if m.key == "queue_depth"]
+    return analyze_burst(outcome.results, t0=t0, burst_start_s=phase.start_s,
+                         burst_end_s=phase.end_s, queue_depth=queue)
+
+
+def _slo_met(summary: Summary, request: BenchRequest) -> bool | None:
+    checks = [(request.slo_ttft_p95_s, summary.ttft_s.p95),
+              (request.slo_tpot_p95_s, summary.tpot_s.p95)]
+    if all(slo is None for slo, _ in checks):
+        return None
+    return summary.completed > 0 and all(
+        slo is None or (p95 is not None and p95 <= slo) for slo, p95 in checks)
+
+
+def _scraped(metrics: list[MetricSample], scraper: Scraper | None) -> ScrapeSummary:
+    def values(key: str) -> list[float]:
+        return [m.value for m in metrics if m.key == key]
+
+    hits = values("prefix_cache_hits_tokens")
+    kv = values("kv_cache_usage")
+    return ScrapeSummary(
+        scrapes=scraper.scrapes if scraper else 0,
+        failures=scraper.failures if scraper else 0,
+        last_error=scraper.last_error if scraper else None,
+        prefix_cache_hit_rate=hit_rate(metrics),
+        prefix_cache_hits_delta=hits[-1] - hits[0] if len(hits) >= 2 else None,
+        peak_queue_depth=max(values("queue_depth"), default=None),
+        peak_running=max(values("running"), default=None),
+        mean_kv_cache_usage=sum(kv) / len(kv) if kv else None)

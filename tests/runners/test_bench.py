@@ -1,0 +1,119 @@
+"""Benchmark orchestration against a local streaming server (tests/runners/fake_openai.py):
+every request accounted for and stored, metrics scraped, the sweep stops past the knee of a
+server that runs two requests at a time, a burst shows its spike, and a run stopped or whose
+server dies half-way is stored with its rows and the right status."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from profiler.workspace import Workspace
+from runners.bench import BenchError, BenchRequest, ProgressSample, run_bench
+from runners.store import list_runs, load_run
+from runners.workloads import WorkloadSpec
+from tests.runners.fake_openai import FakeOpenAI
+
+
+@pytest.fixture
+def fake():
+    server = FakeOpenAI(ttft_s=0.02, tpot_s=0.01).start()
+    yield server
+    server.stop()
+
+
+def _poisson(n: int, rate: float, out: int = 4) -> WorkloadSpec:
+    return WorkloadSpec(kind="poisson", rate_rps=rate, num_requests=n, prompt_tokens=48,
+                        output_tokens=out, seed=3)
+
+
+def test_poisson_run_is_measured_scraped_and_stored(fake, tmp_path):
+    ws = Workspace(tmp_path / "w.duckdb")
+    seen: list[ProgressSample] = []
+    req = BenchRequest(endpoint_url=fake.url, workload=_poisson(24, 20.0),
+                       scrape_interval_s=0.2, slo_ttft_p95_s=5.0, argv=["bench", "x"])
+    report = run_bench(req, workspace=ws, progress=seen.append)
+    s = report.summary
+    assert report.status == "complete" and s.count == s.completed == 24
+    assert all(b["max_tokens"] == 4 and b["ignore_eos"] for b in fake.bodies)
+    assert s.output_throughput_tok_s == pytest.approx(4 * s.request_throughput_rps)
+    assert s.ttft_s.p50 >= 0.02 and report.slo_met is True
+    assert s.goodput_rps == pytest.approx(s.request_throughput_rps)
+    assert report.scraped.scrapes >= 2 and report.scraped.failures == 0
+    assert report.scraped.prefix_cache_hit_rate is not None
+    assert seen and seen[-1].completed == 24
+    record = load_run(ws, report.run_id)
+    assert record.info.status == "complete" and record.info.argv == ["bench", "x"]
+    assert sorted(r.idx for r in record.requests) == list(range(24))
+    assert all(r.result.output_tokens == 4 and r.phase == "poisson" for r in record.requests)
+    assert {m.key for m in record.metrics} >= {"queue_depth", "running"}
+    assert record.info.summary["completed"] == 24
+
+
+def test_sweep_stops_past_the_knee(tmp_path):
+    server = FakeOpenAI(ttft_s=0.01, tpot_s=0.02, max_running=2).start()
+    try:
+        spec = WorkloadSpec(kind="concurrency", concurrency=1, num_requests=8, prompt_tokens=32,
+                            output_tokens=6)
+        report = run_bench(BenchRequest(endpoint_url=server.url, workload=spec,
+                                        sweep_max_concurrency=32),
+                           workspace=Workspace(tmp_path / "w.duckdb"))
+    finally:
+        server.stop()
+    levels = [lv.concurrency for lv in report.levels]
+    assert report.knee.knee_concurrency == 2 and levels == [1, 2, 4]
+    assert report.summary.completed == 8 + 8 + 16
+    assert report.summary.peak_concurrency == 4
+
+
+def test_burst_spike_and_queue(tmp_path):
+    server = FakeOpenAI(ttft_s=0.01, tpot_s=0.02, max_running=2).start()
+    try:
+        spec = WorkloadSpec(kind="burst", base_rate_rps=4, peak_rate_rps=50, steady_s=1.5,
+                            burst_s=1.0, prompt_tokens=32, output_tokens=4, seed=1)
+        report = run_bench(BenchRequest(endpoint_url=server.url, workload=spec,
+                                        scrape_interval_s=0.1),
+                           workspace=Workspace(tmp_path / "w.duckdb"))
+    finally:
+        server.stop()
+    b = report.burst
+    assert report.status == "complete" and b is not None
+    # Capacity is 2 requests per 0.07 s ≈ 29 req/s: 50 req/s for 1 s must queue.
+    assert b.ttft_spike_ratio > 2 and b.peak_queue_depth >= 3 and b.baseline_queue_depth < 1
+
+
+def test_stopped_half_way_is_incomplete_with_rows(fake, tmp_path):
+    ws = Workspace(tmp_path / "w.duckdb")
+    stop = threading.Event()
+
+    def progress(p: ProgressSample) -> None:
+        if p.completed >= 5:
+            stop.set()
+
+    report = run_bench(BenchRequest(endpoint_url=fake.url, workload=_poisson(200, 20.0)),
+                       workspace=ws, progress=progress, stop=stop)
+    assert report.status == "incomplete"
+    assert 5 <= report.summary.completed < 200
+    [info] = list_runs(ws)
+    assert info.status == "incomplete" and info.n_requests == report.summary.count
+
+
+def test_server_dying_half_way_fails_the_run_and_keeps_rows(fake, tmp_path):
+    ws = Workspace(tmp_path / "w.duckdb")
+    killed = []
+
+    def progress(p: ProgressSample) -> None:
+        if p.completed >= 5 and not killed:
+            killed.append(p.completed)
+            fake.die()
+
+    with pytest.raises(BenchError, match="stopped answering its health check"):
+        run_bench(BenchRequest(endpoint_url=fake.url, workload=_poisson(400, 20.0)),
+                  workspace=ws, progress=progress)
+    [info] = list_runs(ws)
+    record = load_run(ws, info.run_id)
+    ok = np.array([r.result.success for r in record.requests])
+    assert info.status == "failed" and "health" in info.error
+    assert ok.sum() >= killed[0] and (~ok).any() and len(record.requests) < 400
