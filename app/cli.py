@@ -111,28 +111,47 @@ def _add_predict(sub: Any) -> None:
     p.add_argument("--osl", type=int, required=True, help="output tokens per request")
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--concurrency", type=int, help="closed loop at this concurrency")
+    load.add_argument("--rate", type=float, metavar="RPS", help="Poisson arrivals (seeded)")
     load.add_argument("--offline", action="store_true", help="all requests queued at t = 0")
-    p.add_argument("--num-requests", type=int, help="with --offline")
+    p.add_argument("--num-requests", type=int,
+                   help="requests to simulate (needed with --offline; default: closed loop "
+                        "max(10 x concurrency, 200), rate 2000)")
+    p.add_argument("--max-num-seqs", type=int, help="running-sequence cap (engine default)")
+    p.add_argument("--max-batched-tokens", type=int, help="token budget per step")
+    p.add_argument("--speculative", choices=["ngram", "eagle", "eagle3", "draft_model", "mtp"],
+                   help="speculative decoding method")
+    p.add_argument("--spec-tokens", type=int, default=3, help="draft tokens per step (k)")
+    p.add_argument("--draft-model", help="draft model (eagle, eagle3, draft_model)")
+    p.add_argument("--spec-acceptance", type=float,
+                   help="per-token acceptance rate (default: the method's)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the Poisson arrivals")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_predict)
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
     from recommender.catalog import get_gpu, get_model
-    from recommender.perf import predict, prediction_summary
+    from recommender.predict_sim import load_summary, simulate_load
+    from recommender.speculative import speculative_config
 
     if args.offline and not args.num_requests:
         raise UsageError("--offline needs --num-requests N")
-    for name in ("isl", "osl", "tp", "concurrency", "num_requests", "gpus"):
+    for name in ("isl", "osl", "tp", "concurrency", "num_requests", "gpus", "max_num_seqs",
+                 "max_batched_tokens"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    prediction = predict(
+    spec = None
+    if args.speculative:
+        spec = speculative_config(args.speculative, args.spec_tokens, args.draft_model)
+    prediction = simulate_load(
         args.engine, get_model(args.model), get_gpu(args.gpu), isl=args.isl, osl=args.osl,
-        concurrency=args.concurrency, num_requests=args.num_requests if args.offline else None,
-        gpus=args.gpus, tp=args.tp, precision=args.precision,
-        kv_cache_dtype=args.kv_cache_dtype)
-    summary = prediction_summary(prediction)
+        concurrency=args.concurrency, rate_rps=args.rate, num_requests=args.num_requests,
+        offline=args.offline, gpus=args.gpus, tp=args.tp, precision=args.precision,
+        kv_cache_dtype=args.kv_cache_dtype, max_num_seqs=args.max_num_seqs,
+        max_batched_tokens=args.max_batched_tokens, speculative=spec,
+        spec_acceptance=args.spec_acceptance, seed=args.seed)
+    summary = load_summary(prediction)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -1,4 +1,5 @@
-"""Plain-text rendering of a Profile for the terminal (seconds in, ms/units on screen)."""
+"""Shared text formatting: the terminal views of a Profile and a prediction, and the small
+number formats the web views share (seconds in, ms/units on screen)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,16 @@ from profiler.schema import LengthStats, Profile
 
 def _num(value: float | None, fmt: str = "{:,.3g}") -> str:
     return "n/a" if value is None else fmt.format(value)
+
+
+def fmt_value(value: float | None, spec: str = "{:,.2f}") -> str:
+    """A figure for a metric tile; "n/a" when the trace does not define it."""
+    return _num(value, spec)
+
+
+def fmt_ms(seconds: float | None, spec: str = "{:,.0f} ms") -> str:
+    """Seconds shown as milliseconds."""
+    return "n/a" if seconds is None else spec.format(seconds * 1e3)
 
 
 def _lengths(name: str, s: LengthStats) -> str:
@@ -39,13 +50,18 @@ def profile_text(p: Profile) -> str:
 
 def prediction_text(summary: dict) -> str:
     """A short human view of `predict` (the JSON has every field)."""
-    lat = "  ".join(f"{k[:-3].upper()} {summary[k]['mean']:,.1f} ms"
-                    for k in ("ttft_ms", "tpot_ms", "e2e_ms"))
+    def row(key: str) -> str:
+        v = summary[key]
+        cells = "  ".join(f"{q} {_num(v[q], '{:>9,.1f}')}" for q in ("mean", "p50", "p90", "p99"))
+        return f"  {key[:-3].upper():<5} {cells} ms"
+
     return "\n".join([
         f"Throughput  {summary['output_throughput_tok_s']:,.0f} output tok/s, "
         f"{summary['total_throughput_tok_s']:,.0f} total tok/s, "
         f"{summary['request_throughput_rps']:,.2f} req/s",
-        f"Latency     {lat} (steady-state means)",
-        f"Batch       {summary['batch']:,.1f} running per replica (limited by "
-        f"{summary['batch_limit']}), KV capacity {summary['kv_capacity_tokens']:,} tokens",
+        f"Latency     simulated {summary['requests']:,} requests ({summary['mode']}, "
+        f"{summary['replicas']} replica(s))",
+        *(row(k) for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")),
+        f"KV cache    {summary['kv_capacity_tokens']:,} tokens per replica, "
+        f"{summary['preemptions']:,} preemptions",
     ])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engines.config import EngineConfig, EngineKind, SpeculativeConfig
 from profiler.errors import UsageError
@@ -140,13 +140,18 @@ def simulate_load(
     if precision not in perf.PRECISIONS:
         raise UsageError(f"unknown precision {precision!r}; use one of "
                          f"{', '.join(perf.PRECISIONS)}")
-    config = EngineConfig(
-        engine=engine, model=model.name, tp=tp, max_num_seqs=max_num_seqs,
-        max_batched_tokens=max_batched_tokens, gpu_memory_fraction=gpu_memory_fraction,
-        kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
-        weight_quantization=perf.PRECISIONS[precision],  # type: ignore[arg-type]
-        speculative=speculative,
-    )
+    try:
+        config = EngineConfig(
+            engine=engine, model=model.name, tp=tp, max_num_seqs=max_num_seqs,
+            max_batched_tokens=max_batched_tokens, gpu_memory_fraction=gpu_memory_fraction,
+            kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
+            weight_quantization=perf.PRECISIONS[precision],  # type: ignore[arg-type]
+            speculative=speculative,
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise UsageError(f"{where}: {err['msg']}") from exc
     fitted = params or perf.load_params()
     replicas = gpus // tp
     mode, groups = _groups(replicas, concurrency, rate_rps, num_requests, seed)

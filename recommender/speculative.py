@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from engines.config import SpeculativeConfig
 from profiler.errors import UsageError
 from recommender.specs import ModelSpec
@@ -67,6 +69,22 @@ class SpecDraft:
     def tokens_per_step(self) -> float:
         """Expected tokens a sequence emits per decode step, (1 − a^(k+1)) / (1 − a)."""
         return expected_tokens(self.acceptance, self.k)
+
+
+def speculative_config(
+    method: str, num_tokens: int, draft_model: str | None = None
+) -> SpeculativeConfig:
+    """A validated SpeculativeConfig; bad combinations become one UsageError line.
+
+    Raises:
+        UsageError: unknown method, num_tokens < 1, or a draft_model missing / not allowed.
+    """
+    try:
+        return SpeculativeConfig(method=method, num_tokens=num_tokens,  # type: ignore[arg-type]
+                                 draft_model=draft_model)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UsageError(f"speculative decoding: {first['msg']}") from exc
 
 
 def expected_tokens(acceptance: float, k: int) -> float:

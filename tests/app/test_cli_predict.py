@@ -1,4 +1,4 @@
-"""`python -m app predict`: DESIGN §2.4 JSON keys, the model's figures in ms, usage errors."""
+"""`python -m app predict`: DESIGN §2.4 JSON keys, simulated tails in ms, usage errors."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from recommender.catalog import get_gpu, get_model
-from recommender.perf import predict
+from recommender.predict_sim import simulate_load
 
 ROOT = Path(__file__).resolve().parents[2]
 LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+BASE = ["--engine", "vllm", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -22,27 +23,59 @@ def run(*args: str) -> subprocess.CompletedProcess:
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
 
 
-def test_json_keys_and_units():
-    out = run("--engine", "vllm", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
-              "H100-SXM", "--isl", "1000", "--osl", "200", "--concurrency", "32", "--json")
+def test_json_keys_units_and_tails_from_the_simulator():
+    out = run(*BASE, "--isl", "1000", "--osl", "200", "--concurrency", "32", "--json")
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert {"output_throughput_tok_s", "total_throughput_tok_s", "request_throughput_rps",
             *LATENCY_KEYS} <= set(got)
     for key in LATENCY_KEYS:
-        assert set(got[key]) == {"mean", "p50", "p90", "p99"}
-    direct = predict("vllm", get_model("meta-llama/Llama-3.1-8B-Instruct"), get_gpu("H100-SXM"),
-                     isl=1000, osl=200, concurrency=32)
-    assert got["ttft_ms"]["mean"] == pytest.approx(direct.ttft_s * 1e3)
-    assert got["output_throughput_tok_s"] == pytest.approx(direct.output_throughput_tok_s)
-    assert got["total_throughput_tok_s"] == pytest.approx(
-        direct.request_throughput_rps * 1200, rel=1e-9)
+        assert {"mean", "p50", "p90", "p99"} <= set(got[key])
+        assert got[key]["p50"] <= got[key]["p90"] <= got[key]["p99"]
+    sim = simulate_load("vllm", get_model("meta-llama/Llama-3.1-8B-Instruct"),
+                        get_gpu("H100-SXM"), isl=1000, osl=200, concurrency=32)
+    assert got["ttft_ms"]["p99"] == pytest.approx(sim.ttft_s.p99 * 1e3)
+    assert got["e2e_ms"]["mean"] == pytest.approx(sim.e2e_s.mean * 1e3)
+    assert got["output_throughput_tok_s"] == pytest.approx(sim.output_throughput_tok_s)
+    # Identities of a fixed-length load: total = requests/s x (isl + osl), output x 200.
+    assert got["total_throughput_tok_s"] == pytest.approx(got["request_throughput_rps"] * 1200)
+    assert got["output_throughput_tok_s"] == pytest.approx(got["request_throughput_rps"] * 200)
+    assert got["requests"] == 320  # 10 per user by default
+
+
+def test_rate_mode_is_seeded_and_offline_counts_requests():
+    args = [*BASE, "--isl", "500", "--osl", "100", "--json"]
+    a = json.loads(run(*args, "--rate", "4", "--num-requests", "300").stdout)
+    b = json.loads(run(*args, "--rate", "4", "--num-requests", "300").stdout)
+    c = json.loads(run(*args, "--rate", "4", "--num-requests", "300", "--seed", "7").stdout)
+    assert a == b and a["ttft_ms"] != c["ttft_ms"]
+    # Far below capacity, an open loop completes what it is offered: about 4 req/s.
+    assert a["request_throughput_rps"] == pytest.approx(4.0, rel=0.15)
+    off = json.loads(run(*args, "--offline", "--num-requests", "500").stdout)
+    assert off["requests"] == 500 and off["mode"] == "offline"
+
+
+def test_speculative_flags_lower_tpot_at_concurrency_1():
+    args = [*BASE, "--isl", "500", "--osl", "200", "--concurrency", "1", "--json"]
+    plain = json.loads(run(*args).stdout)
+    spec = json.loads(run(*args, "--speculative", "ngram", "--spec-tokens", "3").stdout)
+    assert spec["tpot_ms"]["mean"] < 0.8 * plain["tpot_ms"]["mean"]
+
+
+def test_text_view_shows_tails():
+    out = run(*BASE, "--isl", "200", "--osl", "50", "--concurrency", "4")
+    assert out.returncode == 0, out.stderr
+    assert "p99" in out.stdout and "TTFT" in out.stdout and "req/s" in out.stdout
 
 
 @pytest.mark.parametrize("args", [
     ["--isl", "0", "--osl", "10", "--concurrency", "1"],
     ["--isl", "10", "--osl", "10", "--offline"],
     ["--isl", "10", "--osl", "10", "--concurrency", "1", "--gpu", "TPU"],
+    ["--isl", "10", "--osl", "10", "--rate", "0"],
+    ["--isl", "10", "--osl", "10", "--concurrency", "1", "--speculative", "eagle"],
+    ["--isl", "10", "--osl", "10", "--concurrency", "1", "--kv-cache-dtype", "fp5"],
+    ["--isl", "10", "--osl", "10", "--concurrency", "1", "--max-num-seqs", "0"],
 ])
 def test_usage_errors_are_one_line(args):
     base = ["--engine", "vllm", "--model", "Qwen/Qwen3-8B", "--gpu", "H100-SXM"]
