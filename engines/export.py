@@ -144,7 +144,8 @@ class ExportRequest(BaseModel):
 
 
 def load_request(path: str | os.PathLike[str]) -> ExportRequest:
-    """Read `rec.json`: an ExportRequest object, or a bare EngineConfig.
+    """Read `rec.json`: an ExportRequest object, a bare EngineConfig, or a saved
+    Recommendation (its "export" key holds the ExportRequest).
 
     Raises:
         ExportError: unreadable file, bad JSON, or an invalid field (path and field named).
@@ -160,12 +161,17 @@ def load_request(path: str | os.PathLike[str]) -> ExportRequest:
                           ) from None
     if not isinstance(data, dict):
         raise ExportError(f"{path}: expected a JSON object (EngineConfig or {{\"config\": …}})")
+    # A saved Recommendation carries its ExportRequest under "export" (error paths say so).
+    prefix = "export." if "export" in data else ""
+    data = data["export"] if prefix else data
+    if not isinstance(data, dict):
+        raise ExportError(f"{path}: export: expected a JSON object")
     try:
         return ExportRequest.model_validate(data if "config" in data else {"config": data})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise ExportError(f"{path}: {where}: {first['msg']}") from None
+        raise ExportError(f"{path}: {prefix}{where}: {first['msg']}") from None
 
 
 def export_file(

@@ -1,0 +1,110 @@
+"""`python -m app recommend`: parse, call `recommender.recommend`, print the pick and why.
+
+The human view shows the figures of the export view (already in ms); `--json` prints the
+whole Recommendation; `-o` writes it atomically (nothing is written when the command fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from profiler.errors import UsageError
+
+
+def add_recommend(sub: Any) -> None:
+    """Register the `recommend` command on the CLI's subparsers."""
+    p = sub.add_parser("recommend", help="rank engines and configs for a trace on a GPU")
+    p.add_argument("source", metavar="TRACE|PROFILE_JSON")
+    p.add_argument("--gpu", required=True, help="catalog GPU name, e.g. H100-SXM")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs available (default 1)")
+    p.add_argument("--model", required=True, help="catalog name, HF id or config.json path")
+    p.add_argument("--slo-ttft-p95-ms", type=float, metavar="MS", help="p95 TTFT target")
+    p.add_argument("--slo-tpot-p95-ms", type=float, metavar="MS", help="p95 TPOT target")
+    p.add_argument("--objective", choices=["goodput", "latency", "cost"], default="goodput")
+    p.add_argument("--max-requests", type=int, default=20_000, metavar="N",
+                   help="cap on the simulated window (the busiest N requests)")
+    p.add_argument("--workspace", metavar="PATH", help="DuckDB workspace to ingest into "
+                   "(default: a temporary one)")
+    p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
+    p.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+    p.add_argument("-o", "--output", metavar="REC_JSON", help="also write it here "
+                   "(`export REC_JSON` packages the pick)")
+    p.add_argument("--progress", action="store_true", help="report search progress on stderr")
+    p.set_defaults(handler=cmd_recommend)
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from app.cli import write_atomic
+    from profiler.workspace import Workspace
+    from recommender.recommend import recommend
+    from recommender.recommendation import RecommendRequest
+
+    try:
+        request = RecommendRequest(
+            source=args.source, gpu=args.gpu, gpus=args.gpus, model=args.model,
+            slo_ttft_p95_s=_seconds(args.slo_ttft_p95_ms),
+            slo_tpot_p95_s=_seconds(args.slo_tpot_p95_ms), objective=args.objective,
+            max_requests=args.max_requests, seed=args.seed)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UsageError(f"--{'-'.join(map(str, first['loc']))}: {first['msg']}") from None
+    workspace = Workspace.resolve(args.workspace) if args.workspace else None
+    progress = _progress if args.progress else None
+    rec = recommend(request, workspace=workspace, progress=progress)
+    text = rec.model_dump_json(indent=2)
+    if args.output:
+        write_atomic(args.output, text + "\n")
+    print(text if args.json else recommendation_text(rec))
+    return 0
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1e3
+
+
+def _progress(fraction: float, what: str) -> None:
+    print(f"[{fraction:4.0%}] {what}", file=sys.stderr)
+
+
+def recommendation_text(rec: Any) -> str:
+    """The pick, its predicted figures in ms, the reasons, warnings and alternatives."""
+    fig = rec.export["predicted"]
+    pick = rec.pick
+    lines = [
+        f"Pick      {pick.label}  ({rec.gpus}× {rec.gpu}, {rec.model})",
+        f"Window    {rec.window}",
+        f"Search    {rec.candidates_simulated} simulations in {rec.search_time_s:.1f} s, "
+        f"{len(rec.candidates)} candidates on the whole window",
+        "Predicted " + _latencies(fig),
+        f"          {fig['output_throughput_tok_s']:,.0f} output tok/s, "
+        f"{fig['request_throughput_rps']:,.2f} req/s"
+        + (f", goodput {fig['goodput_rps']:,.2f} req/s" if "goodput_rps" in fig else "")
+        + f", KV headroom {fig['kv_headroom_fraction']:.0%}",
+        "Why",
+        *(f"  - {r.text}" for r in rec.reasons),
+    ]
+    if rec.warnings:
+        lines += ["Warnings", *(f"  ! {w.text}" for w in rec.warnings)]
+    lines += ["Alternatives (best per engine)",
+              *(_alt_row(c) for c in rec.alternatives)]
+    if rec.routing is not None:
+        lines += ["Routing   " + rec.routing.gain_text,
+                  *(f"  {d.criteria}: {d.share:.0%} of requests on {d.gpus} GPU(s), "
+                    f"{d.config.engine} tp{d.config.tp}" for d in rec.routing.deployments)]
+    return "\n".join(lines)
+
+
+def _latencies(fig: dict) -> str:
+    return "  ".join(f"{name.upper()} p50 {fig[f'{name}_p50_ms']:,.1f} / p95 "
+                     f"{fig[f'{name}_p95_ms']:,.1f} ms" for name in ("ttft", "tpot", "e2e"))
+
+
+def _alt_row(c: Any) -> str:
+    p = c.predicted
+    status = "ok" if c.feasible else f"infeasible: {c.rejected_reason}"
+    return (f"  {c.label:<58} p95 TTFT {p.ttft_s.p95 * 1e3:>8,.0f} ms  p95 TPOT "
+            f"{p.tpot_s.p95 * 1e3:>6,.1f} ms  score {c.score:.4f}  {status}")

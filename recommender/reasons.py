@@ -1,0 +1,385 @@
+"""Why the pick, and what to watch: reasons tied to profile figures, and warnings.
+
+Every reason that claims an effect is backed by a counterfactual simulation (the pick with
+that one knob back at its alternative) on the same window. Warnings cover the calibrated
+range (data/calibration: which models, GPUs, engines and lengths the fit saw, and its
+held-out error), OOM risk (`memory.plan_memory`), SLOs this hardware cannot meet (with a
+quick search on twice the GPUs and on the next bigger GPU), and what was not simulated.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engines import ENGINES
+from engines.config import EngineConfig
+from profiler.errors import ServeFitError, UsageError
+from profiler.schema import Profile
+from recommender.catalog import get_model, load_gpus
+from recommender.memory import plan_memory
+from recommender.recommendation import Reason, RecommendRequest, RecWarning
+from recommender.scoring import Evaluation, Goals, evaluate, latency_s
+from recommender.search import SearchResult, Target, search
+from recommender.workload import Workload, head_window
+
+HELD_OUT_ERROR_WARN_PCT = 25.0
+LONG_CONTEXT_TOKENS = 32_000  # DESIGN §4.6: disaggregation pays off above ~32K at volume
+QUALITY_FORMATS = {"awq": "4-bit AWQ", "gptq": "4-bit GPTQ", "int4": "4-bit",
+                   "nvfp4": "NVFP4", "mxfp4": "MXFP4"}
+
+
+@dataclass(slots=True)
+class Context:
+    """Everything explanations and warnings look at."""
+
+    request: RecommendRequest
+    profile: Profile
+    workload: Workload
+    target: Target
+    goals: Goals
+    result: SearchResult
+    synthetic: bool
+
+    @property
+    def best(self) -> Evaluation:
+        return self.result.ranked[0]
+
+    def what_if(self, **update: object) -> Evaluation | None:
+        """The pick with `update` applied, simulated on the same window (None: cannot run)."""
+        config = self.best.config.model_copy(update=update)
+        if config == self.best.config:
+            return None
+        try:
+            return evaluate(config, self.workload.requests, self.best.replicas, self.target,
+                            self.goals)
+        except UsageError:
+            return None
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.0f} ms" if seconds < 1e6 else "never"
+
+
+def _cmp(name: str, a: Evaluation, b: Evaluation) -> str:
+    """'p95 TTFT 120 ms (vs 480 ms)' for the figure `name` ('ttft' or 'tpot')."""
+    x, y = getattr(a.predicted, f"{name}_s").p95, getattr(b.predicted, f"{name}_s").p95
+    return f"p95 {name.upper()} {_ms(x)} (vs {_ms(y)})"
+
+
+def _effect(ctx: Context, a: Evaluation, b: Evaluation) -> str:
+    """The pick against its counterfactual: the objective's latency, p95 TTFT and TPOT, and
+    requests that could not be served."""
+    mean_out = float(ctx.workload.requests.output_tokens.mean())
+    la, lb = latency_s(a.predicted, mean_out), latency_s(b.predicted, mean_out)
+    text = (f"p95 request time {la:.2f} s (vs {lb:.2f} s), {_cmp('ttft', a, b)}, "
+            f"{_cmp('tpot', a, b)}")
+    ra, rb = a.predicted.rejected_requests, b.predicted.rejected_requests
+    if ra != rb:
+        text += f", {ra} unservable requests (vs {rb})"
+    return text
+
+
+def explain(ctx: Context) -> list[Reason]:
+    """The reasons for the pick, most important first."""
+    out: list[Reason] = [_engine_reason(ctx)]
+    for make in (_len_reason, _seqs_reason, _chunk_reason, _prefix_reason, _kv_reason,
+                 _weights_reason, _spec_reason, _tp_reason):
+        reason = make(ctx)
+        if reason is not None:
+            out.append(reason)
+    return out
+
+
+def _engine_reason(ctx: Context) -> Reason:
+    best, p = ctx.best, ctx.profile
+    others = [e for e in ctx.result.ranked if e.config.engine != best.config.engine]
+    text = f"{best.config.engine} ranks first for the {ctx.goals.objective} objective"
+    if others:
+        runner = others[0]
+        mean_out = float(ctx.workload.requests.output_tokens.mean())
+        text += (f" at {p.mean_qps or 0:.2f} req/s mean: {_cmp('ttft', best, runner)} and "
+                 f"p95 request time {latency_s(best.predicted, mean_out):.2f} s vs "
+                 f"{latency_s(runner.predicted, mean_out):.2f} s for the best "
+                 f"{runner.config.engine} config")
+    return Reason(text=text, figure="mean_qps", value=p.mean_qps)
+
+
+def _len_reason(ctx: Context) -> Reason | None:
+    req = ctx.workload.requests
+    longest = int((req.input_tokens + req.output_tokens).max())
+    length = ctx.best.config.max_model_len
+    if length is None:
+        return None
+    top = ctx.profile.input_tokens.max
+    return Reason(
+        text=f"longest request {longest:,} tokens (input_tokens.max {top:,.0f} + output)"
+             f" → max_model_len {length:,}, so the KV pool is not sized for the "
+             f"model's full {ctx.target.model.max_context_tokens:,}-token context",
+        figure="input_tokens.max", value=ctx.profile.input_tokens.max)
+
+
+def _knob(config: EngineConfig, name: str) -> bool:
+    """A boolean knob's value, the engine plug-in's default when unset."""
+    value = getattr(config, name)
+    return bool(getattr(ENGINES[config.engine].defaults, name) if value is None else value)
+
+
+def _seqs_reason(ctx: Context) -> Reason | None:
+    cap = ctx.best.config.max_num_seqs
+    if cap is None:
+        return None
+    alt = ctx.what_if(max_num_seqs=None)
+    effect = f": {_effect(ctx, ctx.best, alt)} with the engine default" if alt else ""
+    return Reason(
+        text=f"peak_to_mean_60s {ctx.profile.peak_to_mean_60s or 0:.2f} → max_num_seqs capped "
+             f"at {cap} below the knee{effect}",
+        figure="peak_to_mean_60s", value=ctx.profile.peak_to_mean_60s)
+
+
+def _chunk_reason(ctx: Context) -> Reason | None:
+    config, p99 = ctx.best.config, ctx.profile.input_tokens.p99
+    chunked = _knob(config, "chunked_prefill")
+    alt = ctx.what_if(chunked_prefill=not chunked)
+    if alt is None:
+        return None
+    budget = (f"budget {config.max_batched_tokens:,}" if config.max_batched_tokens
+              else f"{config.engine}'s default budget")
+    effect = f"{_effect(ctx, ctx.best, alt)} with it {'off' if chunked else 'on'}"
+    if chunked:
+        return Reason(text=f"p99 input {p99:,.0f} tokens → chunked prefill with {budget}: "
+                           f"{effect}", figure="input_tokens.p99", value=p99)
+    longest = ctx.profile.input_tokens.max
+    return Reason(text=f"longest prompt {longest:,.0f} tokens → chunked prefill off with "
+                       f"{budget}, which takes any prompt in one step: {effect}",
+                  figure="input_tokens.max", value=longest)
+
+
+def _prefix_reason(ctx: Context) -> Reason | None:
+    reuse = ctx.profile.prefix_reuse_infinite
+    if not ctx.workload.has_hashes or reuse is None:
+        return None
+    on = _knob(ctx.best.config, "prefix_caching")
+    alt = ctx.what_if(prefix_caching=not on)
+    if alt is None:
+        return None
+    verb = "cuts" if on else "(caching would not help):"
+    return Reason(text=f"prefix reuse {reuse:.0%} (prefix_reuse_infinite) → prefix caching "
+                       f"{'on' if on else 'off'} {verb} {_effect(ctx, ctx.best, alt)} "
+                       f"with it {'off' if on else 'on'}",
+                  figure="prefix_reuse_infinite", value=reuse)
+
+
+def _kv_reason(ctx: Context) -> Reason | None:
+    if ctx.best.config.kv_cache_dtype == "auto":
+        return None
+    alt = ctx.what_if(kv_cache_dtype="auto")
+    head = ctx.best.predicted.kv_headroom_fraction
+    tail = (f"; with a bf16 KV cache {_effect(ctx, ctx.best, alt)}, KV headroom "
+            f"{alt.predicted.kv_headroom_fraction:.0%}" if alt else "; bf16 KV does not fit")
+    return Reason(text=f"{ctx.best.config.kv_cache_dtype} KV cache doubles the tokens the pool "
+                       f"holds: KV headroom at the busiest moment {head:.0%}{tail}",
+                  figure="kv_headroom_fraction", value=head)
+
+
+def _weights_reason(ctx: Context) -> Reason | None:
+    quant = ctx.best.config.weight_quantization
+    if quant is None or quant == "none":
+        return None
+    alt = ctx.what_if(weight_quantization=None)
+    tail = f": {_effect(ctx, ctx.best, alt)} with bf16 weights" if alt else \
+        "; bf16 weights do not fit this deployment"
+    p50 = ctx.profile.output_tokens.p50
+    return Reason(text=f"{quant} weights halve (or quarter) the bytes each decode step reads "
+                       f"(decode is memory-bound; output_tokens.p50 {p50:,.0f}){tail}",
+                  figure="output_tokens.p50", value=p50)
+
+
+def _spec_reason(ctx: Context) -> Reason | None:
+    spec = ctx.best.config.speculative
+    if spec is None:
+        return None
+    alt = ctx.what_if(speculative=None)
+    tail = f": {_effect(ctx, ctx.best, alt)} without it" if alt else ""
+    return Reason(text=f"speculative decoding ({spec.method}, {spec.num_tokens} tokens) at "
+                       f"{ctx.profile.mean_qps or 0:.2f} req/s mean load{tail}",
+                  figure="mean_qps", value=ctx.profile.mean_qps)
+
+
+def _tp_reason(ctx: Context) -> Reason | None:
+    best = ctx.best
+    if ctx.target.gpus == 1 and best.replicas == 1:
+        return None
+    plan = plan_memory(best.config, ctx.target.gpu, ctx.target.model)
+    return Reason(text=f"tp={best.config.tp} × {best.replicas} replica(s) on {best.gpus} GPUs: "
+                       f"{plan.weights_bytes_per_gpu / 1e9:.1f} GB of weights per GPU, "
+                       f"{best.predicted.request_throughput_rps:.2f} req/s served of "
+                       f"{ctx.profile.peak_qps_60s or 0:.2f} at the 60 s peak",
+                  figure="peak_qps_60s", value=ctx.profile.peak_qps_60s)
+
+
+# ---------------------------------------------------------------------------------------------
+# Warnings
+
+
+def warn(ctx: Context) -> list[RecWarning]:
+    """Caveats about the pick, the prediction's footing, and what was not simulated."""
+    out: list[RecWarning] = []
+    for make in (_slo_warning, _oom_warnings, _calibration_warnings, _quality_warning,
+                 _workload_warnings, _disaggregation_warning, _feature_warnings):
+        out += make(ctx)
+    return out
+
+
+def _slo_warning(ctx: Context) -> list[RecWarning]:
+    if not ctx.goals.has_slo or ctx.best.predicted.slo_met:
+        return []
+    best = ctx.best.predicted
+    text = (f"SLO unattainable on {ctx.target.gpus}× {ctx.target.gpu.name}: best p95 TTFT "
+            f"{_ms(best.ttft_s.p95)}, p95 TPOT {_ms(best.tpot_s.p95)}. ")
+    text += "; ".join(_what_would_attain(ctx))
+    return [RecWarning(code="slo_unattainable", text=text)]
+
+
+def _what_would_attain(ctx: Context) -> list[str]:
+    """Quick searches on 2× the GPUs and on the next bigger GPU of the catalog."""
+    from recommender.facts import hardware_facts
+
+    options: list[tuple[str, Target]] = []
+    t = ctx.target
+    twice = t.gpus * 2
+    options.append((f"{twice}× {t.gpu.name}",
+                    Target(t.gpu, t.model, twice, hardware_facts(t.gpu, twice), t.model_facts,
+                           t.params)))
+    bigger = _next_gpu(t)
+    if bigger is not None:
+        options.append((f"{t.gpus}× {bigger.name}",
+                        Target(bigger, t.model, t.gpus, hardware_facts(bigger, t.gpus),
+                               t.model_facts, t.params)))
+    coarse = head_window(ctx.workload.requests, 1000)
+    out = []
+    for name, target in options:
+        result = search(ctx.workload.requests, coarse, target, ctx.goals, quick=True)
+        met = [e for e in result.ranked if e.predicted.slo_met]
+        if met:
+            p = met[0].predicted
+            out.append(f"{name} would attain it ({met[0].config.engine}, p95 TTFT "
+                       f"{_ms(p.ttft_s.p95)}, p95 TPOT {_ms(p.tpot_s.p95)})")
+        else:
+            out.append(f"{name} would not either")
+    return out
+
+
+def _next_gpu(target: Target) -> object | None:
+    """The catalog GPU of the same vendor with the next larger memory × bandwidth."""
+    me = target.gpu
+    key: Callable = lambda g: (g.mem_bandwidth_tb_s * g.memory_gb, g.name)  # noqa: E731
+    bigger = [g for g in load_gpus().values() if g.vendor == me.vendor and key(g) > key(me)]
+    return min(bigger, key=key) if bigger else None
+
+
+def _oom_warnings(ctx: Context) -> list[RecWarning]:
+    plan = plan_memory(ctx.best.config, ctx.target.gpu, ctx.target.model)
+    out = [RecWarning(code=f"oom_{r.code}", text=r.reason) for r in plan.risks]
+    if ctx.best.predicted.kv_headroom_fraction < 0.05:
+        out.append(RecWarning(code="kv_full", text="the KV cache fills at the busiest moment "
+                              "of the window: admission stalls until it drains (burst risk)"))
+    if ctx.best.predicted.preemptions:
+        out.append(RecWarning(code="preemptions", text=f"{ctx.best.predicted.preemptions} "
+                              "recompute preemptions predicted: the KV pool is tight"))
+    return out
+
+
+@functools.cache
+def _coverage() -> dict | None:
+    """What the fit saw: models, GPUs, engines, ISL range, held-out error per engine."""
+    from recommender.calibrate import parse_csv
+    from recommender.perf import FIT_FILE
+
+    try:
+        fit = json.loads(FIT_FILE.read_text(encoding="utf-8"))
+        used = set(fit["provenance"]["rows_used"])
+        rows = [r for r in parse_csv()[0] if r.index in used]
+    except (OSError, ValueError, KeyError, TypeError, ServeFitError):
+        return None
+    return {"models": {get_model(r.model).name for r in rows}, "gpus": {r.gpu for r in rows},
+            "engines": {r.engine for r in rows}, "isl": (min(r.isl for r in rows),
+                                                         max(r.isl for r in rows)),
+            "errors": fit.get("errors", {})}
+
+
+def _calibration_warnings(ctx: Context) -> list[RecWarning]:
+    cov = _coverage()
+    if cov is None:
+        return [RecWarning(code="calibration_unknown",
+                           text="calibration coverage could not be read (data/calibration)")]
+    out = []
+    t, engine = ctx.target, ctx.best.config.engine
+    if t.model.name not in cov["models"]:
+        out.append(f"model {t.model.name} is not in the calibration data: predictions come "
+                   "from shapes and other models' efficiencies")
+    if t.gpu.name not in cov["gpus"]:
+        out.append(f"GPU {t.gpu.name} is not in the calibration data")
+    lo, hi = cov["isl"]
+    p99 = ctx.profile.input_tokens.p99
+    if p99 > hi or ctx.profile.input_tokens.p50 < lo:
+        out.append(f"input lengths (p50 {ctx.profile.input_tokens.p50:,.0f}, p99 {p99:,.0f}) "
+                   f"reach outside the calibrated {lo:,}-{hi:,} tokens")
+    err = cov["errors"].get(f"test/{engine}", {}).get("median_ape_pct")
+    if err is not None and err > HELD_OUT_ERROR_WARN_PCT:
+        out.append(f"{engine}'s calibration misses held-out measurements by {err:.0f}% "
+                   "(median): treat its figures as rough")
+    return [RecWarning(code="outside_calibration", text=t) for t in out]
+
+
+def _quality_warning(ctx: Context) -> list[RecWarning]:
+    quant = ctx.best.config.weight_quantization
+    out = []
+    if quant in QUALITY_FORMATS:
+        out.append(RecWarning(code="quality", text=f"{QUALITY_FORMATS[quant]} weights can "
+                              "lower output quality: evaluate accuracy on your task first, and "
+                              "serve a pre-quantized checkpoint"))
+    elif quant == "fp8":
+        out.append(RecWarning(code="quality", text="fp8 weights: usually within noise of bf16, "
+                              "but check accuracy on your task"))
+    return out
+
+
+def _workload_warnings(ctx: Context) -> list[RecWarning]:
+    out = []
+    if ctx.synthetic:
+        out.append(RecWarning(code="synthetic_workload", text="simulated a synthetic trace "
+                              "with the profile's shape: pass the trace itself for its own "
+                              "requests"))
+    if ctx.profile.format.tokens_estimated:
+        out.append(RecWarning(code="tokens_estimated", text="token counts were estimated from "
+                              "text: lengths (and so latencies) are approximate"))
+    if ctx.workload.dropped:
+        out.append(RecWarning(code="rows_dropped", text=f"{ctx.workload.dropped:,} failed or "
+                              "zero-token rows were not simulated"))
+    return out
+
+
+def _disaggregation_warning(ctx: Context) -> list[RecWarning]:
+    p50 = ctx.profile.input_tokens.p50
+    if p50 <= LONG_CONTEXT_TOKENS:
+        return []
+    return [RecWarning(code="disaggregation", text=(
+        f"input_tokens.p50 {p50:,.0f} > {LONG_CONTEXT_TOKENS:,}: prefill/decode "
+        "disaggregation usually pays off for long context at volume (it costs KV transfer); "
+        "the simulator does not model it and export cannot package it yet, so it was not "
+        "scored: benchmark it live"))]
+
+
+def _feature_warnings(ctx: Context) -> list[RecWarning]:
+    out = []
+    if not ctx.result.speculative_modelled:
+        out.append(RecWarning(code="speculative_not_modelled", text="speculative decoding was "
+                              "not considered: the simulator does not model it yet"))
+    if not ctx.workload.has_hashes:
+        out.append(RecWarning(code="no_prefix_info", text="the trace has no prompt block "
+                              "hashes: prefix caching's effect was not simulated (the engine "
+                              "default is kept)"))
+    return out

@@ -1,0 +1,219 @@
+"""`recommend`: the one entry point from a trace (or profile.json) to a `Recommendation`.
+
+Owns the orchestration: catalog lookups, profiling and the simulated window (a trace's own
+requests, or a synthetic trace with a profile.json's shape), the search, the explanation,
+warnings and routing, and the export view the `export` command packages.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from engines.export import ExportRequest
+from profiler.errors import UsageError
+from profiler.profile import profile_trace
+from profiler.schema import Profile
+from profiler.workspace import Workspace
+from recommender import perf
+from recommender.catalog import get_gpu, get_model
+from recommender.facts import hardware_facts, model_facts
+from recommender.reasons import Context, explain, warn
+from recommender.recommendation import (
+    Candidate,
+    Recommendation,
+    RecommendRequest,
+)
+from recommender.routing import plan_routing
+from recommender.scoring import SANE_TPOT_S, SANE_TTFT_S, Evaluation, Goals, pareto_flags
+from recommender.search import COARSE_REQUESTS, Target, search
+from recommender.workload import (
+    Workload,
+    head_window,
+    load_parquet_workload,
+    load_workload,
+)
+
+Progress = Callable[[float, str], None]
+PROFILE_SNIFF_BYTES = 4096
+
+
+def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
+              progress: Progress | None = None) -> Recommendation:
+    """Rank engines and configurations for the request's trace, GPU and model.
+
+    A trace is ingested into `workspace` (a temporary one when None) and its own requests
+    are simulated; a profile.json gets a synthetic trace with its shape (said in `window`
+    and the warnings).
+
+    Raises:
+        UnknownCatalogEntryError: the GPU or model is not in the catalog.
+        ServeFitError: the trace or profile cannot be read, or nothing fits on the GPUs.
+    """
+    start = time.perf_counter()
+    gpu, model = get_gpu(request.gpu), get_model(request.model)
+    target = Target(gpu, model, request.gpus, hardware_facts(gpu, request.gpus),
+                    model_facts(model), perf.load_params())
+    goals = Goals(request.objective, request.slo_ttft_p95_s, request.slo_tpot_p95_s)
+    _tell(progress, 0.0, "profiling the trace")
+    with tempfile.TemporaryDirectory(prefix="servefit-rec-") as tmp:
+        profile, workload, synthetic = _load(request, workspace, Path(tmp))
+    coarse = head_window(workload.requests, COARSE_REQUESTS)
+    result = search(workload.requests, coarse, target, goals,
+                    progress=_scaled(progress, 0.05, 0.75))
+    if not result.ranked:
+        raise UsageError(_nothing_fits(request, result.pruned))
+    mean_out = float(np.mean(workload.requests.output_tokens))
+    flags = pareto_flags(result.ranked, mean_out)
+    candidates = [_candidate(e, f) for e, f in zip(result.ranked, flags, strict=True)]
+    ctx = Context(request=request, profile=profile, workload=workload, target=target,
+                  goals=goals, result=result, synthetic=synthetic)
+    _tell(progress, 0.8, "explaining the pick")
+    reasons = explain(ctx)
+    warnings = warn(ctx)
+    _tell(progress, 0.9, "routing plan")
+    routing = plan_routing(ctx)
+    pick = candidates[0]
+    rec = Recommendation(
+        request=request, gpu=gpu.name, gpus=result.ranked[0].gpus, model=model.name,
+        pick=pick, alternatives=_alternatives(candidates), candidates=candidates,
+        reasons=reasons, warnings=warnings, routing=routing,
+        window=_window_text(workload, synthetic, goals, result.ranked[0]),
+        search_time_s=0.0, candidates_simulated=result.simulated, export={},
+    )
+    rec.export = export_view(rec, profile_source=request.source)
+    rec.search_time_s = time.perf_counter() - start
+    _tell(progress, 1.0, "done")
+    return rec
+
+
+def _load(request: RecommendRequest, workspace: Workspace | None, tmp: Path
+          ) -> tuple[Profile, Workload, bool]:
+    """(profile, simulated window, synthetic?) for a trace or a profile.json."""
+    profile = _read_profile(request.source)
+    if profile is None:
+        ws = workspace or Workspace(tmp / "workspace.duckdb")
+        profile = profile_trace(request.source, workspace=ws, seed=request.seed)
+        return profile, load_workload(ws, max_requests=request.max_requests), False
+    from profiler.synth import synthesize
+
+    out = tmp / "synthetic.parquet"
+    n = min(request.max_requests, max(profile.n_requests, 1))
+    synthesize(profile, n_requests=n, out_path=str(out), seed=request.seed)
+    workload = load_parquet_workload(str(out), max_requests=request.max_requests)
+    workload.description = (f"a synthetic trace of {workload.n:,} requests with the profile's "
+                            "shape (a profile.json has no per-request rows)")
+    return profile, workload, True
+
+
+def _read_profile(source: str) -> Profile | None:
+    """The Profile when `source` is a profile.json (a JSON object with `n_requests`)."""
+    try:
+        with open(source, "rb") as fh:
+            head = fh.read(PROFILE_SNIFF_BYTES)
+    except OSError:
+        return None  # profiling reports the unreadable file
+    if not (head.lstrip().startswith(b"{") and b'"n_requests"' in head):
+        return None
+    from pydantic import ValidationError
+
+    try:
+        return Profile.model_validate_json(Path(source).read_text(encoding="utf-8"))
+    except (ValidationError, UnicodeDecodeError, OSError) as exc:
+        raise UsageError(f"{source}: not a valid profile.json ({str(exc).splitlines()[0]})"
+                         ) from None
+
+
+def _candidate(e: Evaluation, pareto: bool) -> Candidate:
+    return Candidate(config=e.config, label=label(e), predicted=e.predicted, score=e.score,
+                     feasible=e.feasible, pareto=pareto, rejected_reason=e.rejected_reason,
+                     replicas=e.replicas)
+
+
+def label(e: Evaluation) -> str:
+    """'vllm tp1×2 fp8 kv-fp8 seqs128 budget8192 chunked-off prefix-on ngram3'."""
+    c = e.config
+    parts = [c.engine, f"tp{c.tp}" + (f"×{e.replicas}" if e.replicas > 1 else "")]
+    parts.append(c.weight_quantization or "bf16")
+    if c.kv_cache_dtype != "auto":
+        parts.append(f"kv-{c.kv_cache_dtype}")
+    if c.max_num_seqs:
+        parts.append(f"seqs{c.max_num_seqs}")
+    if c.max_batched_tokens:
+        parts.append(f"budget{c.max_batched_tokens}")
+    if c.chunked_prefill is not None:
+        parts.append("chunked-" + ("on" if c.chunked_prefill else "off"))
+    if c.prefix_caching is not None:
+        parts.append("prefix-" + ("on" if c.prefix_caching else "off"))
+    if c.speculative is not None:
+        parts.append(f"{c.speculative.method}{c.speculative.num_tokens}")
+    return " ".join(parts)
+
+
+def _alternatives(candidates: list[Candidate]) -> list[Candidate]:
+    """Every engine's best candidate, in rank order (the pick first)."""
+    seen: set[str] = set()
+    out = []
+    for c in candidates:
+        if c.config.engine not in seen:
+            seen.add(c.config.engine)
+            out.append(c)
+    return out
+
+
+def _window_text(workload: Workload, synthetic: bool, goals: Goals, best: Evaluation) -> str:
+    text = workload.description
+    text += f"; {workload.rate_rps:.2f} req/s offered over {workload.duration_s:,.0f} s"
+    if best.replicas > 1:
+        text += (f"; arrivals dealt round-robin over {best.replicas} replicas, replica 0 "
+                 "simulated and its throughput multiplied")
+    if not goals.has_slo:
+        text += (f"; no SLO given: goodput counts requests with TTFT <= {SANE_TTFT_S:g} s and "
+                 f"TPOT <= {SANE_TPOT_S * 1e3:g} ms")
+    return text
+
+
+def _nothing_fits(request: RecommendRequest, pruned: dict[str, int]) -> str:
+    top = sorted(pruned.items(), key=lambda kv: -kv[1])[:2]
+    why = "; ".join(f"{reason} ({n} configs)" for reason, n in top) or "no candidate"
+    return (f"no configuration of {request.model} fits on {request.gpus}× {request.gpu}: "
+            f"{why}; add GPUs or pick a bigger GPU")
+
+
+def export_view(rec: Recommendation, *, profile_source: str) -> dict:
+    """The pick as an `engines.export.ExportRequest`, as JSON (what `export` reads)."""
+    p = rec.pick.predicted
+    figures: dict[str, float] = {}
+    for name in ("ttft", "tpot", "itl", "e2e"):
+        stats = getattr(p, f"{name}_s")
+        for q in ("p50", "p95", "p99"):
+            figures[f"{name}_{q}_ms"] = getattr(stats, q) * 1e3
+    figures |= {"output_throughput_tok_s": p.output_throughput_tok_s,
+                "total_throughput_tok_s": p.total_throughput_tok_s,
+                "request_throughput_rps": p.request_throughput_rps,
+                "kv_headroom_fraction": p.kv_headroom_fraction}
+    if p.goodput_rps is not None:
+        figures["goodput_rps"] = p.goodput_rps
+    gpu, model = get_gpu(rec.gpu), get_model(rec.request.model)
+    request = ExportRequest(
+        config=rec.pick.config, gpu=rec.gpu, gpu_count=rec.gpus,
+        hardware=hardware_facts(gpu, rec.gpus), model_facts=model_facts(model),
+        profile=profile_source, predicted=figures,
+        reasons=[r.text for r in rec.reasons], warnings=[w.text for w in rec.warnings],
+    )
+    return request.model_dump(mode="json")
+
+
+def _scaled(progress: Progress | None, lo: float, hi: float) -> Progress | None:
+    if progress is None:
+        return None
+    return lambda f, what: progress(lo + (hi - lo) * f, what)
+
+
+def _tell(progress: Progress | None, fraction: float, what: str) -> None:
+    if progress is not None:
+        progress(fraction, what)

@@ -1,0 +1,134 @@
+"""The recommendation's records: what `recommend` takes (`RecommendRequest`) and returns.
+
+Typed, `extra="forbid"`, seconds internally; the export view (`Recommendation.export`) carries
+the flat `_ms` figures the engines' report prints. No logic beyond field validation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engines.config import EngineConfig
+
+Objective = Literal["goodput", "latency", "cost"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RecommendRequest(_Record):
+    """What to recommend for: a trace (or profile.json), hardware, model, SLOs, objective."""
+
+    source: str = Field(min_length=1, description="Trace file, or a profile.json.")
+    gpu: str = Field(min_length=1, description="Catalog GPU name, e.g. 'H100-SXM'.")
+    gpus: int = Field(default=1, ge=1, le=1024, description="GPUs available in total.")
+    model: str = Field(min_length=1, description="Catalog model name or config.json path.")
+    slo_ttft_p95_s: float | None = Field(default=None, gt=0, description="p95 TTFT SLO, s.")
+    slo_tpot_p95_s: float | None = Field(default=None, gt=0, description="p95 TPOT SLO, s.")
+    objective: Objective = Field(default="goodput", description="What the ranking maximises.")
+    max_requests: int = Field(
+        default=20_000, ge=100, description="Cap on requests in the simulated window."
+    )
+    seed: int = Field(default=0, description="Seed of every random choice.")
+
+
+class LatencyFigures(_Record):
+    """One latency's distribution over the simulated requests, seconds."""
+
+    mean: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+
+
+class PredictedMetrics(_Record):
+    """Predicted serving figures of one candidate over all its replicas."""
+
+    ttft_s: LatencyFigures = Field(description="Time to first token.")
+    tpot_s: LatencyFigures = Field(description="Time per output token after the first.")
+    itl_s: LatencyFigures = Field(
+        description="Inter-token latency (the simulator emits one token per step per "
+        "sequence, so this equals TPOT)."
+    )
+    e2e_s: LatencyFigures = Field(description="Arrival to last token.")
+    output_throughput_tok_s: float = Field(ge=0, description="Output tokens/s, all GPUs.")
+    total_throughput_tok_s: float = Field(ge=0, description="Input + output tokens/s, all GPUs.")
+    request_throughput_rps: float = Field(ge=0, description="Completed requests/s, all GPUs.")
+    goodput_rps: float | None = Field(description="Requests/s meeting every SLO (None: no SLO).")
+    kv_headroom_fraction: float = Field(
+        description="Share of the KV pool still free at the busiest simulated moment."
+    )
+    slo_met: bool = Field(description="p95 TTFT and p95 TPOT within the SLOs (True: no SLO).")
+    rejected_requests: int = Field(default=0, ge=0,
+                                   description="Simulated requests that can never be served.")
+    preemptions: int = Field(default=0, ge=0, description="Recompute preemptions simulated.")
+
+
+class Candidate(_Record):
+    """One simulated configuration with its figures and ranking."""
+
+    config: EngineConfig
+    label: str = Field(description="Short human description of the knobs that differ.")
+    predicted: PredictedMetrics
+    score: float = Field(description="Objective score (higher is better).")
+    feasible: bool = Field(description="Keeps up with the load (and meets SLOs when required).")
+    pareto: bool = Field(description="On the goodput / p95 latency Pareto front.")
+    rejected_reason: str | None = Field(default=None, description="Why it is not feasible.")
+    replicas: int = Field(default=1, ge=1, description="Data-parallel copies (GPUs / tp).")
+
+
+class Reason(_Record):
+    """One explanation, tied to the profile or prediction figure that motivates it."""
+
+    text: str
+    figure: str = Field(description="Profile or prediction field name, e.g. 'input_tokens.p99'.")
+    value: float | None = Field(description="That figure's value.")
+
+
+class RecWarning(_Record):
+    """A caveat: outside calibration, OOM risk, SLO unattainable, synthetic workload, ..."""
+
+    code: str
+    text: str
+
+
+class RoutedDeployment(_Record):
+    """One deployment of a routing plan and the share of traffic it serves."""
+
+    segments: list[int] = Field(description="Profile segment indices routed here.")
+    criteria: str = Field(description="Routing rule, e.g. 'input_tokens >= 1800'.")
+    share: float = Field(ge=0, le=1, description="Share of requests routed here.")
+    gpus: int = Field(ge=1, description="GPUs of this deployment.")
+    config: EngineConfig
+    predicted: PredictedMetrics
+
+
+class RoutingPlan(_Record):
+    """Two deployments each serving part of the traffic, when that beats one."""
+
+    deployments: list[RoutedDeployment]
+    gain_text: str
+
+
+class Recommendation(_Record):
+    """The pick, its alternatives and every simulated candidate, with the why and caveats."""
+
+    request: RecommendRequest
+    gpu: str
+    gpus: int
+    model: str
+    pick: Candidate
+    alternatives: list[Candidate] = Field(description="Best candidate per engine, ranked.")
+    candidates: list[Candidate] = Field(description="All candidates simulated on the window.")
+    reasons: list[Reason]
+    warnings: list[RecWarning]
+    routing: RoutingPlan | None
+    window: str = Field(description="What part of the trace was simulated, and how.")
+    search_time_s: float
+    candidates_simulated: int = Field(default=0, ge=0,
+                                      description="Simulations run (all search stages).")
+    export: dict[str, Any] = Field(description="An engines.export.ExportRequest as JSON.")

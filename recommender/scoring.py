@@ -1,0 +1,185 @@
+"""One candidate's simulation, its predicted figures, and its score under the objective.
+
+Owns the objectives' definitions (goodput, latency, cost), the "keeps up" rule, the
+latency figure the latency objective minimises, and the Pareto front. Replicas: arrivals
+are dealt round-robin over the data-parallel copies and replica 0 is simulated; its
+throughputs are multiplied by the replica count, its latencies stand for all replicas.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engines.config import EngineConfig
+from recommender.recommendation import LatencyFigures, Objective, PredictedMetrics
+from recommender.simulator import LatencyStats, SimOptions, SimRequests, SimResult, simulate
+from recommender.workload import replica_share
+
+if TYPE_CHECKING:
+    from recommender.search import Target
+
+# Without SLOs, goodput counts requests within these "sane" per-request limits (stated in
+# the recommendation's window text): a first token within 5 s, at least 10 tokens/s after it.
+SANE_TTFT_S = 5.0
+SANE_TPOT_S = 0.1
+# Quality-affecting weight formats must earn their place: the goodput share must be 2 points
+# higher, the latency 10 % lower, the goodput per GPU 5 % higher than without the penalty.
+QUALITY_FORMATS = frozenset({"int4", "awq", "gptq", "nvfp4", "mxfp4"})
+QUALITY_PENALTY = {"goodput": 0.02, "latency": 0.10, "cost": 0.05}
+# Every knob set away from the engine default must buy 1 % of latency (goodput and latency
+# objectives) or 0.1 % goodput per GPU (cost): near ties go to the plainer config.
+KNOB_COST = {"goodput": 0.01, "latency": 0.01, "cost": 0.001}
+KEEP_UP_SHARE = 0.95  # completed req/s must reach 95 % of the offered rate
+MAX_REJECTED_SHARE = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class Goals:
+    """What a candidate must meet and what the ranking maximises."""
+
+    objective: Objective
+    slo_ttft_s: float | None
+    slo_tpot_s: float | None
+
+    @property
+    def has_slo(self) -> bool:
+        return self.slo_ttft_s is not None or self.slo_tpot_s is not None
+
+    def sim_options(self) -> SimOptions:
+        if self.has_slo:
+            return SimOptions(slo_ttft_s=self.slo_ttft_s, slo_tpot_s=self.slo_tpot_s)
+        return SimOptions(slo_ttft_s=SANE_TTFT_S, slo_tpot_s=SANE_TPOT_S)
+
+
+@dataclass(slots=True)
+class Evaluation:
+    """One config simulated on one window with its figures and score."""
+
+    config: EngineConfig
+    replicas: int
+    predicted: PredictedMetrics
+    offered_rps: float
+    score: float
+    feasible: bool
+    rejected_reason: str | None
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.config.tp * self.config.pp
+
+
+def latency_s(predicted: PredictedMetrics, mean_output_tokens: float) -> float:
+    """The latency objective: p95 TTFT + p95 TPOT × (mean output tokens − 1), a p95-ish
+    request time that weighs the first token and the stream as a user sees them."""
+    return predicted.ttft_s.p95 + predicted.tpot_s.p95 * max(mean_output_tokens - 1.0, 0.0)
+
+
+def evaluate(config: EngineConfig, requests: SimRequests, replicas: int, target: Target,
+             goals: Goals) -> Evaluation:
+    """Simulate `config` with `replicas` copies on `requests` and score it.
+
+    Raises:
+        UsageError: the simulator refuses (config does not fit, nothing schedulable).
+    """
+    share = replica_share(requests, replicas)
+    result = simulate(share, config, target.gpu, target.model, params=target.params,
+                      options=goals.sim_options())
+    predicted = predicted_metrics(result, replicas, goals)
+    span = float(requests.arrival_s[-1] - requests.arrival_s[0])
+    offered = len(requests.arrival_s) / span if span > 0 else float(len(requests.arrival_s))
+    mean_out = float(np.mean(requests.output_tokens))
+    reason = _infeasible(predicted, offered, len(share.arrival_s), goals)
+    score = _score(predicted, offered, mean_out, replicas * config.tp * config.pp, goals,
+                   feasible=reason is None,
+                   quality_cost=config.weight_quantization in QUALITY_FORMATS,
+                   knobs=knobs_set(config))
+    return Evaluation(config, replicas, predicted, offered, score, reason is None, reason)
+
+
+def predicted_metrics(result: SimResult, replicas: int, goals: Goals) -> PredictedMetrics:
+    """The simulator's summary as PredictedMetrics over all replicas."""
+    s = result.summary
+    tpot = _figures(s.tpot_s)
+    # Older simulators give no ITL distribution; then one token per step: ITL = TPOT.
+    itl = tpot if getattr(s, "itl_s", None) is None else _figures(s.itl_s)
+    slo_met = True
+    if goals.slo_ttft_s is not None:
+        slo_met &= _ok(s.ttft_s.p95, goals.slo_ttft_s)
+    if goals.slo_tpot_s is not None:
+        slo_met &= _ok(s.tpot_s.p95, goals.slo_tpot_s)
+    peak = float(np.max(result.kv_usage)) if result.kv_usage.size else 0.0
+    return PredictedMetrics(
+        ttft_s=_figures(s.ttft_s), tpot_s=tpot, itl_s=itl, e2e_s=_figures(s.e2e_s),
+        output_throughput_tok_s=s.output_throughput_tok_s * replicas,
+        total_throughput_tok_s=s.total_throughput_tok_s * replicas,
+        request_throughput_rps=s.request_throughput_rps * replicas,
+        goodput_rps=None if s.goodput_rps is None else s.goodput_rps * replicas,
+        kv_headroom_fraction=max(0.0, 1.0 - peak), slo_met=bool(slo_met),
+        rejected_requests=s.rejected * replicas, preemptions=s.preemptions * replicas,
+    )
+
+
+def knobs_set(config: EngineConfig) -> int:
+    """Scheduler and format knobs set away from the engine defaults (the score's knob cost;
+    max_model_len and the memory fraction are set for every candidate and not counted)."""
+    flags = (config.max_num_seqs, config.max_batched_tokens, config.chunked_prefill,
+             config.prefix_caching, config.speculative, config.weight_quantization)
+    return sum(v is not None for v in flags) + (config.kv_cache_dtype != "auto")
+
+
+def _ok(value: float, limit: float) -> bool:
+    return math.isfinite(value) and value <= limit
+
+
+def _figures(stats: LatencyStats) -> LatencyFigures:
+    # A latency with no finite sample (nothing completed) is reported as infinite-like.
+    def fin(x: float) -> float:
+        return x if math.isfinite(x) else 1e9
+    return LatencyFigures(mean=fin(stats.mean), p50=fin(stats.p50), p90=fin(stats.p90),
+                          p95=fin(stats.p95), p99=fin(stats.p99))
+
+
+def _infeasible(p: PredictedMetrics, offered: float, n: int, goals: Goals) -> str | None:
+    if p.rejected_requests > MAX_REJECTED_SHARE * n:
+        return f"{p.rejected_requests} requests can never be served (KV pool or budget)"
+    if p.request_throughput_rps < KEEP_UP_SHARE * offered:
+        return (f"falls behind: serves {p.request_throughput_rps:.2f} req/s of "
+                f"{offered:.2f} offered")
+    if goals.objective != "goodput" and not p.slo_met:
+        return "misses the p95 SLO"
+    return None
+
+
+def _score(p: PredictedMetrics, offered: float, mean_out: float, gpus: int, goals: Goals,
+           *, feasible: bool, quality_cost: bool, knobs: int) -> float:
+    """Higher is better. goodput: share of the offered load served within the SLOs (or the
+    sane limits), 3 decimals, ties broken by lower latency; latency: −latency_s, feasible
+    first; cost: goodput per GPU, feasible first. Quality-affecting weights pay
+    QUALITY_PENALTY, every knob set KNOB_COST."""
+    penalty = QUALITY_PENALTY[goals.objective] if quality_cost else 0.0
+    if goals.objective == "cost":
+        penalty += KNOB_COST["cost"] * knobs
+    lat = latency_s(p, mean_out) * (1.0 + KNOB_COST[goals.objective] * knobs)
+    good_share = (p.goodput_rps or 0.0) / offered if offered > 0 else 0.0
+    tie = 1e-3 / (1.0 + lat)
+    if goals.objective == "goodput":
+        return round(min(good_share, 1.0), 3) - penalty + tie
+    if goals.objective == "latency":
+        return -lat * (1.0 + penalty) - (0.0 if feasible else 1e6)
+    per_gpu = (p.goodput_rps or 0.0) / gpus * (1.0 - penalty)
+    return per_gpu + tie - (0.0 if feasible else 1e6)
+
+
+def pareto_flags(evals: list[Evaluation], mean_out: float) -> list[bool]:
+    """True where no other candidate has goodput ≥ and latency ≤ with one strictly better."""
+    pts = [((e.predicted.goodput_rps or 0.0) / e.gpus, latency_s(e.predicted, mean_out))
+           for e in evals]
+    flags = []
+    for g, lat in pts:
+        dominated = any(g2 >= g and l2 <= lat and (g2 > g or l2 < lat) for g2, l2 in pts)
+        flags.append(not dominated)
+    return flags
