@@ -13,6 +13,7 @@ from time import perf_counter
 from typing import Any
 
 import aiohttp
+import orjson
 
 from runners.errors import ErrorKind, one_line
 from runners.schemas import Api, RequestResult, RequestSpec
@@ -21,6 +22,7 @@ from runners.sse import SSEEvent, SSEParser, decode_payload
 _PATHS: dict[Api, str] = {"completions": "/completions", "chat": "/chat/completions"}
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _MAX_ERROR_BODY = 4096
+_loads = orjson.loads
 
 
 def endpoint_url(url: str, api: Api) -> str:
@@ -152,15 +154,68 @@ def _on_event(event: SSEEvent, acc: _Stream, now: float) -> bool:
     return True
 
 
+def _fast_events(data: bytes, acc: _Stream, now: float) -> bool | None:
+    """Apply a read made only of whole one-line `data: ` events (the common case) directly.
+
+    Returns None when `data` is not of that shape (the caller feeds the full parser), else
+    as `_on_event`. Anything unusual inside an event (bad JSON, an error object) is decoded by
+    `decode_payload`, so the outcome is the parser's.
+    """
+    if not (data.startswith(b"data: ") and data.endswith(b"\n\n")):
+        return None
+    blocks = data[:-2].split(b"\n\n")
+    if data.count(b"\n") != 2 * len(blocks):
+        return None
+    for block in blocks:
+        if not block.startswith(b"data: "):
+            return None
+    for block in blocks:
+        payload = block[6:]
+        if payload == b"[DONE]":
+            continue
+        try:
+            obj = _loads(payload)
+        except ValueError:
+            obj = None
+        if type(obj) is not dict or "error" in obj or obj.get("object") == "error":
+            if not _on_event(decode_payload(payload), acc, now):
+                return False
+            continue
+        acc.on_chunk(obj, now)
+    return True
+
+
 async def _consume(resp: aiohttp.ClientResponse, acc: _Stream) -> None:
-    """Read the SSE body, stamping each read once; stop at the first error event."""
-    parser = SSEParser()
-    async for data in resp.content.iter_any():
+    """Read the SSE body, stamping each read once; stop at the first error event.
+
+    Events complete at the read that brings their terminating blank line. Reads of plain
+    `data: ` events take `_fast_events`; the first read of any other shape (CR line ends,
+    comments, multi-line events…) hands the rest of the stream to `SSEParser`.
+    """
+    parser: SSEParser | None = None
+    tail = b""  # the fast path's unterminated last event
+    async for piece in resp.content.iter_any():
         now = perf_counter()
+        data = piece
+        if parser is None:
+            if tail:
+                data, tail = tail + piece, b""
+            cut = data.rfind(b"\n\n") + 2
+            ok = None if b"\r" in data else (
+                _fast_events(data[:cut], acc, now) if cut > 1 else True)
+            if ok is not None:
+                if not ok:
+                    return
+                tail = data[cut:] if cut > 1 else data
+                continue
+            parser = SSEParser()
         for event in parser.feed(data):
             if not _on_event(event, acc, now):
                 return
     now = perf_counter()
+    if parser is None:
+        parser = SSEParser()
+        parser.feed(tail)  # no blank line in it: it only buffers
     for event in parser.close():
         if not _on_event(event, acc, now):
             return

@@ -362,5 +362,11 @@ def _new_loop_run(coro: Any, use_uvloop: bool) -> Any:
             import uvloop
         except ImportError:  # uvloop is optional (no Windows wheels): the stdlib loop works
             use_uvloop = False
+    box: list[Any] = []
+
+    async def keep() -> None:  # the task returns None: asyncio would repr a big result
+        box.append(await coro)
+
     with asyncio.Runner(loop_factory=uvloop.new_event_loop if use_uvloop else None) as runner:
-        return runner.run(coro)
+        runner.run(keep())
+    return box[0]

@@ -1,0 +1,203 @@
+"""The load generator against a real local streaming server (tests/runners/loadgen_server.py)
+that records when each request arrived and how many were in flight: open-loop arrival times
+against an independent numpy schedule, concurrency caps, phases, stop semantics, callbacks,
+text prompts over chat, the sync entry point; one slow test against real vLLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from runners.loadgen import LoadOptions, run_workload, run_workload_sync
+from runners.workloads import WorkloadSpec, build_schedule
+from tests.runners.loadgen_server import LoadServer
+from tests.runners.test_prompts import _tokenizer
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def server() -> Iterator[LoadServer]:
+    srv = LoadServer().start()
+    yield srv
+    srv.stop()
+
+
+def _options(srv: LoadServer, **kw) -> LoadOptions:
+    return LoadOptions(url=srv.url, vocab_size=32000, **kw)
+
+
+def test_poisson_arrivals_follow_the_schedule(server):
+    spec = WorkloadSpec(kind="poisson", rate_rps=150.0, num_requests=300, prompt_tokens=32,
+                        output_tokens=3, seed=4)
+    out = run_workload_sync(build_schedule(spec), _options(server))
+    expected = np.cumsum(np.random.default_rng(4).exponential(1 / 150.0, 300))
+    recv = np.sort([t for t, _ in server.received]) - out.started_at_s
+    assert out.sent == 300 and out.unsent == 0 and not out.interrupted
+    assert out.indices == list(range(300))
+    lag = recv - expected
+    assert np.median(lag) < 0.005 and np.percentile(lag, 90) < 0.03 and lag.min() > -0.001
+    span_ratio = (recv[-1] - recv[0]) / (expected[-1] - expected[0])
+    assert span_ratio == pytest.approx(1.0, abs=0.02)  # delivered rate within 2 %
+    assert all(r.success for r in out.results)
+    assert {(r.prompt_tokens, r.output_tokens) for r in out.results} == {(32, 3)}
+
+
+def test_closed_loop_keeps_exactly_the_concurrency(server):
+    server.itl_s = 0.002
+    spec = WorkloadSpec(kind="concurrency", concurrency=8, num_requests=120, prompt_tokens=16,
+                        output_tokens=5)
+    seen: list[int] = []
+    out = run_workload_sync(build_schedule(spec), _options(server),
+                            on_result=lambda i, r: seen.append(i))
+    assert server.max_inflight == 8
+    assert out.sent == 120 and sorted(seen) == list(range(120)) and len(seen) == 120
+    assert all(r.success and r.output_tokens == 5 and r.prompt_tokens == 16
+               for r in out.results)
+    prompts = [tuple(b["prompt"][:16]) for _, b in server.received]
+    assert len(set(prompts)) == 120  # no accidental prefix reuse between requests
+
+
+def test_open_loop_concurrency_cap(server):
+    server.itl_s = 0.004
+    spec = WorkloadSpec(kind="poisson", rate_rps=2000.0, num_requests=80, concurrency=5,
+                        prompt_tokens=8, output_tokens=4)
+    out = run_workload_sync(build_schedule(spec), _options(server))
+    assert server.max_inflight == 5 and out.sent == 80
+    assert all(r.success for r in out.results)
+
+
+def test_closed_loop_duration_bound(server):
+    server.itl_s = 0.005
+    spec = WorkloadSpec(kind="concurrency", concurrency=3, duration_s=0.6, prompt_tokens=8,
+                        output_tokens=4)
+    out = run_workload_sync(build_schedule(spec), _options(server))
+    sent_offsets = [r.sent_at_s - out.started_at_s for r in out.results]
+    assert max(sent_offsets) < 0.6 and out.sent > 10 and out.unsent == 0
+    assert out.indices == list(range(out.sent)) and all(r.success for r in out.results)
+
+
+def test_stop_keeps_finished_and_cancels_in_flight(server):
+    server.itl_s = 0.05  # 10 tokens: about half a second per request
+    spec = WorkloadSpec(kind="concurrency", concurrency=4, duration_s=60.0, prompt_tokens=8,
+                        output_tokens=10)
+    calls: list[int] = []
+
+    async def go():
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(1.2, stop.set)
+        return await run_workload(build_schedule(spec), _options(server), stop=stop,
+                                  on_result=lambda i, r: calls.append(i))
+
+    t0 = time.monotonic()
+    out = asyncio.run(go())
+    assert time.monotonic() - t0 < 5
+    assert out.interrupted and out.sent == len(out.results) == len(calls)
+    cancelled = [r for r in out.results if not r.success]
+    assert len(cancelled) == 4  # exactly the requests in flight at the stop
+    assert {r.error_kind for r in cancelled} == {"cancelled"}
+    done = [r for r in out.results if r.success]
+    assert len(done) >= 4 and all(r.output_tokens == 10 for r in done)
+    assert out.indices == list(range(out.sent))
+
+
+def test_stop_in_open_loop_counts_unsent(server):
+    spec = WorkloadSpec(kind="poisson", rate_rps=20.0, num_requests=200, prompt_tokens=8,
+                        output_tokens=2)
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    out = run_workload_sync(build_schedule(spec), _options(server), stop=stop)
+    assert out.interrupted and 5 < out.sent < 60 and out.unsent == 200 - out.sent
+    assert out.indices == list(range(out.sent))
+
+
+def test_burst_phases_are_reported(server):
+    spec = WorkloadSpec(kind="burst", base_rate_rps=20.0, peak_rate_rps=200.0, steady_s=0.5,
+                        burst_s=0.5, prompt_tokens=8, output_tokens=2)
+    sched = build_schedule(spec)
+    out = run_workload_sync(sched, _options(server))
+    assert out.phases == [sched.requests[i].phase for i in out.indices]
+    counts = {p: out.phases.count(p) for p in ("steady", "burst", "recovery")}
+    assert counts["burst"] > 3 * max(counts["steady"], counts["recovery"])
+    recv = np.array([t for t, _ in server.received]) - out.started_at_s
+    in_burst = ((recv >= 0.5) & (recv < 1.0 + 0.01)).sum()
+    assert in_burst >= counts["burst"]
+
+
+def test_soak_closed_loop_phases_by_send_time(server):
+    server.itl_s = 0.01
+    spec = WorkloadSpec(kind="soak", concurrency=2, duration_s=1.0, window_s=0.5,
+                        prompt_tokens=8, output_tokens=3)
+    sched = build_schedule(spec)
+    out = run_workload_sync(sched, _options(server))
+    for r, phase in zip(out.results, out.phases, strict=True):
+        offset = r.sent_at_s - out.started_at_s
+        assert phase == ("w0" if offset < 0.5 else "w1")
+    assert set(out.phases) == {"w0", "w1"}
+
+
+def test_callback_error_stops_and_is_raised(server):
+    spec = WorkloadSpec(kind="concurrency", concurrency=2, num_requests=50, prompt_tokens=8,
+                        output_tokens=2)
+
+    def boom(i, r):
+        raise ValueError("store is full")
+
+    with pytest.raises(ValueError, match="store is full"):
+        run_workload_sync(build_schedule(spec), _options(server), on_result=boom)
+    assert len(server.received) < 50
+
+
+def test_sync_entry_inside_a_running_loop(server):
+    spec = WorkloadSpec(kind="concurrency", concurrency=2, num_requests=6, prompt_tokens=8,
+                        output_tokens=2)
+
+    async def caller():  # e.g. Streamlit or Jupyter: a loop already runs in this thread
+        return run_workload_sync(build_schedule(spec), _options(server, model="m"))
+
+    out = asyncio.run(caller())
+    assert out.sent == 6 and all(r.success for r in out.results)
+    assert {b["model"] for _, b in server.received} == {"m"}
+
+
+def test_chat_text_prompts_have_exact_lengths():
+    srv = LoadServer(tokenizer=_tokenizer()).start()
+    try:
+        spec = WorkloadSpec(kind="concurrency", concurrency=4, num_requests=12,
+                            prompt_tokens=50, output_tokens=3)
+        out = run_workload_sync(build_schedule(spec), LoadOptions(url=srv.url, api="chat"))
+    finally:
+        srv.stop()
+    assert all(r.success for r in out.results)
+    assert {r.prompt_tokens for r in out.results} == {50}  # counted by the server's tokenizer
+    assert all("messages" in b and b["model"] == "test-model" for _, b in srv.received)
+
+
+def test_unreachable_server_is_one_clear_error():
+    from runners.errors import RunnerError
+
+    spec = WorkloadSpec(kind="concurrency", concurrency=1, num_requests=1, prompt_tokens=8,
+                        output_tokens=2)
+    with pytest.raises(RunnerError, match="cannot reach"):
+        run_workload_sync(build_schedule(spec), LoadOptions(url="http://127.0.0.1:9"))
+
+
+@pytest.mark.slow
+def test_token_id_prompts_are_exact_on_real_vllm(vllm_url):
+    """No vocab size given: the id range is learnt from vLLM's /tokenize; the model name from
+    /v1/models. vLLM's usage must count exactly the prompt and output we asked for."""
+    spec = WorkloadSpec(kind="poisson", rate_rps=20.0, num_requests=12, prompt_tokens=48,
+                        output_tokens=7, seed=1)
+    out = run_workload_sync(build_schedule(spec), LoadOptions(url=vllm_url, timeout_s=120))
+    assert out.sent == 12 and all(r.success for r in out.results), out.results[0].error
+    assert {(r.prompt_tokens, r.output_tokens) for r in out.results} == {(48, 7)}
+    trace = WorkloadSpec(kind="concurrency", concurrency=2, num_requests=4, prompt_tokens=300,
+                         output_tokens=5)
+    got = run_workload_sync(build_schedule(trace), LoadOptions(url=vllm_url, timeout_s=120))
+    assert {(r.prompt_tokens, r.output_tokens) for r in got.results} == {(300, 5)}
