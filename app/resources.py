@@ -1,31 +1,228 @@
-"""Cached library calls for the Streamlit views (keyed on real inputs: the file's bytes hash)."""
+"""Shared state and cached library calls for the Streamlit views.
+
+Caches are keyed on real inputs: a trace's content hash plus its ingest options. Each
+(content, options) pair gets its own DuckDB workspace file, written once by the profiler and
+read-only afterwards, so browser sessions never write the same trace file. The app-wide store
+(profile history, recommendations, runs) is one DuckDB file behind one `st.cache_resource`
+connection; every query takes its own cursor, as DuckDB requires across threads.
+Everything lives under `$SERVEFIT_APP_HOME` (default `.servefit/app` in the working directory),
+so it survives a restart.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import tempfile
+import io
+import os
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import streamlit as st
+from pydantic import Field
 
-from profiler.profile import profile_trace
-from profiler.schema import Profile
+from profiler.chart_data import ChartData
+from profiler.ingest import IngestOptions
+from profiler.schema import Profile, Record
 from profiler.workspace import Workspace
 
-SAMPLE_TRACE = Path(__file__).resolve().parent.parent / "data" / "samples" / \
-    "AzureLLMInferenceTrace_conv.csv"
-APP_WORKSPACES = Path(".servefit") / "app"
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_TRACE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
+SAMPLE_LABEL = "Azure LLM inference trace 2023, conversation (CC-BY 4.0)"
+HOME_ENV_VAR = "SERVEFIT_APP_HOME"
+DEFAULT_HOME = Path(".servefit") / "app"
+COPY_CHUNK_BYTES = 8 << 20
+TRACE_KEY = "servefit.trace"
+RECOMMENDATION_KEY = "servefit.recommendation"
+PENDING_KEY = "servefit.start.pending"  # an upload not yet read successfully
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def profile_file(data: bytes, name: str) -> Profile:
-    """Profile an uploaded (or bundled) trace; one workspace per distinct file content.
+class TraceChoice(Record):
+    """The trace the views work on (kept in st.session_state under TRACE_KEY)."""
 
-    Each content hash gets its own DuckDB file, so browser sessions never write the same one.
+    name: str = Field(description="file name as uploaded")
+    digest: str = Field(description="sha256 of the content, first 16 hex digits")
+    path: str = Field(description="where the app keeps the file")
+    options: IngestOptions = Field(default_factory=IngestOptions)
+    sample: bool = False
+
+    def key(self) -> str:
+        """Cache key: content and options (not the name, which changes nothing)."""
+        return f"{self.digest}-{options_digest(self.options)}"
+
+
+def app_home() -> Path:
+    return Path(os.environ.get(HOME_ENV_VAR) or DEFAULT_HOME)
+
+
+def options_digest(options: IngestOptions) -> str:
+    return hashlib.sha256(options.model_dump_json().encode()).hexdigest()[:12]
+
+
+@st.cache_data(show_spinner=False)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(COPY_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def sample_choice() -> TraceChoice:
+    """The bundled sample trace, read in place."""
+    stat = SAMPLE_TRACE.stat()
+    digest = _file_digest(str(SAMPLE_TRACE), stat.st_size, stat.st_mtime_ns)
+    return TraceChoice(name=SAMPLE_TRACE.name, digest=digest, path=str(SAMPLE_TRACE),
+                       sample=True)
+
+
+def current_trace() -> TraceChoice:
+    """The session's trace; the bundled sample until the user picks another."""
+    choice = st.session_state.get(TRACE_KEY)
+    if choice is None:
+        choice = st.session_state[TRACE_KEY] = sample_choice()
+    return choice
+
+
+def store_upload(upload: BinaryIO, name: str, size: int,
+                 progress: Callable[[float], None] | None = None) -> TraceChoice:
+    """Keep an uploaded trace under the app home, named by its content hash.
+
+    Written to a temporary name then renamed, so a concurrent session never reads half a file;
+    an already stored content is not written again (its mtime, part of the ingest cache key,
+    stays put).
     """
+    uploads = app_home() / "uploads"
+    uploads.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    tmp = uploads / f".incoming-{os.getpid()}-{id(upload)}"
+    done = 0
+    with open(tmp, "wb") as out:
+        while chunk := upload.read(COPY_CHUNK_BYTES):
+            digest.update(chunk)
+            out.write(chunk)
+            done += len(chunk)
+            if progress is not None and size:
+                progress(min(1.0, done / size))
+    short = digest.hexdigest()[:16]
+    target = uploads / short / (Path(name).name or "trace")
+    if target.exists():
+        tmp.unlink()
+    else:
+        target.parent.mkdir(exist_ok=True)
+        os.replace(tmp, target)
+    return TraceChoice(name=Path(name).name, digest=short, path=str(target))
+
+
+def workspace_for(choice: TraceChoice) -> Workspace:
+    return Workspace.resolve(app_home() / "workspaces" / f"{choice.key()}.duckdb")
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _profile(key: str, choice_json: str) -> Profile:
+    from profiler import history
+    from profiler.profile import profile_trace
+
+    choice = TraceChoice.model_validate_json(choice_json)
+    profile = profile_trace(choice.path, workspace=workspace_for(choice), options=choice.options,
+                            seed=choice.options.seed)
+    history.save_profile(
+        store_cursor(), trace_digest=choice.digest, options_json=choice.options.model_dump_json(),
+        trace_name=choice.name, trace_path=choice.path, n_requests=profile.n_requests,
+        profile_json=profile.model_dump_json())
+    return profile
+
+
+def profile_for(choice: TraceChoice) -> Profile:
+    """The choice's Profile (ingested once per content and options, then cached).
+
+    Raises:
+        ServeFitError: the trace cannot be read; nothing is cached or stored.
+    """
+    return _profile(choice.key(), choice.model_dump_json())
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _charts(key: str, choice_json: str) -> ChartData:
+    from profiler.chart_data import chart_data
+
+    return chart_data(workspace_for(TraceChoice.model_validate_json(choice_json)))
+
+
+def charts_for(choice: TraceChoice) -> ChartData:
+    """The chart records of a profiled choice (call `profile_for` first)."""
+    return _charts(choice.key(), choice.model_dump_json())
+
+
+@st.cache_data(show_spinner=False)
+def columns_of(path: str, digest: str) -> list[str]:
+    """Column names of a stored trace, for the mapping form."""
+    from profiler.columns import trace_columns
+
+    return trace_columns(path)
+
+
+@st.cache_resource
+def _store_connection(path: str) -> Any:
+    import duckdb
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(path)
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def store_cursor() -> Any:
+    """A cursor of the app-wide store (history, recommendations, runs).
+
+    One connection per process and store file, shared by every session; each query (or short
+    sequence of queries) takes its own cursor, as DuckDB requires across threads.
+    """
+    return _store_connection(str(store_workspace().path)).cursor()
+
+
+def store_workspace() -> Workspace:
+    """The store as a Workspace, for libraries that take one (the runs store)."""
+    return Workspace.resolve(app_home() / "store.duckdb")
+
+
+@st.cache_data(show_spinner=False)
+def catalog_names() -> tuple[list[str], list[str]]:
+    """(GPU names, model names) of the bundled catalog."""
+    from recommender.catalog import load_gpus, load_models
+
+    return sorted(load_gpus()), sorted(load_models())
+
+
+def bundle_zip(files: dict[str, str], folder: str) -> bytes:
+    """The export bundle as a zip (pure packaging: names and texts in, bytes out)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in sorted(files.items()):
+            info = zipfile.ZipInfo(f"{folder}/{name}", date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = (0o755 if name.endswith(".sh") else 0o644) << 16
+            archive.writestr(info, text)
+    return buffer.getvalue()
+
+
+def store_model_config(data: bytes) -> str:
+    """Keep an uploaded Hugging Face config.json under the app home; returns its path."""
     digest = hashlib.sha256(data).hexdigest()[:16]
-    with tempfile.TemporaryDirectory(prefix="servefit-upload-") as tmp:
-        path = Path(tmp) / Path(name).name
-        path.write_bytes(data)
-        workspace = Workspace.resolve(APP_WORKSPACES / f"{digest}.duckdb")
-        return profile_trace(str(path), workspace=workspace)
+    target = app_home() / "models" / digest / "config.json"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+    return str(target)
+
+
+def save_recommendation(choice: TraceChoice, rec: Any) -> str:
+    """Store a Recommendation in the app's history; returns its id."""
+    from profiler import history
+
+    title = f"{rec.pick.label} on {rec.gpus}× {rec.gpu}, {rec.model}"
+    return history.save_recommendation(
+        store_cursor(), trace_digest=choice.digest, trace_name=choice.name, title=title,
+        request_json=rec.request.model_dump_json(), body_json=rec.model_dump_json())

@@ -1,6 +1,8 @@
 """Streamlit entrypoint: the page frame and the router (`streamlit run app/streamlit_app.py`).
 
-Run from the repository root with the root on PYTHONPATH (scripts/run_app.sh does this).
+Run from the repository root with the root on PYTHONPATH (scripts/run_app.sh and the Docker
+image do this). Each view is one file in app/views/; they share the chosen trace through
+st.session_state (app.resources).
 """
 
 from __future__ import annotations
@@ -10,15 +12,22 @@ from pathlib import Path
 import streamlit as st
 
 VIEWS = Path(__file__).parent / "views"
+PAGES = (
+    ("start.py", "Start", ":material/upload_file:"),
+    ("profile.py", "Profile", ":material/monitoring:"),
+    ("recommend.py", "Recommend", ":material/recommend:"),
+    ("validate.py", "Validate", ":material/speed:"),
+    ("runs.py", "Runs", ":material/history:"),
+)
 
 
 def run() -> None:
     """Build the navigation; a function so tests can drive it."""
     st.set_page_config(page_title="ServeFit", page_icon=":material/speed:", layout="wide")
-    page = st.navigation(
-        [st.Page(VIEWS / "profile.py", title="Profile", icon=":material/monitoring:",
-                 default=True)]
-    )
+    page = st.navigation([
+        st.Page(VIEWS / file, title=title, icon=icon, default=i == 0)
+        for i, (file, title, icon) in enumerate(PAGES)
+    ])
     page.run()
 
 

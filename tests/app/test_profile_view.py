@@ -1,26 +1,62 @@
-"""The Profile view renders the bundled sample with the right headline figures (AppTest)."""
+"""The Profile view renders the bundled sample with the right figures and charts (AppTest)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import json
 
+import numpy as np
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from tests import reference as ref
+from tests.app.conftest import ENTRY
 
-ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 
-
-def test_profile_view_shows_sample_headline(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the app's workspaces go under the working directory
-    at = AppTest.from_file(str(ENTRY), default_timeout=120).run()
-    assert not at.exception
+def _sample_seconds() -> tuple[pd.DataFrame, np.ndarray]:
     df = pd.read_csv(ref.SAMPLE)
-    timing = ref.timing(
-        (pd.to_datetime(df["TIMESTAMP"]) - pd.Timestamp(0)).dt.total_seconds().to_numpy())
+    ts = pd.to_datetime(df["TIMESTAMP"])
+    return df, (ts - ts.min()).dt.total_seconds().to_numpy()
+
+
+def _profile_page() -> AppTest:
+    at = AppTest.from_file(str(ENTRY), default_timeout=180).run()
+    at.switch_page("views/profile.py").run()
+    assert not at.exception
+    assert not at.error
+    return at
+
+
+def test_headline_figures_of_the_sample(app_home):
+    at = _profile_page()
+    df, t = _sample_seconds()
+    timing = ref.timing(t)
+    inp, out = ref.lengths(df["ContextTokens"]), ref.lengths(df["GeneratedTokens"])
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Requests"] == f"{len(df):,}"
+    assert metrics["Duration"] == f"{timing['duration_s']:,.0f} s"
     assert metrics["Mean QPS"] == f"{timing['mean_qps']:,.2f}"
     assert metrics["Peak QPS (1 s)"] == f"{timing['peak_qps_1s']:,.0f}"
-    assert not at.error
+    assert metrics["Peak QPS (60 s)"] == f"{timing['peak_qps_60s']:,.2f}"
+    assert metrics["Burstiness (inter-arrival CV)"] == f"{timing['interarrival_cv']:,.2f}"
+    assert metrics["Input p50 / p99"] == f"{inp['p50']:,.0f} / {inp['p99']:,.0f}"
+    assert metrics["Output p50 / p99"] == f"{out['p50']:,.0f} / {out['p99']:,.0f}"
+    assert metrics["Multi-turn share"] == "n/a"  # the Azure trace has no sessions
+    assert metrics["Prefix reuse (unbounded cache)"] == "n/a"  # nor prompt blocks
+
+
+def test_charts_carry_the_trace_figures(app_home):
+    at = _profile_page()
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    titles = [s["layout"]["title"]["text"] for s in specs]
+    assert titles[:2] == ["Arrivals per 1 s", "Arrivals per 60 s"]
+    assert any(t.startswith("Inter-arrival gaps") for t in titles)
+    assert any(t.startswith("Input tokens") for t in titles)
+    assert any(t.startswith("Output tokens") for t in titles)
+    assert any(t.startswith("Input x output tokens") for t in titles)
+    df, t = _sample_seconds()
+    per_s = np.bincount(np.floor(t).astype(int))
+    assert specs[0]["data"][0]["y"] == per_s.astype(float).tolist()
+    heat = next(s for s in specs if s["layout"]["title"]["text"].startswith("Input x output"))
+    assert sum(map(sum, heat["data"][0]["z"])) == len(df)
+    # no prompt blocks in this trace: the reuse tab says so instead of drawing
+    assert any("prefix reuse cannot be measured" in i.value for i in at.info)

@@ -1,0 +1,95 @@
+"""Plotly figures drawn from the typed chart records (no figures computed here, only drawn)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from profiler.chart_data import ArrivalSeries, Heatmap, LogHistogram, ReuseCurve, SegmentOutline
+
+HEIGHT = 340
+MARGIN = {"t": 50, "b": 40, "l": 50, "r": 20}
+
+
+def _layout(fig: go.Figure, title: str, **axes: object) -> go.Figure:
+    fig.update_layout(title=title, height=HEIGHT, margin=MARGIN, legend={"orientation": "h"},
+                      **axes)
+    return fig
+
+
+def arrivals(series: ArrivalSeries) -> go.Figure:
+    """Requests per second over time; the peak line appears when points cover many windows."""
+    fig = go.Figure(go.Scattergl(x=series.t_s, y=series.mean_rps, mode="lines",
+                                 name=f"mean per {series.bucket_s:g} s", line={"width": 1}))
+    if series.bucket_s > series.window_s:
+        fig.add_trace(go.Scattergl(x=series.t_s, y=series.peak_rps, mode="lines",
+                                   name=f"busiest {series.window_s:g} s", line={"width": 1}))
+    return _layout(fig, f"Arrivals per {series.window_s:g} s",
+                   xaxis_title="time since first request (s)", yaxis_title="requests/s")
+
+
+def log_histogram(hist: LogHistogram, title: str, unit: str) -> go.Figure:
+    """Counts per log bin (bars) and the CDF (line, right axis)."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    # A filled step line: bars would need widths, which a log axis draws unevenly.
+    fig.add_trace(go.Scatter(x=[*hist.lower, *hist.upper[-1:]],
+                             y=[*hist.counts, *hist.counts[-1:]], mode="lines", fill="tozeroy",
+                             line={"shape": "hv"}, name="requests"), secondary_y=False)
+    fig.add_trace(go.Scatter(x=hist.upper, y=hist.cdf, mode="lines", name="CDF",
+                             line={"shape": "hv"}), secondary_y=True)
+    fig.update_xaxes(type="log", title_text=unit)
+    fig.update_yaxes(title_text="count", secondary_y=False)
+    fig.update_yaxes(title_text="CDF", range=[0, 1], secondary_y=True)
+    subtitle = f" ({hist.zeros:,} at zero, not on the log axis)" if hist.zeros else ""
+    return _layout(fig, title + subtitle)
+
+
+def length_heatmap(heat: Heatmap, outlines: Sequence[SegmentOutline]) -> go.Figure:
+    """Input x output request counts on log axes, with each segment's 2-sigma outline."""
+    fig = go.Figure(go.Heatmap(x=heat.x_lower, y=heat.y_lower, z=heat.counts,
+                               colorscale="Blues", name="requests",
+                               hovertemplate="in ≥ %{x:.3g}, out ≥ %{y:.3g}: %{z}<extra></extra>"))
+    for i, seg in enumerate(outlines):
+        fig.add_trace(go.Scatter(
+            x=seg.input_tokens, y=seg.output_tokens, mode="lines",
+            name=f"segment {i + 1} ({seg.share:.0%})", line={"width": 2}))
+    fig.update_xaxes(type="log", title_text="input tokens")
+    fig.update_yaxes(type="log", title_text="output tokens")
+    return _layout(fig, "Input x output tokens, with the length segments")
+
+
+def reuse_curve(curve: ReuseCurve) -> go.Figure:
+    """Prefix-cache hit ratio against LRU size, with the infinite-cache bound."""
+    fig = go.Figure(go.Scatter(x=curve.capacity_blocks, y=curve.hit_ratio, mode="lines+markers",
+                               name="LRU"))
+    fig.add_hline(y=curve.infinite_hit_ratio, line_dash="dot",
+                  annotation_text=f"unbounded cache {curve.infinite_hit_ratio:.1%}")
+    unit = f"cache size (blocks of {curve.block_size} tokens)" if curve.block_size else \
+        "cache size (blocks)"
+    fig.update_xaxes(type="log", title_text=unit)
+    fig.update_yaxes(title_text="hit ratio", tickformat=".0%", rangemode="tozero")
+    return _layout(fig, "Prefix reuse against LRU cache size")
+
+
+def latency_throughput(points: Sequence[dict], x_title: str, y_title: str) -> go.Figure:
+    """Candidates as points (`x`, `y`, `label`, `group`, `pareto`, `picked`); front joined."""
+    fig = go.Figure()
+    for group in dict.fromkeys(p["group"] for p in points):
+        mine = [p for p in points if p["group"] == group]
+        fig.add_trace(go.Scatter(
+            x=[p["x"] for p in mine], y=[p["y"] for p in mine], mode="markers", name=group,
+            text=[p["label"] for p in mine], hovertemplate="%{text}<br>%{x:.3g}, %{y:.3g}",
+            marker={"size": 8, "opacity": 0.7}))
+    front = sorted((p for p in points if p["pareto"]), key=lambda p: p["x"])
+    if front:
+        fig.add_trace(go.Scatter(x=[p["x"] for p in front], y=[p["y"] for p in front],
+                                 mode="lines", name="Pareto front", line={"dash": "dash"}))
+    for p in points:
+        if p["picked"]:
+            fig.add_trace(go.Scatter(x=[p["x"]], y=[p["y"]], mode="markers", name="pick",
+                                     marker={"symbol": "star", "size": 18, "color": "gold",
+                                             "line": {"width": 1, "color": "black"}}))
+    return _layout(fig, "Candidates: latency against throughput", xaxis_title=x_title,
+                   yaxis_title=y_title)

@@ -1,0 +1,155 @@
+"""Recommend view: GPU, model and SLOs in; the pick, why, the alternatives and config files out."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import charts
+from app.render import candidate_points, candidate_rows, fmt_ms, latency_rows
+from app.resources import (
+    RECOMMENDATION_KEY,
+    bundle_zip,
+    catalog_names,
+    current_trace,
+    save_recommendation,
+    store_model_config,
+    workspace_for,
+)
+from profiler.errors import ServeFitError
+
+DEFAULT_GPU = "H100-SXM"
+DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+OWN_MODEL = "my own config.json…"
+OBJECTIVES = {"goodput": "most requests/s within the SLOs", "latency": "lowest latency",
+              "cost": "fewest GPUs"}
+
+
+def _form():
+    """The request form; returns a RecommendRequest when submitted, else None."""
+    from recommender.recommendation import RecommendRequest
+
+    gpus, models = catalog_names()
+    choice = current_trace()
+    with st.form("recommend"):
+        left, mid, right = st.columns(3)
+        gpu = left.selectbox("GPU", gpus, index=gpus.index(DEFAULT_GPU) if DEFAULT_GPU in gpus
+                             else 0)
+        count = left.number_input("GPUs", min_value=1, max_value=1024, value=1)
+        model_names = [*models, OWN_MODEL]
+        model = mid.selectbox("Model", model_names, index=model_names.index(DEFAULT_MODEL)
+                              if DEFAULT_MODEL in model_names else 0)
+        config_json = mid.file_uploader("or its config.json (with the option above)",
+                                        type=["json"])
+        ttft = right.number_input("SLO: p95 TTFT (ms), 0 = none", min_value=0.0, value=0.0)
+        tpot = right.number_input("SLO: p95 TPOT (ms), 0 = none", min_value=0.0, value=0.0)
+        objective = st.radio("Objective", list(OBJECTIVES), format_func=OBJECTIVES.get,
+                             horizontal=True)
+        with st.expander("Search settings"):
+            max_requests = st.number_input("Requests simulated (a window of the trace)",
+                                           min_value=100, value=20_000, step=1_000)
+            seed = st.number_input("Seed", min_value=0, value=0)
+        if not st.form_submit_button("Recommend", type="primary"):
+            return None
+    if model == OWN_MODEL:
+        if config_json is None:
+            st.error("Upload the model's config.json, or pick a catalog model.")
+            return None
+        model = store_model_config(config_json.getvalue())
+    return RecommendRequest(
+        source=choice.path, gpu=gpu, gpus=int(count), model=model,
+        slo_ttft_p95_s=ttft / 1e3 or None, slo_tpot_p95_s=tpot / 1e3 or None,
+        objective=objective, max_requests=int(max_requests), seed=int(seed))
+
+
+def _run(request) -> None:
+    from recommender.recommend import recommend
+
+    choice = current_trace()
+    bar = st.progress(0.0, text="Starting…")
+    try:
+        rec = recommend(request, workspace=workspace_for(choice),
+                        progress=lambda f, what: bar.progress(min(1.0, f), text=what))
+    except ServeFitError as exc:
+        bar.empty()
+        st.error(str(exc))
+        return
+    bar.empty()
+    save_recommendation(choice, rec)
+    st.session_state[RECOMMENDATION_KEY] = rec
+
+
+def _pick(rec) -> None:
+    p = rec.pick.predicted
+    st.subheader(f"Pick: {rec.pick.config.engine} — {rec.pick.label}")
+    st.caption(f"{rec.model} on {rec.gpus}× {rec.gpu}. {rec.window}. "
+               f"Search: {rec.candidates_simulated:,} simulations in {rec.search_time_s:,.1f} s.")
+    cols = st.columns(6)
+    cols[0].metric("TTFT p95", fmt_ms(p.ttft_s.p95))
+    cols[1].metric("TPOT p95", fmt_ms(p.tpot_s.p95, "{:,.1f} ms"))
+    cols[2].metric("Output tok/s", f"{p.output_throughput_tok_s:,.0f}")
+    cols[3].metric("Requests/s", f"{p.request_throughput_rps:,.2f}")
+    cols[4].metric("Goodput req/s", "n/a" if p.goodput_rps is None else f"{p.goodput_rps:,.2f}")
+    cols[5].metric("KV headroom", f"{p.kv_headroom_fraction:.0%}")
+    if not p.slo_met:
+        st.warning("The pick does not meet the SLOs: it is the closest candidate.")
+    st.dataframe(latency_rows({"TTFT": p.ttft_s, "TPOT": p.tpot_s, "ITL": p.itl_s,
+                               "E2E": p.e2e_s}), hide_index=True)
+    st.markdown("**Why**")
+    st.markdown("\n".join(f"- {r.text}" + (f" (`{r.figure}` = {r.value:,.4g})"
+                                            if r.value is not None else "")
+                          for r in rec.reasons))
+    for warning in rec.warnings:
+        st.warning(warning.text)
+
+
+def _others(rec) -> None:
+    st.markdown("**Best configuration of each engine**")
+    st.dataframe(candidate_rows(rec.alternatives), hide_index=True)
+    st.plotly_chart(charts.latency_throughput(
+        candidate_points(rec.candidates, rec.pick.label), "output tokens/s (all GPUs)",
+        "TTFT p95 (ms)"), width="stretch")
+    with st.expander(f"All {len(rec.candidates)} candidates"):
+        st.dataframe(candidate_rows(rec.candidates), hide_index=True)
+    if rec.routing is not None:
+        st.markdown(f"**Routing plan** — {rec.routing.gain_text}")
+        st.dataframe({"route": [d.criteria for d in rec.routing.deployments],
+                      "share": [f"{d.share:.0%}" for d in rec.routing.deployments],
+                      "GPUs": [d.gpus for d in rec.routing.deployments],
+                      "engine": [d.config.engine for d in rec.routing.deployments]},
+                     hide_index=True)
+
+
+def _downloads(rec) -> None:
+    from engines.errors import EngineError
+    from engines.export import ExportRequest, render_bundle
+
+    try:
+        files = render_bundle(ExportRequest.model_validate(rec.export))
+    except EngineError as exc:
+        st.error(f"cannot export this configuration: {exc}")
+        return
+    st.markdown("**Config files**")
+    folder = f"servefit-{rec.pick.config.engine}"
+    st.download_button("All files (zip)", bundle_zip(files, folder), f"{folder}.zip",
+                       mime="application/zip", type="primary", icon=":material/download:")
+    cols = st.columns(4)
+    for i, (name, text) in enumerate(files.items()):
+        cols[i % 4].download_button(name, text, name, mime="text/plain", key=f"dl.{name}")
+
+
+def render() -> None:
+    st.title("Recommendation")
+    st.caption(f"Trace: {current_trace().name}")
+    request = _form()
+    if request is not None:
+        _run(request)
+    rec = st.session_state.get(RECOMMENDATION_KEY)
+    if rec is None:
+        st.info("Pick the GPU, model and SLOs, then press Recommend.")
+        return
+    _pick(rec)
+    _others(rec)
+    _downloads(rec)
+
+
+render()

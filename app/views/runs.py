@@ -1,0 +1,86 @@
+"""Runs view: what the app kept (profiled traces, recommendations, benchmark runs) and the
+comparison tables of runs; all of it read back from the app's store, so it survives restarts."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.resources import (
+    RECOMMENDATION_KEY,
+    TRACE_KEY,
+    TraceChoice,
+    store_cursor,
+    store_workspace,
+)
+from profiler import history
+from profiler.errors import ServeFitError
+from profiler.ingest import IngestOptions
+
+
+def _profiles() -> None:
+    st.subheader("Profiled traces")
+    entries = history.list_profiles(store_cursor())
+    if not entries:
+        st.info("No trace profiled yet.")
+        return
+    st.dataframe({"trace": [e.trace_name for e in entries],
+                  "requests": [e.n_requests for e in entries],
+                  "profiled at (UTC)": [e.created_at.strftime("%Y-%m-%d %H:%M") for e in entries],
+                  "content": [e.trace_digest for e in entries]}, hide_index=True)
+    labels = {f"{e.trace_name} ({e.trace_digest[:8]})": e for e in entries}
+    picked = st.selectbox("Trace", list(labels), key="runs.trace")
+    if st.button("Work on this trace"):
+        e = labels[picked]
+        st.session_state[TRACE_KEY] = TraceChoice(
+            name=e.trace_name, digest=e.trace_digest, path=e.trace_path,
+            options=IngestOptions.model_validate_json(e.options_json))
+        st.success(f"Now working on {e.trace_name}.")
+
+
+def _recommendations() -> None:
+    from recommender.recommendation import Recommendation
+
+    st.subheader("Recommendations")
+    entries = history.list_recommendations(store_cursor())
+    if not entries:
+        st.info("No recommendation yet.")
+        return
+    st.dataframe({"recommendation": [e.title for e in entries],
+                  "trace": [e.trace_name for e in entries],
+                  "at (UTC)": [e.created_at.strftime("%Y-%m-%d %H:%M") for e in entries]},
+                 hide_index=True)
+    labels = {f"{e.title} — {e.trace_name} ({e.rec_id[:6]})": e for e in entries}
+    picked = st.selectbox("Recommendation", list(labels), key="runs.rec")
+    if st.button("Open it in Recommend"):
+        stored = history.load_recommendation(store_cursor(), labels[picked].rec_id)
+        if stored is not None:
+            st.session_state[RECOMMENDATION_KEY] = Recommendation.model_validate_json(stored[1])
+            st.page_link("views/recommend.py", label="Go to Recommend")
+
+
+def _runs() -> None:
+    st.subheader("Benchmark runs")
+    try:
+        from runners.store import list_runs
+    except ImportError:
+        st.info("Live validation is not part of this build.")
+        return
+    try:
+        runs = list_runs(store_workspace())
+    except ServeFitError as exc:
+        st.error(str(exc))
+        return
+    if not runs:
+        st.info("No benchmark run yet (see Validate).")
+        return
+    st.dataframe([r.model_dump(mode="json") for r in runs], hide_index=True)
+
+
+def render() -> None:
+    st.title("Runs and history")
+    _profiles()
+    _recommendations()
+    _runs()
+
+
+render()

