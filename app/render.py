@@ -65,3 +65,32 @@ def prediction_text(summary: dict) -> str:
         f"KV cache    {summary['kv_capacity_tokens']:,} tokens per replica, "
         f"{summary['preemptions']:,} preemptions",
     ])
+
+
+def latency_rows(figures: dict[str, object]) -> dict[str, list[str]]:
+    """Latency percentiles (LatencyFigures by name, seconds) as a ms table for the screen."""
+    quantiles = ("mean", "p50", "p90", "p95", "p99")
+    return {"": list(figures), **{q: [fmt_ms(getattr(f, q), "{:,.1f}") for f in figures.values()]
+                                  for q in quantiles}}
+
+
+def candidate_rows(candidates: list) -> dict[str, list]:
+    """Candidates (recommender.recommendation.Candidate) as a table, ms and units on screen."""
+    return {
+        "config": [c.label for c in candidates],
+        "feasible": [c.feasible for c in candidates],
+        "TTFT p95 (ms)": [round(c.predicted.ttft_s.p95 * 1e3, 1) for c in candidates],
+        "TPOT p95 (ms)": [round(c.predicted.tpot_s.p95 * 1e3, 2) for c in candidates],
+        "output tok/s": [round(c.predicted.output_throughput_tok_s) for c in candidates],
+        "goodput req/s": [None if c.predicted.goodput_rps is None
+                          else round(c.predicted.goodput_rps, 2) for c in candidates],
+        "KV headroom": [f"{c.predicted.kv_headroom_fraction:.0%}" for c in candidates],
+        "why not": [c.rejected_reason or "" for c in candidates],
+    }
+
+
+def candidate_points(candidates: list, pick_label: str) -> list[dict]:
+    """Chart points: output tok/s against p95 TTFT (ms), grouped by engine."""
+    return [{"x": c.predicted.output_throughput_tok_s, "y": c.predicted.ttft_s.p95 * 1e3,
+             "label": c.label, "group": c.config.engine, "pareto": c.pareto,
+             "picked": c.label == pick_label} for c in candidates]
