@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines.config import EngineConfig
+from engines.config import EngineConfig, SpeculativeConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.memory import plan_memory
 from recommender.perf import Batch, EngineParams, deployment, step_time
@@ -218,3 +218,127 @@ def test_request_too_large_for_kv_is_rejected_not_stalling():
     res = _sim(_reqs([100, cap + 10, 100], [10, 10, 10]), cfg)
     assert res.summary.rejected == 1 and res.summary.completed == 2
     assert np.isnan(res.e2e_s[1]) and np.isfinite(res.e2e_s[[0, 2]]).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# Speculative decoding, ITL, chunked prefill, KV dtype, conservation (DESIGN §4.3, §4.4, §4.6)
+
+NGRAM = SpeculativeConfig(method="ngram", num_tokens=3)
+EAGLE = SpeculativeConfig(method="eagle", num_tokens=3, draft_model="yuhuili/EAGLE-LLaMA3.1-8B")
+
+
+@pytest.mark.parametrize("spec", [NGRAM, EAGLE])
+def test_closed_form_step_time_matches_perf_with_speculation(spec):
+    from recommender.sim_kernel import step_seconds
+
+    dep = deployment(_cfg(speculative=spec), GPU, MODEL)
+    coef = step_coefficients(dep, PARAMS)
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        p, d = float(rng.integers(0, 3000)), float(rng.integers(0, 200))
+        cd, cp = float(rng.integers(0, 8000)), float(rng.integers(0, 3000))
+        if p + d == 0:
+            continue
+        want = step_time(dep, Batch(p, d, cd, prefill_context=cp, prefill_seqs=1.0), PARAMS)
+        assert step_seconds(coef, p, d, d * cd, p * cp, 1.0) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("acceptance", [0.0, 0.6, 0.9, 1.0])
+def test_speculative_single_request_emits_exactly_its_tokens(acceptance):
+    # E = (1 − a^(k+1)) / (1 − a) tokens per decode step (k + 1 at a = 1); a fluid emission
+    # floor(s·E) reaches osl − 1 tokens after ceil((osl − 1) / E) decode steps, each a
+    # k+1-token verification at batch 1 (its time from perf.step_time with the draft).
+    k, inp, out = 3, 400, 61
+    e = k + 1.0 if acceptance == 1.0 else (1 - acceptance ** (k + 1)) / (1 - acceptance)
+    spec = SpeculativeConfig(method="ngram", num_tokens=k)
+    dep = deployment(_cfg(speculative=spec), GPU, MODEL, acceptance=acceptance)
+    emitted, ctx, decode_s, steps = 0, inp, 0.0, 0
+    while emitted < out - 1:
+        decode_s += step_time(dep, Batch(0, 1, ctx), PARAMS)
+        new = min(int(np.floor((steps + 1) * e + 1e-12)) - int(np.floor(steps * e + 1e-12)),
+                  out - 1 - emitted)
+        emitted, ctx, steps = emitted + new, ctx + new, steps + 1
+    assert steps == int(np.ceil((out - 1) / e - 1e-9))
+    res = _sim(_reqs([inp], [out]), _cfg(speculative=spec), spec_acceptance=acceptance)
+    assert res.e2e_s[0] - res.ttft_s[0] == pytest.approx(decode_s, rel=1e-9)
+    assert res.summary.steps == 1 + steps
+
+
+def _closed(conc: int, spec, n_per_user: int = 6):
+    n = max(conc * n_per_user, 24)
+    cfg = EngineConfig(engine="vllm", model=MODEL.name, speculative=spec)
+    return simulate(_reqs(np.full(n, 1000), np.full(n, 200)), cfg, GPU, MODEL,
+                    options=SimOptions(arrival="closed_loop", concurrency=conc)).summary
+
+
+@pytest.mark.parametrize(("spec", "high"), [(NGRAM, 64), (EAGLE, 128)])
+def test_speculation_helps_at_batch_1_and_hurts_at_high_concurrency(spec, high):
+    # DESIGN §4.3 with the fitted parameters: 1.5-2x per-request speed at batch 1; past a few
+    # dozen users the k+1-token verification is compute-bound (and samples k+1 positions per
+    # sequence) and the gain turns negative: ngram (a = 0.5, E = 1.9) by 64 users, EAGLE
+    # (a = 0.75, E = 2.7) later, about break-even at 64.
+    plain1, spec1 = _closed(1, None), _closed(1, spec)
+    assert 1.4 < plain1.tpot_s.mean / spec1.tpot_s.mean < 2.6
+    plain_hi, spec_hi = _closed(high, None), _closed(high, spec)
+    assert spec_hi.output_throughput_tok_s < plain_hi.output_throughput_tok_s
+    assert spec_hi.completed == plain_hi.completed == high * 6
+
+
+def test_conservation_under_preemption_with_speculation():
+    # Every request finishes exactly once, KV never exceeds the pool, running <= max_num_seqs,
+    # and output tokens emitted = asked (E2E − TTFT spans (out − 1) tokens at >= 1 per step).
+    rng = np.random.default_rng(5)
+    n = 300
+    inp, out = rng.integers(50, 1500, n), rng.integers(1, 300, n)
+    cfg = _small(6000, speculative=NGRAM, max_num_seqs=32)
+    res = _sim(_reqs(inp, out, arrival=np.sort(rng.uniform(0, 5, n))), cfg)
+    s = res.summary
+    assert s.completed == n and s.rejected == 0 and s.preemptions > 0
+    assert np.all(np.isfinite(res.e2e_s)) and np.all(res.e2e_s >= res.ttft_s)
+    assert res.kv_usage.max() <= 1.0 + 1e-12 and res.running_seqs.max() <= 32
+    assert s.output_throughput_tok_s * s.makespan_s == pytest.approx(out.sum())
+    # a decode step emits at most k + 1 tokens: TPOT >= the fastest possible step / (k+1)
+    fastest = step_time(deployment(cfg, GPU, MODEL), Batch(0, 1, 50), PARAMS)
+    assert np.nanmin(res.tpot_s) >= fastest / 4 * (1 - 1e-9)
+
+
+def test_itl_histogram_matches_step_times_at_batch_1():
+    res = _sim(_reqs([800], [40]))
+    gaps = [step_time(deployment(_cfg(), GPU, MODEL), Batch(0, 1, 800 + k), PARAMS)
+            for k in range(39)]
+    s = res.summary
+    assert s.itl_s.mean == pytest.approx(np.mean(gaps), rel=1e-9)
+    assert s.itl_max_s == pytest.approx(max(gaps), rel=1e-9)
+    assert s.itl_s.p50 == pytest.approx(np.median(gaps), rel=0.01)  # log bins: 0.6 % wide
+    assert res.max_itl_s[0] == pytest.approx(max(gaps), rel=1e-9)
+
+
+def test_chunked_prefill_cuts_decode_stalls_behind_a_long_prompt():
+    # DESIGN §4.6: 20 short requests decoding when a 30k-token prompt arrives. Unchunked, its
+    # whole prefill is one step and every decode waits for it; chunked (2048-token budget),
+    # decodes continue between chunks.
+    inp = [200] * 20 + [30000]
+    out = [300] * 20 + [5]
+    arrival = [0.0] * 20 + [0.5]
+    runs = {}
+    for chunked in (False, True):
+        cfg = _cfg(chunked_prefill=chunked, max_batched_tokens=32768 if not chunked else 2048)
+        runs[chunked] = _sim(_reqs(inp, out, arrival=arrival), cfg)
+    short_max_itl = {c: np.max(r.max_itl_s[:20]) for c, r in runs.items()}
+    short_tpot_p99 = {c: np.percentile(r.tpot_s[:20], 99) for c, r in runs.items()}
+    assert short_max_itl[True] < 0.3 * short_max_itl[False]
+    assert short_tpot_p99[True] <= short_tpot_p99[False]
+
+
+def test_fp8_kv_about_doubles_the_running_ceiling():
+    # DESIGN §4.4: offline, KV-bound (long contexts, no seq cap): fp8 KV holds twice the
+    # tokens, so twice the sequences run; decode-heavy, that is ≈ 1.5x the throughput.
+    n = 600
+    runs = {}
+    for dtype in ("auto", "fp8"):
+        cfg = _cfg(kv_cache_dtype=dtype, max_num_seqs=4096, max_batched_tokens=8192)
+        runs[dtype] = _sim(_reqs(np.full(n, 3000), np.full(n, 1000)), cfg, arrival="offline")
+    ratio = runs["fp8"].running_seqs.max() / runs["auto"].running_seqs.max()
+    assert 1.8 < ratio < 2.2
+    assert (runs["fp8"].summary.output_throughput_tok_s
+            > 1.3 * runs["auto"].summary.output_throughput_tok_s)
