@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_synth(sub)
     _add_predict(sub)
     _add_export(sub)
+    from app.cli_bench import add_bench  # its own module, like recommend
+
+    add_bench(sub)
     from app.cli_recommend import add_recommend  # its own module: the command is long
 
     add_recommend(sub)

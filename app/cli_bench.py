@@ -1,0 +1,104 @@
+"""`python -m app bench`: parse the options, run one live benchmark, print its summary.
+
+Heavy imports stay inside the command so `--help` is instant; the figures come from
+`runners.bench_options` (the CLI only formats them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+WORKLOADS = ("trace", "poisson", "gamma", "concurrency", "sweep", "burst", "soak")
+
+
+def add_bench(sub: Any) -> None:
+    """Register the `bench` sub-command."""
+    p = sub.add_parser("bench", help="live benchmark of an endpoint or a launched engine")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server")
+    where.add_argument("--launch", choices=["local", "docker"],
+                       help="start the engine from --config, benchmark it, stop it")
+    p.add_argument("--config", dest="config_path", metavar="REC_JSON",
+                   help="with --launch: recommendation or bare EngineConfig JSON")
+    p.add_argument("--engine-venv", metavar="DIR",
+                   help="--launch local: virtual environment holding the engine (default: "
+                        "the engine's command on PATH)")
+    p.add_argument("--log-dir", metavar="DIR", help="engine logs (default .servefit/logs)")
+    p.add_argument("--model", help="served model name (default: the server's first)")
+    p.add_argument("--workload", required=True, choices=WORKLOADS)
+    p.add_argument("--trace", metavar="FILE", help="trace to replay (--workload trace)")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="trace: multiply gaps (0.5 = twice as fast)")
+    p.add_argument("--concurrency", type=int, metavar="C",
+                   help="requests in flight; sweep: the cap (default 64)")
+    p.add_argument("--rate", dest="rate_rps", type=float, metavar="R",
+                   help="arrivals per second (poisson, gamma, soak; burst: steady rate)")
+    p.add_argument("--peak-rate", dest="peak_rate_rps", type=float, metavar="R",
+                   help="burst: rate during the burst (default 4x --rate)")
+    p.add_argument("--gamma-cv", type=float, help="gamma: inter-arrival CV (default 2)")
+    p.add_argument("--duration-s", type=float, metavar="D", help="run length (burst: total)")
+    p.add_argument("--burst-s", type=float, help="burst: length of the step up (default D/3)")
+    p.add_argument("--num-requests", type=int, metavar="N", help="requests (sweep: per level)")
+    p.add_argument("--prompt-tokens", type=int, metavar="P")
+    p.add_argument("--output-tokens", type=int, metavar="M")
+    p.add_argument("--api", choices=["completions", "chat"], default="completions")
+    p.add_argument("--slo-ttft-p95-ms", type=float, metavar="X")
+    p.add_argument("--slo-tpot-p95-ms", type=float, metavar="Y")
+    p.add_argument("--workers", type=int, default=1, help="load-generator processes")
+    p.add_argument("--timeout-s", type=float, default=600.0, help="bound on each request")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workspace", metavar="PATH",
+                   help="DuckDB workspace for the results (default .servefit/workspace.duckdb "
+                        "or $SERVEFIT_WORKSPACE)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=cmd_bench)
+
+
+_NOT_OPTIONS = ("command", "handler", "workspace", "json")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from runners.bench_options import bench, parse_options, progress_line, report_json
+
+    fields = {k: v for k, v in vars(args).items() if k not in _NOT_OPTIONS and v is not None}
+    options = parse_options(fields)
+    live = sys.stderr.isatty()
+
+    def progress(sample: Any) -> None:
+        if live:
+            print("\r" + progress_line(sample), end="", file=sys.stderr, flush=True)
+
+    report = bench(options, workspace=args.workspace, argv=sys.argv[1:], progress=progress)
+    if live:
+        print(file=sys.stderr)
+    summary = report_json(report)
+    print(json.dumps(summary, indent=2) if args.json else _text(summary))
+    return 0
+
+
+def _text(s: dict[str, Any]) -> str:
+    def ms(key: str) -> str:
+        d = s[key]
+        return "  ".join(f"{k} {'-' if v is None else f'{v:.1f}'}" for k, v in d.items())
+
+    lines = [
+        f"run {s['run_id']} ({s['status']}) against {s['url']}",
+        f"requests   {s['completed']} of {s['count']} completed; errors {s['errors'] or 0}",
+        f"throughput {s['request_throughput_rps']:.2f} req/s, "
+        f"{s['output_throughput_tok_s']:.1f} output tok/s; goodput {s['goodput_rps']:.2f} req/s",
+        f"TTFT ms    {ms('ttft_ms')}",
+        f"TPOT ms    {ms('tpot_ms')}",
+        f"ITL ms     {ms('itl_ms')}",
+        f"E2E ms     {ms('e2e_ms')}",
+    ]
+    if s.get("slo_met") is not None:
+        lines.append(f"SLOs       {'met' if s['slo_met'] else 'NOT met'} (p95)")
+    if "knee_concurrency" in s:
+        lines.append(f"knee       concurrency {s['knee_concurrency'] or 'not reached'}")
+    hit = s["scraped"]["prefix_cache_hit_rate"]
+    if hit is not None:
+        lines.append(f"prefix hit {hit:.1%} (engine counters)")
+    return "\n".join(lines)

@@ -1,0 +1,95 @@
+"""`python -m app bench`: DESIGN §2.4 JSON keys (predict's names, ms) against a local streaming
+server, the stored run behind them, and one-line exit-2 errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from profiler.workspace import Workspace
+from runners.store import list_runs, load_run
+from tests.runners.fake_openai import FakeOpenAI
+
+ROOT = Path(__file__).resolve().parents[2]
+LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app", "bench", *args], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def fake():
+    server = FakeOpenAI(ttft_s=0.02, tpot_s=0.01).start()
+    yield server
+    server.stop()
+
+
+def test_json_keys_units_and_the_stored_run(fake, tmp_path):
+    ws = tmp_path / "w.duckdb"
+    out = run("--endpoint", fake.url, "--workload", "poisson", "--rate", "30",
+              "--num-requests", "12", "--prompt-tokens", "32", "--output-tokens", "3",
+              "--slo-ttft-p95-ms", "2000", "--workspace", str(ws), "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert {"completed", "errors", "request_throughput_rps", "output_throughput_tok_s",
+            "achieved_rate_rps", "goodput_rps", *LATENCY_KEYS} <= set(got)
+    for key in LATENCY_KEYS:
+        assert set(got[key]) == {"mean", "p50", "p90", "p95", "p99"}
+    assert got["completed"] == 12 and got["errors"] == {} and got["status"] == "complete"
+    record = load_run(Workspace(ws), got["run_id"])
+    ttft = np.array([r.result.ttft_s for r in record.requests])
+    assert got["ttft_ms"]["p95"] == pytest.approx(np.percentile(ttft, 95) * 1e3, rel=1e-9)
+    assert got["ttft_ms"]["p50"] >= 20  # the server waits 20 ms before the first token
+    assert record.info.argv[:2] == ["bench", "--endpoint"]
+
+
+def test_text_output(fake, tmp_path):
+    out = run("--endpoint", fake.url, "--workload", "concurrency", "--concurrency", "2",
+              "--num-requests", "4", "--prompt-tokens", "16", "--output-tokens", "2",
+              "--workspace", str(tmp_path / "w.duckdb"))
+    assert out.returncode == 0, out.stderr
+    assert "4 of 4 completed" in out.stdout and "TTFT ms" in out.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--workload", "poisson"], "one of the arguments --endpoint --launch is required"),
+    (["--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "-1",
+      "--prompt-tokens", "8", "--output-tokens", "2"], "--rate: Input should be greater"),
+    (["--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "3"],
+     "needs --prompt-tokens, --output-tokens"),
+    (["--launch", "local", "--workload", "sweep"], "--launch needs --config"),
+    (["--launch", "local", "--config", "missing.json", "--workload", "concurrency",
+      "--concurrency", "1", "--num-requests", "1", "--prompt-tokens", "8",
+      "--output-tokens", "2"], "missing.json: cannot read"),
+    (["--endpoint", "http://127.0.0.1:9", "--workload", "trace"], "needs --trace"),
+])
+def test_bad_input_is_one_line_exit_2(args, message, tmp_path):
+    ws = tmp_path / "w.duckdb"
+    out = run(*args, "--workspace", str(ws))
+    assert out.returncode == 2, out.stderr
+    # The one line (argparse's own errors come after its usage text, as for every command).
+    lines = out.stderr.strip().splitlines()
+    assert message in lines[-1]
+    assert len(lines) == 1 or lines[0].startswith("usage:")
+    assert "Traceback" not in out.stderr
+    assert not ws.exists()  # refused before anything was written
+
+
+def test_unreachable_endpoint_is_one_line_and_stored_as_failed(tmp_path):
+    ws = tmp_path / "w.duckdb"
+    out = run("--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "5",
+              "--num-requests", "3", "--prompt-tokens", "8", "--output-tokens", "2",
+              "--workspace", str(ws))
+    assert out.returncode == 2 and "cannot reach" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    [info] = list_runs(Workspace(ws))
+    assert info.status == "failed" and info.n_requests == 0
