@@ -80,6 +80,21 @@ class _Stream:
 
     def on_chunk(self, obj: dict[str, Any], now: float) -> None:
         """Record one decoded data chunk that arrived at `now`."""
+        if obj.get("usage") is None:  # the common one-choice chunk, without the general loop
+            choices = obj.get("choices")
+            if type(choices) is list and len(choices) == 1:
+                choice = choices[0]
+                if type(choice) is dict and "token_ids" not in choice:
+                    delta = choice.get("delta")
+                    src = delta if type(delta) is dict else choice
+                    if (src.get("text") or src.get("content") or src.get("reasoning_content")
+                            or src.get("reasoning")):
+                        self.chunk_times.append(now)
+                        self.counts_complete = False  # no count for this chunk
+                    return
+        self._on_chunk(obj, now)
+
+    def _on_chunk(self, obj: dict[str, Any], now: float) -> None:
         usage = obj.get("usage")
         n_reported: int | None = None
         if isinstance(usage, dict):
@@ -163,25 +178,19 @@ def _fast_events(data: bytes, acc: _Stream, now: float) -> bool | None:
     """
     if not (data.startswith(b"data: ") and data.endswith(b"\n\n")):
         return None
-    blocks = data[:-2].split(b"\n\n")
-    if data.count(b"\n") != 2 * len(blocks):
+    payloads = data[6:-2].split(b"\n\ndata: ")
+    if data.count(b"\n") != 2 * len(payloads):  # another line or field somewhere
         return None
-    for block in blocks:
-        if not block.startswith(b"data: "):
-            return None
-    for block in blocks:
-        payload = block[6:]
-        if payload == b"[DONE]":
-            continue
+    on_chunk = acc.on_chunk
+    for payload in payloads:
         try:
             obj = _loads(payload)
         except ValueError:
             obj = None
-        if type(obj) is not dict or "error" in obj or obj.get("object") == "error":
-            if not _on_event(decode_payload(payload), acc, now):
-                return False
-            continue
-        acc.on_chunk(obj, now)
+        if type(obj) is dict and "error" not in obj and obj.get("object") != "error":
+            on_chunk(obj, now)
+        elif payload != b"[DONE]" and not _on_event(decode_payload(payload), acc, now):
+            return False
     return True
 
 

@@ -201,3 +201,31 @@ def test_token_id_prompts_are_exact_on_real_vllm(vllm_url):
                          output_tokens=5)
     got = run_workload_sync(build_schedule(trace), LoadOptions(url=vllm_url, timeout_s=120))
     assert {(r.prompt_tokens, r.output_tokens) for r in got.results} == {(300, 5)}
+
+
+def test_workers_split_the_schedule_and_merge_results(server):
+    spec = WorkloadSpec(kind="poisson", rate_rps=300.0, num_requests=240, prompt_tokens=16,
+                        output_tokens=3, seed=9)
+    seen: list[int] = []
+    out = run_workload_sync(build_schedule(spec), _options(server, workers=2),
+                            on_result=lambda i, r: seen.append(i))
+    assert out.indices == list(range(240)) and sorted(seen) == out.indices
+    assert all(r.success and r.output_tokens == 3 for r in out.results)
+    expected = np.cumsum(np.random.default_rng(9).exponential(1 / 300.0, 240))
+    recv = np.sort([t for t, _ in server.received]) - out.started_at_s
+    assert np.median(recv - expected) < 0.01 and (recv - expected).min() > -0.001
+    firsts = {tuple(b["prompt"][:8]) for _, b in server.received}
+    assert len(firsts) == 240  # prompts come from the global index, not the worker
+
+
+def test_workers_share_the_concurrency_and_stop(server):
+    server.itl_s = 0.05
+    spec = WorkloadSpec(kind="concurrency", concurrency=5, duration_s=60.0, prompt_tokens=8,
+                        output_tokens=10)
+    stop = threading.Event()
+    threading.Timer(3.0, stop.set).start()
+    out = run_workload_sync(build_schedule(spec), _options(server, workers=2), stop=stop)
+    assert server.max_inflight == 5 and out.interrupted
+    cancelled = [r for r in out.results if not r.success]
+    assert len(cancelled) == 5 and {r.error_kind for r in cancelled} == {"cancelled"}
+    assert len(out.results) == out.sent == len(server.received)

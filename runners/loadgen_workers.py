@@ -1,0 +1,167 @@
+"""Multi-process load generation: one schedule shared by `workers` processes, results merged.
+
+Worker `w` sends the schedule indices `i` with `i % workers == w` (closed loop: its share of the
+concurrency), in its own process and event loop. All start at one instant chosen by the parent
+once every worker is ready (perf_counter is CLOCK_MONOTONIC: the same clock in every process).
+Results come back in small batches over a queue; the parent calls `on_result` for each, in
+its own loop, so callers see the same interface as with one process. A stop reaches the
+workers through a shared event; a worker that dies is a `RunnerError`, not a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing as mp
+import queue as queue_mod
+from time import perf_counter
+from typing import Any
+
+from runners.errors import RunnerError
+from runners.schemas import RequestResult
+
+BATCH_S = 0.02  # how often a worker ships its finished results
+START_DELAY_S = 0.05  # from "all ready" to the shared start instant
+POLL_S = 0.02
+
+
+def _worker(job: tuple[Any, Any, Any, tuple[int, int]], chan: tuple[Any, Any, Any, Any]) -> None:
+    """Process entry: run this worker's share, shipping `(index, result, phase)` batches.
+
+    `job` is (schedule, options, prepared, (worker, workers)); `chan` is (queue, go event,
+    halt event, shared start instant).
+    """
+    from runners.loadgen import _new_loop_run, _Run
+
+    schedule, options, prep, part = job
+    out, go, halt, start_at = chan
+    try:
+        batch: list[tuple[int, RequestResult, str]] = []
+        run = _Run(schedule, options, prep, None, part)
+        out.put(("ready", part[0], None))
+        go.wait()
+        _new_loop_run(_work(run, batch, out, halt, start_at.value), options.use_uvloop)
+        out.put(("results", part[0], batch))
+        out.put(("done", part[0], halt.is_set()))
+    except BaseException as exc:  # shipped to the parent, which raises it as one line
+        out.put(("error", part[0], f"{type(exc).__name__}: {exc}"))
+
+
+async def _work(run: Any, batch: list[Any], out: Any, halt: Any, t0: float) -> None:
+    stop = asyncio.Event()
+
+    def keep(index: int, result: RequestResult) -> None:
+        batch.append((index, result, run.results[index][1]))
+
+    run.on_result = keep
+
+    async def ship() -> None:
+        while True:
+            await asyncio.sleep(BATCH_S)
+            if halt.is_set():
+                stop.set()
+            if batch:
+                out.put(("results", run.worker, batch[:]))
+                batch.clear()
+
+    shipper = asyncio.create_task(ship())
+    try:
+        await run.run(stop, t0)
+    finally:
+        shipper.cancel()
+
+
+class _Merge:
+    """The parent's side: merged results, per-worker state, the first error."""
+
+    def __init__(self, n: int, on_result: Any) -> None:
+        self.results: dict[int, tuple[RequestResult, str]] = {}
+        self.ready, self.done, self.n, self.on_result = 0, 0, n, on_result
+        self.interrupted = False
+        self.error: BaseException | None = None
+
+    def take(self, msg: tuple[str, int, Any], halt: Any) -> None:
+        kind, worker, payload = msg
+        if kind == "ready":
+            self.ready += 1
+        elif kind == "done":
+            self.done += 1
+            self.interrupted |= bool(payload)
+        elif kind == "error":
+            self.error = self.error or RunnerError(f"load worker {worker} failed: {payload}")
+            halt.set()
+        else:
+            for index, result, phase in payload:
+                self.results[index] = (result, phase)
+                if self.on_result is not None and self.error is None:
+                    try:
+                        self.on_result(index, result)
+                    except Exception as exc:  # stops the run; re-raised at the end
+                        self.error = exc
+                        halt.set()
+
+
+async def _pump(q: Any, procs: list[Any], merge: _Merge, halt: Any, until: str) -> None:
+    """Take messages until every worker said `until` (ready/done) or one died."""
+    loop = asyncio.get_running_loop()
+    count = (lambda: merge.ready) if until == "ready" else (lambda: merge.done)
+    while count() < merge.n and (merge.error is None or until == "done"):
+        try:
+            msg = await loop.run_in_executor(None, q.get, True, POLL_S * 10)
+        except queue_mod.Empty:
+            dead = [p for p in procs if p.exitcode is not None]
+            if len(dead) > merge.done and q.empty():
+                code = dead[0].exitcode
+                raise RunnerError(f"a load worker died (exit code {code})") from None
+            continue
+        merge.take(msg, halt)
+        if merge.error is not None and until == "ready":
+            return
+
+
+async def run_processes(schedule: Any, options: Any, prep: Any, on_result: Any,
+                        stop: asyncio.Event | None) -> Any:
+    """`run_workload` over `options.workers` processes; the same outcome as one process."""
+    from runners.loadgen import _outcome
+
+    ctx = mp.get_context("spawn")
+    q, go, halt, start_at = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Value("d", 0.0)
+    n = options.workers
+    procs = [ctx.Process(target=_worker, daemon=True,
+                         args=((schedule, options, prep, (w, n)), (q, go, halt, start_at)))
+             for w in range(n)]
+    for p in procs:
+        p.start()
+    merge = _Merge(n, on_result)
+    watch = asyncio.create_task(_halt_on(stop, halt)) if stop is not None else None
+    try:
+        await _pump(q, procs, merge, halt, "ready")
+        start_at.value = perf_counter() + START_DELAY_S
+        go.set()
+        await _pump(q, procs, merge, halt, "done")
+    finally:
+        if watch is not None:
+            watch.cancel()
+        _reap(procs, halt, go)
+    if merge.error is not None:
+        raise merge.error
+    out = _outcome(schedule, merge.results, start_at.value, merge.interrupted)
+    return out
+
+
+async def _halt_on(stop: asyncio.Event, halt: Any) -> None:
+    await stop.wait()
+    halt.set()
+
+
+def _reap(procs: list[Any], halt: Any, go: Any) -> None:
+    """Make every worker end: ask, wait a little, then terminate the ones still running."""
+    halt.set()
+    go.set()
+    for p in procs:
+        p.join(timeout=5)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+            with contextlib.suppress(Exception):
+                p.join(timeout=2)
