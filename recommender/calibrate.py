@@ -24,7 +24,14 @@ from scipy.optimize import least_squares
 
 from profiler.errors import ServeFitError, UsageError
 from recommender.catalog import get_gpu, get_model
-from recommender.perf import FIT_FILE, EngineParams, PerfParams, default_params, predict
+from recommender.perf import (
+    FIT_FILE,
+    EngineParams,
+    GpuScales,
+    PerfParams,
+    default_params,
+    predict,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CSV = REPO / "data" / "calibration" / "published_calibration.csv"
@@ -32,14 +39,24 @@ TEST_RULE = (
     "test iff int(sha256(setup)[:8], 16) % 4 == 0, setup = source|engine|model|gpu|num_gpus|"
     "tp|precision|isl|osl|dataset|concurrency|notes (all metrics of one run stay together)"
 )
-FITTED = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "per_seq_overhead_s")
+FITTED = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "per_seq_overhead_s",
+          "request_overhead_s")
 BOUNDS = {  # (low, high) of each fitted parameter
     "compute_efficiency": (0.05, 1.0),
     "bandwidth_efficiency": (0.05, 1.0),
     "step_overhead_s": (1e-5, 0.05),
     "per_seq_overhead_s": (1e-8, 1e-3),
+    "request_overhead_s": (1e-4, 0.5),
 }
-PRIOR_WEIGHT = 0.1  # residual weight pulling log(param) to its default (keeps thin engines sane)
+SCALES = ("compute_scale", "bandwidth_scale")
+# A family's kernels reach at most the share of its datasheet peaks that Hopper's reach (the
+# per-engine efficiencies are Hopper's); above 1 a scale would only absorb other errors.
+SCALE_BOUNDS = (0.3, 1.0)
+REFERENCE_ARCH = "hopper"  # GPU family whose datasheet peaks are taken as they are
+# Residual weight pulling log(param) towards its prior: stage 1 fits one parameter set shared
+# by all engines (prior: the defaults); stage 2 fits each engine (prior: the shared set), so an
+# engine with few rows stays near what all engines show instead of drifting.
+PRIOR_WEIGHT = 0.1
 
 # CSV engine → engine kind. NIM's engine is not stated; NIM 1.8 serves Llama-3.3-70B FP8 on
 # H100 with its TensorRT-LLM profile, so its rows count as trtllm (an assumption, reported).
@@ -154,7 +171,9 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         raise ValueError(f"parallelism {raw['tp']!r} (disaggregation / EP) not modelled")
     isl, osl = _length(raw["isl"]), _length(raw["osl"])
     if "spec" in str(raw["precision"]).lower():
-        raise ValueError("speculative decoding (not modelled yet)")
+        # SGLang's EAGLE rows draft trees (topk 4, 16 draft tokens) or leave the settings
+        # unstated; the model drafts chains, so these stay out of the fit.
+        raise ValueError("speculative decoding with tree drafts / unstated settings")
     if str(raw["precision"]) not in PRECISIONS:
         raise ValueError(f"precision {raw['precision']!r} not mapped")
     key = (str(raw["metric"]), str(raw["unit"]))
@@ -213,32 +232,87 @@ def predict_row(row: CalRow, params: PerfParams) -> float:
     return float(getattr(pred, row.metric))
 
 
-def _with(base: PerfParams, engines: list[str], x: np.ndarray) -> PerfParams:
-    new = dict(base.engines)
-    for j, engine in enumerate(engines):
-        values = dict(zip(FITTED, np.exp(x[4 * j : 4 * j + 4]), strict=True))
-        new[engine] = base.engines[engine].model_copy(update=values)  # type: ignore[index]
-    return PerfParams(engines=new)
+@dataclass(slots=True, frozen=True)
+class _Layout:
+    """Where each fitted parameter sits in the optimiser's vector (all in log space)."""
+
+    engines: list[str]  # one FITTED block each, or one shared block when `shared`
+    families: list[str]  # one SCALES block each
+    shared: bool = False
+
+    def size(self) -> int:
+        blocks = 1 if self.shared else len(self.engines)
+        return blocks * len(FITTED) + len(self.families) * len(SCALES)
+
+    def params(self, base: PerfParams, x: np.ndarray) -> PerfParams:
+        new, values = dict(base.engines), np.exp(x)
+        n = len(FITTED)
+        for j, engine in enumerate(self.engines):
+            block = values[:n] if self.shared else values[n * j : n * j + n]
+            new[engine] = base.engines[engine].model_copy(  # type: ignore[index]
+                update=dict(zip(FITTED, block, strict=True)))
+        off = (1 if self.shared else len(self.engines)) * n
+        fams = dict(base.gpu_families)
+        for j, fam in enumerate(self.families):
+            a, b = values[off + 2 * j : off + 2 * j + 2]
+            fams[fam] = GpuScales(compute_scale=float(min(a, 1.0)),
+                                  bandwidth_scale=float(min(b, 1.0)))
+        return PerfParams(engines=new, gpu_families=fams)
+
+    def start(self, base: PerfParams) -> np.ndarray:
+        if self.shared:
+            eng = [float(np.exp(np.mean([np.log(getattr(base.engines[e], f))  # type: ignore[index]
+                                         for e in self.engines]))) for f in FITTED]
+        else:
+            eng = [getattr(base.engines[e], f) for e in self.engines for f in FITTED]  # type: ignore[index]
+        fam = [getattr(base.scales_for(a), f) for a in self.families for f in SCALES]
+        return np.log(np.array(eng + fam, dtype=float))
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        blocks = 1 if self.shared else len(self.engines)
+        lo = [BOUNDS[f][0] for _ in range(blocks) for f in FITTED]
+        hi = [BOUNDS[f][1] for _ in range(blocks) for f in FITTED]
+        lo += [SCALE_BOUNDS[0]] * len(self.families) * len(SCALES)
+        hi += [SCALE_BOUNDS[1]] * len(self.families) * len(SCALES)
+        return np.log(lo), np.log(hi)
 
 
-def fit(rows: list[CalRow]) -> PerfParams:
-    """Least squares on log(pred / measured) over `rows`, per engine, from the defaults.
+def _arch(row: CalRow) -> str:
+    return get_gpu(row.gpu).architecture
 
-    Deterministic: a fixed start, no random restarts. Engines without rows keep defaults.
-    """
-    base = default_params()
-    engines = sorted({r.engine for r in rows})
-    x0 = np.log([getattr(base.engines[e], f) for e in engines for f in FITTED])  # type: ignore[index]
-    lo = np.log([BOUNDS[f][0] for _ in engines for f in FITTED])
-    hi = np.log([BOUNDS[f][1] for _ in engines for f in FITTED])
+
+def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndarray,
+           weight: float) -> PerfParams:
+    """least_squares on log(pred/measured) over `rows` + weight·(x − prior), from `prior`."""
+    lo, hi = layout.bounds()
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        params = _with(base, engines, x)
+        params = layout.params(base, x)
         errs = [math.log(max(predict_row(r, params), 1e-12) / r.value) for r in rows]
-        return np.concatenate([errs, PRIOR_WEIGHT * (x - x0)])
+        return np.concatenate([errs, weight * (x - prior)])
 
-    result = least_squares(residuals, np.clip(x0, lo, hi), bounds=(lo, hi), diff_step=1e-3)
-    return _with(base, engines, result.x)
+    x0 = np.clip(prior, lo + 1e-9, hi - 1e-9)
+    result = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3)
+    return layout.params(base, result.x)
+
+
+def fit(rows: list[CalRow], base: PerfParams | None = None, *,
+        weight: float = PRIOR_WEIGHT, pooled: bool = True) -> PerfParams:
+    """Least squares on log(pred / measured) over `rows`, from `base` (default: the defaults).
+
+    Stage 1 (`pooled`): one parameter set shared by the rows' engines, plus per-family GPU
+    scales (all but the Hopper reference), prior = `base`. Stage 2: each engine's own set and
+    the scales, prior = stage 1's result. Deterministic: fixed starts, no random restarts.
+    Engines and families without rows keep `base`.
+    """
+    base = base or default_params()
+    engines = sorted({r.engine for r in rows})
+    families = sorted({_arch(r) for r in rows} - {REFERENCE_ARCH})
+    if pooled:
+        shared = _Layout(engines, families, shared=True)
+        base = _solve(rows, base, shared, shared.start(base), weight)
+    own = _Layout(engines, families)
+    return _solve(rows, base, own, own.start(base), weight)
 
 
 def errors(rows: list[CalRow], params: PerfParams) -> list[float]:
@@ -276,8 +350,11 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
             "rows_test": [r.index for r in rows if r.split == "test"],
             "rows_skipped": [{"row": i, "reason": why} for i, why in skipped],
             "split_rule": TEST_RULE,
-            "objective": "least_squares on log(pred/measured), train rows only; prior "
-            f"{PRIOR_WEIGHT} x log(param/default); fitted: {', '.join(FITTED)}",
+            "objective": "least_squares on log(pred/measured), train rows only; stage 1 one "
+            f"parameter set shared by all engines (prior {PRIOR_WEIGHT} x log(param/default)),"
+            f" stage 2 per engine (prior {PRIOR_WEIGHT} x log(param/stage 1)); fitted per "
+            f"engine: {', '.join(FITTED)}; per GPU architecture (reference {REFERENCE_ARCH} "
+            f"= 1): {', '.join(SCALES)}",
             "assumptions": [
                 "NIM rows counted as trtllm", "A100 of unstated size = A100-80GB",
                 "trtllm-bench ModelOpt FP8/FP4 checkpoints run an FP8 KV cache",

@@ -77,6 +77,26 @@ class EngineParams(BaseModel):
         description="Share of the output length a running sequence holds in KV on average "
         "(0.5 = allocate as it grows; 1 = reserve the full output up front).",
     )
+    request_overhead_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Client-visible time per request outside the engine's steps (HTTP, "
+        "tokenisation, chat template, detokenisation): added to TTFT and E2E; in a closed "
+        "loop a user's next request enters the engine this much later.",
+    )
+
+
+class GpuScales(BaseModel):
+    """Per-GPU-architecture corrections of the datasheet peaks (fitted; 1 = as published).
+
+    Absorbs what one architecture's kernels reach that the per-engine efficiencies do not
+    (e.g. FP4 paths on Blackwell, Ampere's older kernels); Hopper is the reference (1, 1).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    compute_scale: float = Field(default=1.0, gt=0, description="Multiplies peak FLOP/s.")
+    bandwidth_scale: float = Field(default=1.0, gt=0, description="Multiplies peak HBM B/s.")
 
 
 class PerfParams(BaseModel):
@@ -85,15 +105,30 @@ class PerfParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     engines: dict[EngineKind, EngineParams] = Field(description="Parameters per engine kind.")
+    gpu_families: dict[str, GpuScales] = Field(
+        default_factory=dict,
+        description="Corrections per GPU architecture (GPU.architecture); absent = (1, 1).",
+    )
+
+    def scales(self, gpu: GPU) -> GpuScales:
+        """The GPU's architecture's corrections, (1, 1) when none was fitted."""
+        return self.scales_for(gpu.architecture)
+
+    def scales_for(self, architecture: str) -> GpuScales:
+        """An architecture's corrections, (1, 1) when none was fitted."""
+        return self.gpu_families.get(architecture, GpuScales())
 
 
 def default_params() -> PerfParams:
-    """Starting point of the fit; TRT-LLM reserves each request's full output (no-evict)."""
+    """Starting point of the fit; TRT-LLM reserves each request's full output (no-evict).
+    10 ms of per-request API time is a starting guess (a local HTTP round trip plus
+    tokenisation of a short prompt)."""
+    start = EngineParams(request_overhead_s=0.01)
     return PerfParams(
         engines={
-            "vllm": EngineParams(),
-            "sglang": EngineParams(),
-            "trtllm": EngineParams(kv_reserve_output_fraction=1.0),
+            "vllm": start,
+            "sglang": start,
+            "trtllm": start.model_copy(update={"kv_reserve_output_fraction": 1.0}),
         }
     )
 
@@ -156,12 +191,15 @@ def _peak_flops(gpu: GPU, weight_format: str) -> float:
 
 
 def deployment(
-    config: EngineConfig, gpu: GPU, model: ModelSpec, *, acceptance: float | None = None
+    config: EngineConfig, gpu: GPU, model: ModelSpec, *, acceptance: float | None = None,
+    scales: GpuScales | None = None,
 ) -> Deployment:
     """Shapes, memory plan and hardware peaks for `config` on a TP group of `gpu`.
 
-    `acceptance` overrides the speculative method's default per-token acceptance rate.
+    `acceptance` overrides the speculative method's default per-token acceptance rate;
+    `scales` corrects the GPU's peaks (PerfParams.scales, fitted per architecture).
     """
+    scales = scales or GpuScales()
     plan = plan_memory(config, gpu, model)
     spec = None
     if config.speculative is not None:
@@ -173,8 +211,8 @@ def deployment(
         weights_bytes_per_gpu=plan.weights_bytes_per_gpu,
         kv_bytes_per_token_per_gpu=plan.kv_bytes_per_token_per_gpu,
         kv_capacity_tokens=plan.kv_capacity_tokens,
-        peak_flops=_peak_flops(gpu, plan.weights_format),
-        bandwidth_bytes_s=gpu.mem_bandwidth_tb_s * 1e12,
+        peak_flops=_peak_flops(gpu, plan.weights_format) * scales.compute_scale,
+        bandwidth_bytes_s=gpu.mem_bandwidth_tb_s * 1e12 * scales.bandwidth_scale,
         link_bytes_s=gpu.interconnect_bandwidth_gb_s * 1e9 / 2,
         spec=spec,
     )
@@ -401,12 +439,15 @@ def predict(
     Continuous batching with prefill mixed into decode steps: each running request holds
     a slot for S = max(osl, B·(isl+osl−1)/token_budget) steps, so a mean step carries
     B·isl/S prefill tokens and B·(osl−1)/S decodes at context isl + osl/2. Then
-    requests/s = replicas·B/(S·step), output tokens/s = requests/s·osl, TPOT = ITL = step,
+    requests/s = replicas·B/(S·step), output tokens/s = requests/s·osl, TPOT = ITL = step;
+    the step is the mix of n_p steps carrying a prefill chunk and S − n_p decode-only steps,
     TTFT = prefill of one prompt (in budget-sized chunks, beside the running decodes)
     + the budget wait (S − osl)·step + queueing: closed loop above the ceiling waits
     (C − B)/requests/s (Little's law); offline, requests beyond the first B wait for a
     slot and the first B share one prefill burst. E2E = TTFT + (osl − 1)·TPOT.
     The ramp-up/drain of a finite offline run is ignored (makespan = N / requests/s).
+    The engine's request_overhead_s adds to TTFT and E2E, and to each closed-loop user's
+    cycle when all users fit in the batch.
     `params` defaults to the fitted parameters (data/calibration/fit.json).
     Speculative decoding (`speculative`, per-token acceptance `spec_acceptance` or the
     method's default): E = (1 − a^(k+1))/(1 − a) tokens per decode step, so osl − 1 tokens
@@ -441,13 +482,18 @@ def predict(
     plan = plan_memory(config, gpu, model)
     if not plan.fits:
         raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
-    p = (params or load_params()).engines[engine]
+    fitted = params or load_params()
+    p = fitted.engines[engine]
     seqs, budget, chunked = _engine_defaults(engine, gpu)
     caps = (max_num_seqs or seqs, max_batched_tokens or budget, chunked)
-    dep = deployment(config, gpu, model, acceptance=spec_acceptance)
+    dep = deployment(config, gpu, model, acceptance=spec_acceptance, scales=fitted.scales(gpu))
     s = _steady_state(dep, p, demand_total / replicas, caps, isl=isl, osl=osl)
-    rps_replica = s.batch / (s.steps_per_request * s.step_s)
+    cycle_s = s.steps_per_request * s.step_s
+    if concurrency is not None and concurrency / replicas <= s.batch:
+        cycle_s += p.request_overhead_s  # each user idles the API time between requests
+    rps_replica = s.batch / cycle_s
     ttft = s.ttft_service_s + max(0.0, s.steps_per_request - 1.0 - s.decode_steps) * s.step_s
+    ttft += p.request_overhead_s
     if concurrency is not None:
         # Closed loop above the batch ceiling: Little's law, the extra c − B wait in queue.
         ttft += max(0.0, concurrency / replicas - s.batch) / rps_replica

@@ -22,7 +22,8 @@ C_TOK, C_SAMP, C_ATTN, M_W, M_KV, MOE_ACTIVE, MOE_KEEP, COMM_TOK, COMM_FIX, OH_S
 # compute per decode, draft weights, draft KV per context token, draft overhead per forward,
 # CPU proposer per decode, expected tokens emitted per decode step.
 SPEC_Q, D_K, D_TOK, D_W, D_KV, D_FIX, D_CPU, SPEC_E = range(12, 20)
-N_COEF = 20
+REQ_OH = 20  # per-request API time: a closed-loop user's next request enters this much later
+N_COEF = 21
 # ITL histogram: log-spaced bins from ITL_LO_S, ITL_BINS_PER_DECADE per decade.
 ITL_LO_S = 1e-6
 ITL_BINS_PER_DECADE = 400
@@ -375,7 +376,7 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series, itl):  # noq
                 fin_t[r] = t
                 done += 1
                 if closed > 0 and nrel < n:
-                    arr[nrel] = t
+                    arr[nrel] = t + coef[REQ_OH]
                     nrel += 1
             else:
                 run_[j] = r

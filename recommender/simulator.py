@@ -55,7 +55,8 @@ ArrivalMode = Literal["trace", "offline", "closed_loop"]
 
 
 def step_coefficients(dep: perf.Deployment, params: perf.EngineParams) -> np.ndarray:
-    """perf.step_time's constants folded for `sim_kernel.step_seconds` (20 float64).
+    """perf.step_time's constants folded for `sim_kernel.step_seconds` (21 float64; the last,
+    the per-request API time, is not part of a step).
 
     Mirrors perf.step_time term by term; tests assert both agree on random batches, so a
     change there that is not carried here fails loudly.
@@ -105,6 +106,7 @@ def step_coefficients(dep: perf.Deployment, params: perf.EngineParams) -> np.nda
             params.per_seq_overhead_s,
             perf.ROOFLINE_P,
             *draft,
+            params.request_overhead_s,
         ],
         dtype=np.float64,
     )
@@ -372,7 +374,11 @@ def simulate(
     options = options or SimOptions()
     if params is None:
         params = perf.load_params()
-    p = params.engines[config.engine] if isinstance(params, perf.PerfParams) else params
+    scales = None
+    if isinstance(params, perf.PerfParams):
+        p, scales = params.engines[config.engine], params.scales(gpu)
+    else:
+        p = params
     arr_in, inp_in, out_in = _validate(requests)
     seqs, budget, chunked, prefix = _scheduler_caps(config, gpu)
     unit = options.kv_block_tokens
@@ -392,8 +398,12 @@ def simulate(
     order = keep[np.argsort(arrivals[keep], kind="stable")]
     run = _Run.empty(len(arr_in))
     if len(order):
-        prep = _prepare(requests, order, np.ascontiguousarray(arrivals[order]), use_hashes)
-        dep = perf.deployment(config, gpu, model, acceptance=options.spec_acceptance)
+        # Requests enter the engine request_overhead_s after they are sent (API time).
+        entry = np.ascontiguousarray(arrivals[order] + p.request_overhead_s)
+        prep = _prepare(requests, order, entry, use_hashes)
+        dep = perf.deployment(
+            config, gpu, model, acceptance=options.spec_acceptance, scales=scales
+        )
         closed = options.concurrency if options.arrival == "closed_loop" else 0
         icfg = np.array(
             [seqs, budget, int(chunked), int(options.batching == "static"), closed or 0, cap,
@@ -401,6 +411,8 @@ def simulate(
             np.int64,
         )
         _run_kernel(run, prep, order, icfg, step_coefficients(dep, p))
+        run.ttft += p.request_overhead_s  # latencies count from the send, not the entry
+        run.e2e += p.request_overhead_s
     return _result(run, (inp_in, out_in, ok), options=options, cap=cap)
 
 
