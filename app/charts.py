@@ -93,3 +93,16 @@ def latency_throughput(points: Sequence[dict], x_title: str, y_title: str) -> go
                                              "line": {"width": 1, "color": "black"}}))
     return _layout(fig, "Candidates: latency against throughput", xaxis_title=x_title,
                    yaxis_title=y_title)
+
+
+def live_run(samples: Sequence) -> go.Figure:
+    """A running benchmark (runners.bench.ProgressSample list): throughput, TTFT, queue."""
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=("completed req/s", "TTFT p50 (s)", "queue depth"))
+    t = [s.elapsed_s for s in samples]
+    fig.add_trace(go.Scatter(x=t, y=[s.throughput_rps for s in samples], name="req/s"), 1, 1)
+    fig.add_trace(go.Scatter(x=t, y=[s.ttft_p50_s for s in samples], name="TTFT p50"), 2, 1)
+    fig.add_trace(go.Scatter(x=t, y=[s.queue_depth for s in samples], name="queue"), 3, 1)
+    fig.update_xaxes(title_text="seconds since the start", row=3, col=1)
+    fig.update_layout(height=3 * 180, margin=MARGIN, showlegend=False)
+    return fig

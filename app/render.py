@@ -94,3 +94,55 @@ def candidate_points(candidates: list, pick_label: str) -> list[dict]:
     return [{"x": c.predicted.output_throughput_tok_s, "y": c.predicted.ttft_s.p95 * 1e3,
              "label": c.label, "group": c.config.engine, "pareto": c.pareto,
              "picked": c.label == pick_label} for c in candidates]
+
+
+def bench_argv(where: dict, load: dict, trace_path: str) -> list[str]:
+    """The `python -m app bench` command line for the Validate form's values."""
+    argv = ["python", "-m", "app", "bench"]
+    if where["where"] == "endpoint":
+        argv += ["--endpoint", where["url"]] + (["--model", where["model"]]
+                                                if where.get("model") else [])
+    else:
+        argv += ["--launch", where["where"], "--config", "rec.json"]
+    kind = load["kind"]
+    argv += ["--workload", kind, "--api", load["api"]]
+    if kind == "trace":
+        return [*argv, "--trace", trace_path, "--duration-s", f"{load['duration_s']:g}",
+                "--time-scale", f"{load['time_scale']:g}"]
+    argv += ["--prompt-tokens", str(load["prompt_tokens"]),
+             "--output-tokens", str(load["output_tokens"])]
+    if kind == "sweep":
+        return [*argv, "--concurrency", str(load["concurrency"]),
+                "--num-requests", str(load["num_requests"])]
+    total = 2 * load["steady_s"] + load["burst_s"]  # the CLI takes the whole run's length
+    return [*argv, "--rate", f"{load['base_rate_rps']:g}",
+            "--peak-rate", f"{load['peak_rate_rps']:g}", "--burst-s", f"{load['burst_s']:g}",
+            "--duration-s", f"{total:g}"]
+
+
+def _ms(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value * 1e3, digits)
+
+
+def measured_rows(summary: object) -> dict[str, list]:
+    """A run's Summary (runners.metrics) as a table: latencies in ms, throughput, errors."""
+    names = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+    quantiles = ("mean", "p50", "p90", "p95", "p99")
+    return {"latency (ms)": [n[:-2].upper() for n in names],
+            **{q: [_ms(getattr(getattr(summary, n), q)) for n in names] for q in quantiles},
+            "count": [getattr(summary, n).count for n in names]}
+
+
+def comparison_rows(predicted: object, summary: object) -> dict[str, list]:
+    """Predicted (recommender PredictedMetrics) and measured (runners Summary) side by side."""
+    rows: list[tuple[str, float | None, float | None]] = []
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        for q in ("p50", "p95", "p99"):
+            rows.append((f"{name[:-2].upper()} {q} (ms)", _ms(getattr(getattr(predicted, name), q)),
+                         _ms(getattr(getattr(summary, name), q))))
+    for name, label in (("output_throughput_tok_s", "output tokens/s"),
+                        ("request_throughput_rps", "requests/s"), ("goodput_rps", "goodput req/s")):
+        p, m = getattr(predicted, name), getattr(summary, name)
+        rows.append((label, None if p is None else round(p, 2), None if m is None else round(m, 2)))
+    return {"figure": [r[0] for r in rows], "predicted": [r[1] for r in rows],
+            "measured": [r[2] for r in rows]}

@@ -226,3 +226,68 @@ def save_recommendation(choice: TraceChoice, rec: Any) -> str:
     return history.save_recommendation(
         store_cursor(), trace_digest=choice.digest, trace_name=choice.name, title=title,
         request_json=rec.request.model_dump_json(), body_json=rec.model_dump_json())
+
+
+class Environment(Record):
+    """What this machine offers for live validation (shown, never guessed silently)."""
+
+    docker_cli: bool
+    docker_socket: bool
+    nvidia_gpu: bool
+    host_models_dir: str = Field(description="host path of the HF cache for sibling containers")
+
+
+def environment() -> Environment:
+    """Docker CLI and socket, an NVIDIA GPU, and the host's HF cache path (for containers)."""
+    import shutil
+
+    socket = Path(os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+                  .removeprefix("unix://"))
+    return Environment(
+        docker_cli=shutil.which("docker") is not None,
+        docker_socket=socket.exists(),
+        nvidia_gpu=shutil.which("nvidia-smi") is not None,
+        host_models_dir=os.environ.get("SERVEFIT_HOST_MODELS")
+        or str(Path.home() / ".cache" / "huggingface"))
+
+
+class BenchJob:
+    """One live benchmark running on a background thread of this session.
+
+    The thread only calls the runner; the view reads `samples`, `report` and `error` from a
+    fragment that reruns every second. Each appended sample is a whole object, so a reader
+    never sees half of one.
+    """
+
+    def __init__(self, request: Any) -> None:
+        import threading
+
+        self.request = request
+        self.samples: list[Any] = []
+        self.report: Any = None
+        self.error: str | None = None
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="servefit-bench", daemon=True)
+
+    def start(self) -> BenchJob:
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        from profiler.errors import ServeFitError
+        from runners.bench import run_bench
+
+        try:
+            self.report = run_bench(self.request, workspace=store_workspace(),
+                                    progress=self.samples.append, stop=self.stop)
+        except ServeFitError as exc:
+            self.error = str(exc)
+        except Exception as exc:  # a bug still reaches the user as one line, and the log
+            import logging
+
+            logging.getLogger(__name__).exception("benchmark failed")
+            self.error = f"the benchmark failed unexpectedly: {type(exc).__name__}: {exc}"

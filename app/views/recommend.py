@@ -11,11 +11,13 @@ from app.resources import (
     bundle_zip,
     catalog_names,
     current_trace,
+    profile_for,
     save_recommendation,
     store_model_config,
     workspace_for,
 )
 from profiler.errors import ServeFitError
+from profiler.ingest import IngestOptions
 
 DEFAULT_GPU = "H100-SXM"
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -33,20 +35,23 @@ def _form():
     with st.form("recommend"):
         left, mid, right = st.columns(3)
         gpu = left.selectbox("GPU", gpus, index=gpus.index(DEFAULT_GPU) if DEFAULT_GPU in gpus
-                             else 0)
-        count = left.number_input("GPUs", min_value=1, max_value=1024, value=1)
+                             else 0, key="rec.gpu")
+        count = left.number_input("GPUs", min_value=1, max_value=1024, value=1, key="rec.gpus")
         model_names = [*models, OWN_MODEL]
         model = mid.selectbox("Model", model_names, index=model_names.index(DEFAULT_MODEL)
-                              if DEFAULT_MODEL in model_names else 0)
+                              if DEFAULT_MODEL in model_names else 0, key="rec.model")
         config_json = mid.file_uploader("or its config.json (with the option above)",
                                         type=["json"])
-        ttft = right.number_input("SLO: p95 TTFT (ms), 0 = none", min_value=0.0, value=0.0)
-        tpot = right.number_input("SLO: p95 TPOT (ms), 0 = none", min_value=0.0, value=0.0)
+        ttft = right.number_input("SLO: p95 TTFT (ms), 0 = none", min_value=0.0, value=0.0,
+                                 key="rec.slo_ttft_ms")
+        tpot = right.number_input("SLO: p95 TPOT (ms), 0 = none", min_value=0.0, value=0.0,
+                                 key="rec.slo_tpot_ms")
         objective = st.radio("Objective", list(OBJECTIVES), format_func=OBJECTIVES.get,
                              horizontal=True)
         with st.expander("Search settings"):
             max_requests = st.number_input("Requests simulated (a window of the trace)",
-                                           min_value=100, value=20_000, step=1_000)
+                                           min_value=100, value=20_000, step=1_000,
+                                           key="rec.max_requests")
             seed = st.number_input("Seed", min_value=0, value=0)
         if not st.form_submit_button("Recommend", type="primary"):
             return None
@@ -67,7 +72,10 @@ def _run(request) -> None:
     choice = current_trace()
     bar = st.progress(0.0, text="Starting…")
     try:
-        rec = recommend(request, workspace=workspace_for(choice),
+        # recommend() reads the trace with default options: it may share the trace's
+        # workspace only when the trace was read that way (else it would re-ingest it there).
+        shared = choice.options == IngestOptions()
+        rec = recommend(request, workspace=workspace_for(choice) if shared else None,
                         progress=lambda f, what: bar.progress(min(1.0, f), text=what))
     except ServeFitError as exc:
         bar.empty()
@@ -139,7 +147,14 @@ def _downloads(rec) -> None:
 
 def render() -> None:
     st.title("Recommendation")
-    st.caption(f"Trace: {current_trace().name}")
+    choice = current_trace()
+    try:
+        with st.spinner(f"Profiling {choice.name}…"):
+            profile = profile_for(choice)
+    except ServeFitError as exc:
+        st.error(str(exc))
+        return
+    st.caption(f"Trace: {choice.name}, {profile.n_requests:,} requests")
     request = _form()
     if request is not None:
         _run(request)

@@ -59,28 +59,43 @@ def _recommendations() -> None:
 
 
 def _runs() -> None:
+    from runners.store import compare_runs, list_runs
+
     st.subheader("Benchmark runs")
-    try:
-        from runners.store import list_runs
-    except ImportError:
-        st.info("Live validation is not part of this build.")
-        return
-    try:
-        runs = list_runs(store_workspace())
-    except ServeFitError as exc:
-        st.error(str(exc))
-        return
+    runs = list_runs(store_workspace())
     if not runs:
         st.info("No benchmark run yet (see Validate).")
         return
-    st.dataframe([r.model_dump(mode="json") for r in runs], hide_index=True)
+    st.dataframe({"run": [r.run_id for r in runs], "kind": [r.kind for r in runs],
+                  "status": [r.status for r in runs],
+                  "started (UTC)": [r.started_at.strftime("%Y-%m-%d %H:%M:%S") for r in runs],
+                  "requests": [r.n_requests for r in runs],
+                  "error": [r.error or "" for r in runs]}, hide_index=True)
+    chosen = st.multiselect("Compare runs", [r.run_id for r in runs],
+                            default=[r.run_id for r in runs[:3]], key="runs.compare")
+    if not chosen:
+        return
+    comparison = compare_runs(store_workspace(), chosen)
+    for title, rows, missing in (
+            ("Steady throughput", comparison.throughput, ""),
+            ("Latency distribution (s)", comparison.latency, ""),
+            ("Burst spike and recovery", comparison.burst, "No burst run among these."),
+            ("Long-run stability", comparison.stability, "No soak run among these.")):
+        st.markdown(f"**{title}**")
+        if rows:
+            st.dataframe([r.model_dump(mode="json") for r in rows], hide_index=True)
+        else:
+            st.caption(missing)
 
 
 def render() -> None:
     st.title("Runs and history")
-    _profiles()
-    _recommendations()
-    _runs()
+    try:
+        _profiles()
+        _recommendations()
+        _runs()
+    except ServeFitError as exc:
+        st.error(str(exc))
 
 
 render()

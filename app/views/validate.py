@@ -1,19 +1,184 @@
-"""Validate view: benchmark the recommended configuration live and compare with the prediction."""
+"""Validate view: benchmark the recommended configuration live, then predicted against measured.
+
+Three ways to reach a server: an endpoint that already runs, the engine launched locally, or its
+official image launched as a sibling container. The run goes on a background thread
+(app.resources.BenchJob); a fragment polls it every second for the live view.
+"""
 
 from __future__ import annotations
 
-import streamlit as st
+import shlex
 
-from app.resources import RECOMMENDATION_KEY, current_trace
+import streamlit as st
+from pydantic import ValidationError
+
+from app import charts
+from app.render import bench_argv, comparison_rows, measured_rows
+from app.resources import (
+    RECOMMENDATION_KEY,
+    BenchJob,
+    app_home,
+    current_trace,
+    environment,
+    profile_for,
+    workspace_for,
+)
+from profiler.errors import ServeFitError
+
+JOB_KEY = "servefit.validate.job"
+WHERE = {"endpoint": "An endpoint that already runs", "local": "Launch the engine locally",
+         "docker": "Launch the engine's official Docker image"}
+WORKLOADS = {"trace": "Replay my trace", "sweep": "Concurrency sweep to the knee",
+             "burst": "Burst: steady, step up, steady"}
+
+
+def _where(env) -> dict:
+    where = st.radio("Server", list(WHERE), format_func=WHERE.get, key="val.where")
+    out: dict = {"where": where}
+    if where == "endpoint":
+        out["url"] = st.text_input("Base URL", "http://127.0.0.1:8000", key="val.url")
+        out["model"] = st.text_input("Served model name (empty: the server's first)", "",
+                                     key="val.model") or None
+    elif where == "local":
+        out["venv"] = st.text_input("Virtual environment holding the engine (empty: the "
+                                    "engine's command on PATH)", "", key="val.venv") or None
+        if not env.nvidia_gpu:
+            st.warning("No NVIDIA GPU here (no nvidia-smi): only a CPU build of an engine can "
+                       "start, and its figures say nothing about the GPU prediction.")
+    else:
+        out["models_dir"] = st.text_input("Host folder of the Hugging Face cache",
+                                          env.host_models_dir, key="val.models_dir")
+        if not (env.docker_cli and env.docker_socket):
+            st.warning("No Docker here (" + ("no socket" if env.docker_cli else "no docker CLI")
+                       + "): run the app with the Docker socket mounted (see README, Docker), "
+                       "or run the command below on the GPU machine.")
+    return out
+
+
+def _workload(rec) -> dict:
+    profile = profile_for(current_trace())
+    kind = st.selectbox("Workload", list(WORKLOADS), format_func=WORKLOADS.get, key="val.kind")
+    cols = st.columns(4)
+    out: dict = {"kind": kind, "api": cols[3].selectbox("API", ["completions", "chat"],
+                                                        key="val.api")}
+    if kind == "trace":
+        out["duration_s"] = cols[0].number_input("Window (s of the trace)", 1.0, value=60.0,
+                                                 key="val.window")
+        out["time_scale"] = cols[1].number_input("Time scale (0.5 = twice as fast)", 0.01,
+                                                 value=1.0, key="val.scale")
+        return out
+    out["prompt_tokens"] = cols[0].number_input(
+        "Prompt tokens", 1, value=max(1, int(profile.input_tokens.p50)), key="val.prompt")
+    out["output_tokens"] = cols[1].number_input(
+        "Output tokens", 1, value=max(1, int(profile.output_tokens.p50)), key="val.output")
+    if kind == "sweep":
+        out["concurrency"] = cols[2].number_input("Highest concurrency", 1, value=64,
+                                                  key="val.concurrency")
+        out["num_requests"] = cols[2].number_input("Requests per level", 1, value=64,
+                                                   key="val.per_level")
+        return out
+    steady = max(0.1, round(profile.mean_qps or 1.0, 2))
+    out["base_rate_rps"] = cols[2].number_input("Steady rate (req/s)", 0.01, value=steady,
+                                                key="val.rate")
+    out["peak_rate_rps"] = cols[2].number_input(
+        "Burst rate (req/s)", 0.01, value=max(steady, float(profile.peak_qps_1s or steady)),
+        key="val.peak")
+    out["steady_s"] = cols[0].number_input("Steady phases (s each)", 1.0, value=20.0,
+                                           key="val.steady")
+    out["burst_s"] = cols[1].number_input("Burst (s)", 1.0, value=20.0, key="val.burst")
+    return out
+
+
+def _bench_request(rec, where: dict, load: dict):
+    """The runner's BenchRequest for the form values (validated by the runner's records)."""
+    from runners.bench import BenchRequest
+    from runners.launch import LaunchSpec
+    from runners.workloads import WorkloadSpec
+
+    kind = "concurrency" if load["kind"] == "sweep" else load["kind"]
+    spec = {k: v for k, v in load.items() if k not in ("kind", "api")}
+    if kind == "trace":
+        spec["workspace"] = str(workspace_for(current_trace()).path)
+    launch = None
+    if where["where"] != "endpoint":
+        launch = LaunchSpec(mode=where["where"], config=rec.pick.config,
+                            venv=where.get("venv"), log_dir=app_home() / "logs",
+                            **({"model_cache_dir": where["models_dir"]}
+                               if "models_dir" in where else {}))
+    return BenchRequest(
+        endpoint_url=where.get("url"), launch=launch, engine=rec.pick.config.engine,
+        model=where.get("model"), workload=WorkloadSpec(kind=kind, **spec),
+        sweep_max_concurrency=spec.get("concurrency") if load["kind"] == "sweep" else None,
+        api=load["api"], slo_ttft_p95_s=rec.request.slo_ttft_p95_s,
+        slo_tpot_p95_s=rec.request.slo_tpot_p95_s)
+
+
+@st.fragment(run_every=1.0)
+def _live() -> None:
+    job: BenchJob | None = st.session_state.get(JOB_KEY)
+    if job is None:
+        return
+    if job.samples:
+        last = job.samples[-1]
+        cols = st.columns(5)
+        cols[0].metric("Elapsed", f"{last.elapsed_s:,.0f} s")
+        cols[1].metric("Completed", f"{last.completed:,}")
+        cols[2].metric("Errors", f"{last.errors:,}")
+        cols[3].metric("Throughput", f"{last.throughput_rps:,.2f} req/s")
+        cols[4].metric("Queue depth", "n/a" if last.queue_depth is None
+                       else f"{last.queue_depth:,.0f}")
+        st.plotly_chart(charts.live_run(job.samples), width="stretch", key="val.live")
+    if job.running:
+        st.info("Benchmark running…")
+        if st.button("Stop", key="val.stop"):
+            job.stop.set()
+        return
+    if job.error:
+        st.error(job.error)
+    elif job.report is not None:
+        _results(job.report)
+
+
+def _results(report) -> None:
+    rec = st.session_state.get(RECOMMENDATION_KEY)
+    st.subheader(f"Run {report.run_id}: {report.status}")
+    st.caption("Stored in the app's store (see Runs). The prediction is for the whole trace on "
+               f"the recommended GPUs; the measurement is this run on {report.url}.")
+    st.dataframe(measured_rows(report.summary), hide_index=True)
+    if rec is not None:
+        st.markdown("**Predicted against measured**")
+        st.dataframe(comparison_rows(rec.pick.predicted, report.summary), hide_index=True)
 
 
 def render() -> None:
-    st.title("Validate")
+    st.title("Validate live")
     rec = st.session_state.get(RECOMMENDATION_KEY)
     if rec is None:
-        st.info("Get a recommendation first (Recommend), then benchmark it here.")
+        st.info("Get a recommendation first (Recommend, or open a saved one under Runs); "
+                "this view benchmarks its pick.")
         return
-    st.caption(f"Trace: {current_trace().name}; config: {rec.pick.label}")
+    st.caption(f"Config: {rec.pick.label} ({rec.model}); trace: {current_trace().name}")
+    env = environment()
+    try:
+        where, load = _where(env), _workload(rec)
+    except ServeFitError as exc:
+        st.error(str(exc))
+        return
+    with st.expander("Run it from a shell instead"):
+        st.caption("Save the recommendation, then run the benchmark where the engine can run:")
+        st.download_button("rec.json", rec.model_dump_json(indent=2), "rec.json",
+                           mime="application/json", key="val.rec_json")
+        st.code(shlex.join(bench_argv(where, load, current_trace().path)), language="bash")
+    job: BenchJob | None = st.session_state.get(JOB_KEY)
+    busy = job is not None and job.running
+    if st.button("Start the benchmark", type="primary", disabled=busy, key="val.start"):
+        try:
+            request = _bench_request(rec, where, load)
+        except ValidationError as exc:
+            st.error(f"cannot run this benchmark: {exc.errors()[0]['msg']}")
+        else:
+            st.session_state[JOB_KEY] = BenchJob(request).start()
+    _live()
 
 
 render()

@@ -1,0 +1,63 @@
+"""The Recommend view on the sample: a pick, its figures, reasons, chart and config files."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from streamlit.testing.v1 import AppTest
+
+from app.resources import RECOMMENDATION_KEY
+from engines.export import ExportRequest, render_bundle
+from tests import reference as ref
+from tests.app.conftest import ENTRY
+
+GPU, MODEL = "H100-SXM", "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def recommend_on_sample(max_requests: int = 1_000) -> AppTest:
+    """Open Recommend, fill the form (2 s TTFT and 50 ms TPOT SLOs), press Recommend."""
+    at = AppTest.from_file(str(ENTRY), default_timeout=300).run()
+    at.switch_page("views/recommend.py").run()
+    at.selectbox(key="rec.gpu").set_value(GPU)
+    at.selectbox(key="rec.model").set_value(MODEL)
+    at.number_input(key="rec.slo_ttft_ms").set_value(2000.0)
+    at.number_input(key="rec.slo_tpot_ms").set_value(50.0)
+    at.number_input(key="rec.max_requests").set_value(max_requests)
+    next(b for b in at.button if b.label == "Recommend").click().run()
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def _profile_figures() -> dict[str, float]:
+    df = pd.read_csv(ref.SAMPLE)
+    ts = pd.to_datetime(df["TIMESTAMP"])
+    figures = ref.timing((ts - ts.min()).dt.total_seconds().to_numpy())
+    for column, prefix in (("ContextTokens", "input_tokens"), ("GeneratedTokens", "output_tokens")):
+        figures |= {f"{prefix}.{k}": v for k, v in ref.lengths(df[column]).items()}
+    return figures
+
+
+def test_recommendation_figures_and_files(app_home):
+    at = recommend_on_sample()
+    rec = at.session_state[RECOMMENDATION_KEY]
+    assert (rec.gpu, rec.model, rec.request.slo_ttft_p95_s) == (GPU, MODEL, 2.0)
+    p = rec.pick.predicted
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["TTFT p95"] == f"{p.ttft_s.p95 * 1e3:,.0f} ms"
+    assert metrics["Output tok/s"] == f"{p.output_throughput_tok_s:,.0f}"
+    # reasons quote the trace's own figures: check those against pandas
+    expected = _profile_figures()
+    quoted = [r for r in rec.reasons if r.figure in expected]
+    assert quoted, [r.figure for r in rec.reasons]
+    for reason in quoted:
+        assert abs(reason.value - expected[reason.figure]) <= 1e-6 * abs(expected[reason.figure])
+    # the candidate chart marks the pick
+    (chart,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    star = next(t for t in chart["data"] if t["name"] == "pick")
+    assert star["x"] == [p.output_throughput_tok_s]
+    # one download per bundle file, plus the zip
+    files = render_bundle(ExportRequest.model_validate(rec.export))
+    labels = [d.proto.label for d in at.get("download_button")]
+    assert sorted(labels) == sorted([*files, "All files (zip)"])

@@ -1,0 +1,86 @@
+"""The Validate view: what it says without a server, and a real run against a local streaming
+server (tests/runners/fake_openai.py) measured, stored and compared with the prediction."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.resources import RECOMMENDATION_KEY
+from app.views.validate import JOB_KEY
+from recommender.recommend import recommend
+from recommender.recommendation import RecommendRequest
+from tests import reference as ref
+from tests.app.conftest import ENTRY
+from tests.runners.fake_openai import FakeOpenAI
+
+
+@pytest.fixture(scope="module")
+def rec(tmp_path_factory):
+    """A real recommendation for the sample (the view benchmarks its pick)."""
+    request = RecommendRequest(source=str(ref.SAMPLE), gpu="H100-SXM",
+                               model="meta-llama/Llama-3.1-8B-Instruct", slo_ttft_p95_s=2.0,
+                               slo_tpot_p95_s=0.05, max_requests=1_000)
+    return recommend(request)
+
+
+def _validate(rec) -> AppTest:
+    at = AppTest.from_file(str(ENTRY), default_timeout=180)
+    if rec is not None:
+        at.session_state[RECOMMENDATION_KEY] = rec
+    at.run()
+    at.switch_page("views/validate.py").run()
+    assert not at.exception
+    return at
+
+
+def test_without_a_recommendation_it_says_what_to_do(app_home):
+    at = _validate(None)
+    assert "Get a recommendation first" in at.info[0].value
+
+
+def test_docker_mode_without_docker_says_so_and_gives_the_command(app_home, rec, monkeypatch):
+    monkeypatch.setenv("PATH", "")  # no docker CLI, whatever this machine has
+    at = _validate(rec)
+    at.radio(key="val.where").set_value("docker").run()
+    assert any("No Docker here" in w.value for w in at.warning)
+    command = at.code[0].value
+    assert "--launch docker --config rec.json --workload trace" in command
+    assert ref.SAMPLE.name in command
+
+
+def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
+    server = FakeOpenAI(ttft_s=0.01, tpot_s=0.005).start()
+    try:
+        at = _validate(rec)
+        at.text_input(key="val.url").set_value(server.url)
+        at.selectbox(key="val.kind").set_value("sweep").run()
+        at.number_input(key="val.prompt").set_value(16)
+        at.number_input(key="val.output").set_value(4)
+        at.number_input(key="val.concurrency").set_value(2)
+        at.number_input(key="val.per_level").set_value(8)
+        at.button(key="val.start").click().run()
+        job = at.session_state[JOB_KEY]
+        job._thread.join(120)
+        at.run()
+    finally:
+        server.stop()
+    assert not at.exception and job.error is None, job.error
+    summary = job.report.summary
+    assert summary.count == len(server.bodies) and summary.completed == summary.count
+    assert all(body["max_tokens"] == 4 for body in server.bodies)
+    tables = [t.value for t in at.dataframe]
+    measured = next(t for t in tables if "latency (ms)" in t.columns)
+    assert measured.set_index("latency (ms)").loc["TTFT", "p50"] == \
+        pytest.approx(summary.ttft_s.p50 * 1e3, abs=0.05)
+    compared = next(t for t in tables if "predicted" in t.columns).set_index("figure")
+    assert compared.loc["TTFT p95 (ms)", "predicted"] == \
+        pytest.approx(rec.pick.predicted.ttft_s.p95 * 1e3, abs=0.05)
+    assert compared.loc["requests/s", "measured"] == \
+        pytest.approx(summary.request_throughput_rps, abs=0.005)
+    at.switch_page("views/runs.py").run()
+    assert not at.exception and not at.error
+    runs = next(t.value for t in at.dataframe if "run" in t.value.columns)
+    assert list(runs["run"]) == [job.report.run_id]
+    steady = next(t.value for t in at.dataframe if "goodput_rps" in t.value.columns)
+    assert list(steady["completed"]) == [summary.completed]
