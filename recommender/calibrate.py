@@ -373,12 +373,24 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: regenerate the fit file."""
+    """CLI: regenerate the fit file, or (--measured) refit it to the user's own runs."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--csv", default=str(DEFAULT_CSV))
-    parser.add_argument("--out", default=str(FIT_FILE))
+    parser.add_argument("--out", help=f"fit file to write (default {FIT_FILE.name} here; "
+                        "with --measured: fit_measured.json in the current folder)")
+    parser.add_argument("--measured", metavar="RUNS", help="CSV or JSON Lines of measured "
+                        "runs (engine, model, gpu, tp, isl, osl, concurrency|num_requests, "
+                        "metric, value): refit from --base as the prior")
+    parser.add_argument("--base", default=str(FIT_FILE), help="prior fit for --measured")
     args = parser.parse_args(argv)
     try:
+        if args.measured:
+            from recommender.refit import refit_measured, report
+
+            out = args.out or "fit_measured.json"
+            print(f"wrote {out}: " + report(refit_measured(args.measured, out, args.base)))
+            return 0
+        args.out = args.out or str(FIT_FILE)
         record = calibrate(args.csv, args.out)
     except ServeFitError as exc:
         print(f"error: {exc}")

@@ -1,0 +1,79 @@
+"""Tests for recommender/refit.py: refitting to the user's own measured runs."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from profiler.errors import UsageError
+from recommender import calibrate
+from recommender.catalog import get_gpu, get_model
+from recommender.perf import load_params, predict
+from recommender.refit import read_measured
+
+WORKLOADS = [  # (isl, osl, concurrency, num_requests)
+    (500, 200, 1, None), (500, 200, 16, None), (2000, 300, 64, None), (1000, 1000, None, 2000),
+    (200, 100, 8, None), (4000, 200, 4, None),
+]
+
+
+def _measured(tmp_path, truth, suffix=".csv"):
+    """The user's 'hardware' is the model with `truth` parameters: runs measured on it."""
+    recs = []
+    model, gpu = get_model("Qwen/Qwen3-8B"), get_gpu("H100-SXM")
+    for isl, osl, conc, n in WORKLOADS:
+        pred = predict("vllm", model, gpu, isl=isl, osl=osl, concurrency=conc, num_requests=n,
+                       params=truth)
+        for metric, value in (("output_throughput_tok_s", pred.output_throughput_tok_s),
+                              ("ttft_ms", pred.ttft_s * 1e3), ("tpot_ms", pred.tpot_s * 1e3)):
+            recs.append({"engine": "vllm", "model": "Qwen/Qwen3-8B", "gpu": "H100-SXM",
+                         "tp": 1, "isl": isl, "osl": osl, "concurrency": conc,
+                         "num_requests": n, "metric": metric, "value": value})
+    path = tmp_path / f"runs{suffix}"
+    if suffix == ".csv":
+        pd.DataFrame(recs).to_csv(path, index=False)
+    else:
+        path.write_text("\n".join(json.dumps({k: v for k, v in r.items() if v is not None})
+                                  for r in recs), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_refit_moves_towards_the_user_hardware_and_cuts_error(tmp_path, suffix, capsys):
+    base = load_params()
+    v = base.engines["vllm"]
+    truth_vllm = v.model_copy(update={"request_overhead_s": v.request_overhead_s * 2.0,
+                                      "compute_efficiency": v.compute_efficiency * 0.7})
+    truth = base.model_copy(update={"engines": {**base.engines, "vllm": truth_vllm}})
+    out = tmp_path / "fit_measured.json"
+    rc = calibrate.main(["--measured", str(_measured(tmp_path, truth, suffix)),
+                         "--out", str(out)])
+    assert rc == 0
+    record = json.loads(out.read_text(encoding="utf-8"))
+    before, after = (record["errors"][k]["median_ape_pct"] for k in ("before", "after"))
+    assert before > 5 and after < before / 3
+    moved = record["moved"]
+    assert moved["vllm.request_overhead_s"]["ratio"] > 1.5
+    assert moved["vllm.compute_efficiency"]["ratio"] < 0.85
+    assert not any(k.startswith(("trtllm.", "sglang.")) for k in moved)  # no rows, no move
+    printed = capsys.readouterr().out
+    assert "median APE" in printed and "vllm.compute_efficiency" in printed
+
+
+def test_bad_measured_rows_are_one_clear_error(tmp_path):
+    path = tmp_path / "bad.csv"
+    pd.DataFrame([{"engine": "vllm", "model": "Qwen/Qwen3-8B", "gpu": "H100-SXM", "tp": 1,
+                   "isl": 100, "osl": 10, "concurrency": 1, "metric": "ttft_hours",
+                   "value": 1.0}]).to_csv(path, index=False)
+    with pytest.raises(UsageError, match=r"row 1.*metric"):
+        read_measured(path)
+    pd.DataFrame([{"engine": "vllm", "model": "Qwen/Qwen3-8B", "gpu": "H100-SXM", "tp": 0,
+                   "isl": 100, "osl": 10, "concurrency": 1, "metric": "ttft_ms",
+                   "value": 1.0}]).to_csv(path, index=False)
+    with pytest.raises(UsageError, match="row 1, tp"):
+        read_measured(path)
+    assert calibrate.main(["--measured", str(tmp_path / "missing.csv"),
+                           "--out", str(tmp_path / "o.json")]) == 2
+    assert not (tmp_path / "o.json").exists()
