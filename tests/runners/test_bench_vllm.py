@@ -1,0 +1,110 @@
+"""End to end on the real vLLM CPU server (tiny model, tests/runners/conftest.py): a Mooncake
+trace slice replayed with its shared first block, every request accounted for with exact
+output lengths, the engine's prefix-cache hit counter rising by the shared tokens; a sweep
+that stops past the knee of a server running two sequences at a time; results in the store;
+then the engine killed mid-run: the run is stored as failed with its rows, nothing left running.
+Slow: two launches, ≈ 2-3 min.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from profiler.workspace import Workspace
+from runners.bench import BenchError, BenchRequest, ProgressSample, run_bench
+from runners.launch import group_alive, launched
+from runners.store import list_runs, load_run
+from runners.workloads import WorkloadSpec, build_schedule
+from tests.runners.conftest import vllm_spec
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = ROOT / "tests/data/traces/mooncake_conversation_trace.jsonl.gz"
+SHARED_TOKENS = 512  # every request of this trace starts with hash block 0 (512 tokens)
+N_TRACE = 10
+
+
+def _two_seqs(model_dir: Path, log_dir: Path):
+    spec = vllm_spec(model_dir, log_dir)
+    return spec.model_copy(update={"argv": [*spec.argv, "--max-num-seqs", "2"]})
+
+
+def test_trace_replay_and_sweep_on_real_vllm(tiny_model_dir, tmp_path):
+    ws = Workspace(tmp_path / "w.duckdb")
+    trace = WorkloadSpec(kind="trace", trace_path=str(TRACE), workspace=str(ws.path),
+                         num_requests=N_TRACE, time_scale=0.01, max_prompt_tokens=600,
+                         max_output_tokens=4, concurrency=1)
+    sweep = WorkloadSpec(kind="concurrency", concurrency=1, num_requests=6, prompt_tokens=64,
+                         output_tokens=16)
+    with launched(_two_seqs(tiny_model_dir, tmp_path)) as ep:
+        replay = run_bench(BenchRequest(endpoint_url=ep.url, workload=trace,
+                                        scrape_interval_s=0.25), workspace=ws)
+        swept = run_bench(BenchRequest(endpoint_url=ep.url, workload=sweep,
+                                       sweep_max_concurrency=16, scrape_interval_s=0.25),
+                          workspace=ws)
+    assert not group_alive(ep.pid)
+
+    expected = build_schedule(trace)
+    record = load_run(ws, replay.run_id)
+    assert replay.status == "complete" and replay.summary.completed == N_TRACE
+    assert [r.idx for r in record.requests] == list(range(N_TRACE))
+    assert [r.result.output_tokens for r in record.requests] == [
+        r.output_tokens for r in expected.requests]
+    assert [r.result.prompt_tokens for r in record.requests] == [
+        r.input_tokens for r in expected.requests]
+    # One request at a time: each after the first finds the shared 512-token block cached.
+    assert replay.scraped.prefix_cache_hits_delta >= SHARED_TOKENS * (N_TRACE - 1)
+    keys = {m.key for m in record.metrics}
+    assert {"queue_depth", "running", "kv_cache_usage", "prefix_cache_hits_tokens",
+            "prefix_cache_queries_tokens"} <= keys, keys
+
+    knee = swept.knee.knee_concurrency
+    levels = [lv.concurrency for lv in swept.levels]
+    print(f"\nsweep levels: {[lv.model_dump() for lv in swept.levels]}", file=sys.stderr)
+    assert knee is not None and knee <= 2 and levels[-1] == 2 * knee
+    assert swept.scraped.peak_running <= 2
+    assert {r.run_id for r in list_runs(ws)} == {replay.run_id, swept.run_id}
+
+
+def _children() -> list[int]:
+    """Pids whose parent is this process (the launched server's group leader)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+                out.append(int(entry.name))
+    return out
+
+
+def test_engine_killed_mid_run(tiny_model_dir, tmp_path):
+    ws = Workspace(tmp_path / "w.duckdb")
+    killed: list[int] = []
+
+    def progress(p: ProgressSample) -> None:
+        if p.completed >= 5 and not killed:
+            [pid] = _children()
+            killed.append(pid)
+            os.killpg(pid, signal.SIGKILL)
+
+    spec = WorkloadSpec(kind="poisson", rate_rps=8, num_requests=200, prompt_tokens=32,
+                        output_tokens=8, seed=1)
+    with pytest.raises(BenchError, match="health check"):
+        run_bench(BenchRequest(launch=vllm_spec(tiny_model_dir, tmp_path), workload=spec),
+                  workspace=ws, progress=progress)
+    assert killed and not group_alive(killed[0]) and _children() == []
+    [info] = list_runs(ws)
+    record = load_run(ws, info.run_id)
+    ok = np.array([r.result.success for r in record.requests])
+    assert info.status == "failed" and ok.sum() >= 5 and len(record.requests) < 200
+    assert all(r.result.output_tokens == 8 for r in record.requests if r.result.success)
