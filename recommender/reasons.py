@@ -116,8 +116,11 @@ def _len_reason(ctx: Context) -> Reason | None:
     top = ctx.profile.input_tokens.max
     return Reason(
         text=f"longest request {longest:,} tokens (input_tokens.max {top:,.0f} + output)"
-             f" → max_model_len {length:,}, so the KV pool is not sized for the "
-             f"model's full {ctx.target.model.max_context_tokens:,}-token context",
+             f" → max_model_len {length:,}" + (
+                 f", so the KV pool is not sized for the model's full "
+                 f"{ctx.target.model.max_context_tokens:,}-token context"
+                 if length < ctx.target.model.max_context_tokens else
+                 " (the model's full context)"),
         figure="input_tokens.max", value=ctx.profile.input_tokens.max)
 
 
@@ -356,6 +359,10 @@ def _workload_warnings(ctx: Context) -> list[RecWarning]:
     if ctx.profile.format.tokens_estimated:
         out.append(RecWarning(code="tokens_estimated", text="token counts were estimated from "
                               "text: lengths (and so latencies) are approximate"))
+    if ctx.workload.too_long:
+        out.append(RecWarning(code="longer_than_context", text=f"{ctx.workload.too_long:,} "
+                              "requests exceed the model's context and were not simulated: "
+                              "truncate them or pick a longer-context model"))
     if ctx.workload.dropped:
         out.append(RecWarning(code="rows_dropped", text=f"{ctx.workload.dropped:,} failed or "
                               "zero-token rows were not simulated"))

@@ -62,6 +62,7 @@ def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
     _tell(progress, 0.0, "profiling the trace")
     with tempfile.TemporaryDirectory(prefix="servefit-rec-") as tmp:
         profile, workload, synthetic = _load(request, workspace, Path(tmp))
+    workload.drop_longer_than(model.max_context_tokens)
     coarse = head_window(workload.requests, COARSE_REQUESTS)
     result = search(workload.requests, coarse, target, goals,
                     progress=_scaled(progress, 0.05, 0.75))

@@ -103,12 +103,19 @@ def base_grid(target: Target, model_len: int) -> list[EngineConfig]:
     return [
         EngineConfig(engine=kind, model=target.model.name, tp=tp, weight_quantization=quant,  # type: ignore[arg-type]
                      kv_cache_dtype=kv, max_model_len=model_len,  # type: ignore[arg-type]
-                     gpu_memory_fraction=safe_fraction(kind))
+                     gpu_memory_fraction=safe_fraction(kind), chunked_prefill=chunked)
         for kind in ENGINES
+        for chunked in _chunked_options(kind)
         for tp in tp_options(target.gpus, target.model)
         for quant in weight_formats(target.gpu, target.model)
         for kv in kv_formats(target.gpu)
     ]
+
+
+def _chunked_options(kind: str) -> list[bool | None]:
+    """The default, plus chunked prefill on where the engine leaves it off (without it a
+    long prompt must fit one step's budget, which can rule the engine out)."""
+    return [None] if ENGINES[kind].defaults.chunked_prefill else [None, True]
 
 
 def safe_fraction(kind: str) -> float | None:
@@ -125,15 +132,22 @@ def scheduler_variants(config: EngineConfig) -> list[EngineConfig]:
                                   "chunked_prefill": chunked})
         for seqs in SEQ_CAPS
         for budget in TOKEN_BUDGETS
-        for chunked in (None, False)
+        for chunked in _toggles(config.chunked_prefill,
+                                ENGINES[config.engine].defaults.chunked_prefill)
     ]
+
+
+def _toggles(value: bool | None, default: bool) -> list[bool | None]:
+    """The current setting, the engine default (None) and the explicit non-default."""
+    return list(dict.fromkeys([value, None, not default]))
 
 
 def feature_variants(config: EngineConfig, *, hashes: bool, speculative: bool
                      ) -> list[EngineConfig]:
     """Prefix caching on/off (only with block hashes: otherwise it changes nothing we can
     simulate) × speculative decoding none/ngram (only when the simulator models it)."""
-    prefix: list[bool | None] = [True, False] if hashes else [None]
+    default = ENGINES[config.engine].defaults.prefix_caching
+    prefix: list[bool | None] = [None, not default] if hashes else [None]
     spec: list[SpeculativeConfig | None] = [None, SPECULATIVE] if speculative else [None]
     return [config.model_copy(update={"prefix_caching": p, "speculative": s})
             for p in prefix for s in spec]
@@ -254,11 +268,13 @@ def one_knob_variants(config: EngineConfig, *, hashes: bool, spec: bool
         moves.append(({"max_num_seqs": 256}, False))
     moves += [({"max_batched_tokens": v}, v is None) for v in TOKEN_BUDGETS
               if v != config.max_batched_tokens]
-    moves.append(({"chunked_prefill": None if config.chunked_prefill is False else False},
-                  config.chunked_prefill is False))
+    chunked_default = ENGINES[config.engine].defaults.chunked_prefill
+    moves.append(({"chunked_prefill": None if config.chunked_prefill is not None
+                   else not chunked_default}, config.chunked_prefill is not None))
     if hashes:
-        moves.append(({"prefix_caching": None if config.prefix_caching is False else False},
-                      config.prefix_caching is False))
+        default = ENGINES[config.engine].defaults.prefix_caching
+        moves.append(({"prefix_caching": None if config.prefix_caching is not None
+                       else not default}, config.prefix_caching is not None))
     if spec:
         moves.append(({"speculative": None if config.speculative else SPECULATIVE},
                       config.speculative is not None))

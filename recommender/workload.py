@@ -38,6 +38,22 @@ class Workload:
     dropped: int  # rows left out: failed, no arrival, zero tokens
     start_s: float  # window start on the source's time axis
     description: str
+    too_long: int = 0  # requests left out for exceeding the model's context
+
+    def drop_longer_than(self, max_tokens: int) -> None:
+        """Leave out requests whose prompt + output exceed `max_tokens` (the model's context:
+        no configuration can serve them), and say so in the description."""
+        req = self.requests
+        keep = np.flatnonzero(req.input_tokens + req.output_tokens <= max_tokens)
+        if len(keep) == len(req.arrival_s):
+            return
+        if not len(keep):
+            raise UsageError(f"every request is longer than the model's {max_tokens:,}-token "
+                             "context")
+        self.too_long = len(req.arrival_s) - len(keep)
+        self.requests = take(req, keep, rebase=True)
+        self.description += (f"; {self.too_long:,} requests longer than the model's "
+                              f"{max_tokens:,}-token context left out")
 
     @property
     def n(self) -> int:

@@ -1,0 +1,55 @@
+"""Benchmark of `recommender.recommend`: seconds for a whole recommendation on the sample.
+
+Runs the full search (every engine plug-in, formats, parallelism, scheduler knobs, features,
+whole-window polishing, counterfactual reasons, warnings, routing) over the bundled Azure
+conversation sample and prints the wall time, the simulations run and the candidates ranked
+on the whole window, plus the pick. One warm-up run first loads the numba caches; the timed
+runs are what a user waits for once the caches exist. DESIGN §5 budget: < 30 s.
+
+Run: .venv/bin/python bench/recommend_speed.py [--gpu H100-SXM] [--gpus 1]
+     [--model meta-llama/Llama-3.1-8B-Instruct] [--repeat 1] [--trace PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from recommender.recommend import recommend  # noqa: E402
+from recommender.recommendation import RecommendRequest  # noqa: E402
+
+SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
+BUDGET_S = 30.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default=str(SAMPLE))
+    parser.add_argument("--gpu", default="H100-SXM")
+    parser.add_argument("--gpus", type=int, default=1)
+    parser.add_argument("--model", default="meta-llama/Llama-3.1-8B-Instruct")
+    parser.add_argument("--repeat", type=int, default=1, help="timed runs after the warm-up")
+    args = parser.parse_args()
+    request = RecommendRequest(source=args.trace, gpu=args.gpu, gpus=args.gpus,
+                               model=args.model)
+    recommend(request.model_copy(update={"max_requests": 200}))  # warm-up: numba caches
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        rec = recommend(request)
+        wall = time.perf_counter() - start
+        print(f"recommend {Path(args.trace).name} on {args.gpus}x {args.gpu}, {args.model}: "
+              f"{wall:.1f} s wall (budget {BUDGET_S:.0f} s, "
+              f"{'met' if wall < BUDGET_S else 'NOT met'}), "
+              f"{rec.candidates_simulated} simulations, {len(rec.candidates)} candidates "
+              f"on the whole window ({rec.window.split(';')[0]})")
+    print(f"pick: {rec.pick.label}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

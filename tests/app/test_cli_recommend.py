@@ -1,0 +1,73 @@
+"""`python -m app recommend` end to end in a subprocess: JSON keys, -o then export, and one
+line with exit 2 and no file on bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recommender.recommendation import Recommendation
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_json_then_export_round_trip(tmp_path: Path) -> None:
+    out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
+                  "--slo-ttft-p95-ms", "500", "--slo-tpot-p95-ms", "50",
+                  "--max-requests", "2000", "--json", "-o", "rec.json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)
+    assert set(printed) == set(Recommendation.model_fields)
+    assert printed["request"]["slo_ttft_p95_s"] == pytest.approx(0.5)
+    assert json.loads((tmp_path / "rec.json").read_text()) == printed
+    assert printed["pick"]["predicted"]["goodput_rps"] is not None
+    exported = run_cli("export", "rec.json", "--out", "bundle", "--json", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    files = json.loads(exported.stdout)["files"]
+    assert all((tmp_path / f).is_file() for f in files)
+    report = (tmp_path / "bundle" / "REPORT.md").read_text()
+    assert printed["reasons"][0]["text"] in report
+
+
+def test_human_view_shows_pick_reasons_and_alternatives(tmp_path: Path) -> None:
+    out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
+                  "--max-requests", "1000", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    for heading in ("Pick", "Predicted", "Why", "Alternatives (best per engine)"):
+        assert heading in out.stdout
+    assert " ms" in out.stdout
+    assert not list(tmp_path.iterdir())  # no workspace litter without --workspace
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--gpu", "H999", "--model", MODEL), "unknown GPU 'H999'"),
+    (("--gpu", "H100-SXM", "--model", "nope/nope"), "unknown model"),
+    (("--gpu", "H100-SXM", "--model", MODEL, "--gpus", "0"), "--gpus"),
+])
+def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path: Path, args, needle) -> None:
+    out = run_cli("recommend", str(SAMPLE), *args, "-o", "rec.json", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0]
+    assert not (tmp_path / "rec.json").exists()
+
+
+def test_missing_trace_is_exit_2_and_no_file(tmp_path: Path) -> None:
+    out = run_cli("recommend", "missing.csv", "--gpu", "H100-SXM", "--model", MODEL,
+                  "-o", "rec.json", cwd=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "rec.json").exists()

@@ -1,0 +1,107 @@
+"""Tests for recommender/recommend.py end to end on the bundled sample and real traces:
+the pick runs (plug-in check) and exports, reasons name real figures, the SLO warning names
+what would attain it, and a profile.json is simulated through a synthetic trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engines import ENGINES
+from engines.export import ExportRequest, export_bundle, load_request
+from engines.facts import HardwareFacts, ModelFacts
+from profiler.errors import ServeFitError
+from profiler.profile import profile_trace
+from profiler.workspace import Workspace
+from recommender.recommend import recommend
+from recommender.recommendation import Recommendation, RecommendRequest
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def rec() -> Recommendation:
+    return recommend(RecommendRequest(source=str(SAMPLE), gpu="H100-SXM", model=MODEL,
+                                      max_requests=4000))
+
+
+def test_the_pick_passes_its_engine_check_and_exports(rec: Recommendation, tmp_path) -> None:
+    export = ExportRequest.model_validate(rec.export)
+    assert export.config == rec.pick.config
+    assert isinstance(export.hardware, HardwareFacts)
+    assert isinstance(export.model_facts, ModelFacts)
+    ENGINES[rec.pick.config.engine].check(rec.pick.config, export.hardware, export.model_facts)
+    written = export_bundle(export, tmp_path / "bundle")
+    config_name, _ = ENGINES[rec.pick.config.engine].config_file(rec.pick.config)
+    assert written[0].name == config_name
+    report = (tmp_path / "bundle" / "REPORT.md").read_text()
+    assert rec.reasons[0].text in report
+    assert export.predicted["ttft_p95_ms"] == pytest.approx(rec.pick.predicted.ttft_s.p95 * 1e3)
+    path = tmp_path / "rec.json"
+    path.write_text(rec.model_dump_json())
+    assert load_request(path) == export  # a saved Recommendation is what export reads
+
+
+def test_ranking_alternatives_and_window(rec: Recommendation) -> None:
+    assert rec.pick == rec.candidates[0] == rec.alternatives[0]
+    engines = [c.config.engine for c in rec.alternatives]
+    assert len(engines) == len(set(engines)) == len(ENGINES)
+    scores = [c.score for c in rec.candidates]
+    assert scores == sorted(scores, reverse=True)
+    assert any(c.pareto for c in rec.candidates)
+    assert "busiest 4,000 consecutive requests of 19,366" in rec.window
+    assert rec.candidates_simulated >= len(rec.candidates) > len(ENGINES)
+    assert rec.pick.config.max_model_len >= 4000  # the sample's prompts reach 14K tokens
+
+
+def test_reasons_name_real_figures(rec: Recommendation, tmp_path: Path) -> None:
+    """Each reason's figure is a profile field (dotted into length stats) or a prediction
+    field, and carries that field's value."""
+    assert rec.reasons
+    profile = profile_trace(str(SAMPLE), workspace=Workspace(tmp_path / "ws.duckdb")).model_dump()
+    predicted = rec.pick.predicted.model_dump()
+    for reason in rec.reasons:
+        head, _, tail = reason.figure.partition(".")
+        source = profile if head in profile else predicted
+        value = source[head][tail] if tail else source[head]
+        assert value == pytest.approx(reason.value), reason
+
+
+def test_unattainable_slo_names_what_would_attain_it() -> None:
+    rec = recommend(RecommendRequest(source=str(SAMPLE), gpu="L4", model=MODEL,
+                                     slo_ttft_p95_s=0.05, slo_tpot_p95_s=0.01,
+                                     max_requests=1500))
+    assert not rec.pick.predicted.slo_met
+    [warning] = [w for w in rec.warnings if w.code == "slo_unattainable"]
+    gpus = yaml.safe_load((ROOT / "data" / "catalog" / "gpus.yaml").read_text())["gpus"]
+    l4 = next(g for g in gpus if g["name"] == "L4")
+    size = lambda g: g["memory_gb"] * g["mem_bandwidth_tb_s"]  # noqa: E731
+    bigger = min((g for g in gpus if g["vendor"] == "nvidia" and size(g) > size(l4)), key=size)
+    assert "2× L4" in warning.text
+    assert f"1× {bigger['name']}" in warning.text
+    assert "would" in warning.text
+
+
+def test_a_profile_json_is_simulated_through_a_synthetic_trace(tmp_path: Path) -> None:
+    profile = profile_trace(str(SAMPLE), workspace=Workspace(tmp_path / "ws.duckdb"))
+    path = tmp_path / "profile.json"
+    path.write_text(profile.model_dump_json())
+    rec = recommend(RecommendRequest(source=str(path), gpu="H100-SXM", model=MODEL,
+                                     max_requests=1500))
+    assert "synthetic trace of 1,500 requests" in rec.window
+    assert "synthetic_workload" in {w.code for w in rec.warnings}
+
+
+@pytest.mark.parametrize(("field", "value", "needle"), [
+    ("gpu", "H999", "unknown GPU"),
+    ("model", "no-such-model", "unknown model"),
+    ("source", "does/not/exist.csv", "exist.csv"),
+])
+def test_bad_input_is_a_servefit_error(field: str, value: str, needle: str) -> None:
+    args = {"source": str(SAMPLE), "gpu": "H100-SXM", "model": MODEL, field: value}
+    with pytest.raises(ServeFitError, match=needle):
+        recommend(RecommendRequest(**args))
