@@ -8,7 +8,8 @@ identical token blocks and the engine's prefix cache sees the trace's reuse (any
 size that divides the trace's works, and a smaller one sees the same runs).
 
 Text prompts (chat API, or servers that take no ids) are words calibrated against the server's
-`/tokenize` until the count is exact (`TextPrompts`).
+`/tokenize` until the count is exact (`TextPrompts`); they do not reproduce trace prefixes
+(exact shared token blocks need token ids).
 """
 
 from __future__ import annotations
@@ -138,7 +139,11 @@ async def tokenize(session: Any, url: str, model: str, text: str, *,
 async def id_range(session: Any, url: str, model: str) -> int:
     """An exclusive upper bound of safe ids: one past the largest id the server's tokenizer
     gives a many-script sample (every id up to it exists in the vocabulary)."""
-    ids = await tokenize(session, url, model, VOCAB_SAMPLE)
+    try:
+        ids = await tokenize(session, url, model, VOCAB_SAMPLE)
+    except RunnerError as exc:
+        raise RunnerError(f"cannot learn the token id range from the server ({exc}); "
+                          "give the vocabulary size (vocab_size)") from None
     return max(ids) + 1
 
 

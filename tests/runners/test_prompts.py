@@ -128,3 +128,16 @@ def test_server_helpers_learn_model_and_id_range(tok_server):
     model, high = asyncio.run(go())
     expected = max(_tokenizer().encode(prompts.VOCAB_SAMPLE).ids) + 1
     assert model == "test-model" and high == expected
+
+
+def test_no_tokenize_endpoint_asks_for_the_vocab_size():
+    srv = LoadServer().start()  # no tokenizer: /tokenize answers 404, as on servers without it
+    try:
+        async def go():
+            async with aiohttp.ClientSession() as s:
+                await prompts.id_range(s, srv.url, "test-model")
+
+        with pytest.raises(RunnerError, match="vocab_size"):
+            asyncio.run(go())
+    finally:
+        srv.stop()
