@@ -140,6 +140,11 @@ def simulate_load(
     if precision not in perf.PRECISIONS:
         raise UsageError(f"unknown precision {precision!r}; use one of "
                          f"{', '.join(perf.PRECISIONS)}")
+    _, budget, chunked = perf._engine_defaults(engine, gpu)
+    if max_batched_tokens is None and not chunked and budget < isl + osl:
+        # Unchunked prefill needs the whole prompt (and a preempted request's recompute) in
+        # one step; left unset, the budget is sized to the workload (as trtllm-bench does).
+        max_batched_tokens = isl + osl
     try:
         config = EngineConfig(
             engine=engine, model=model.name, tp=tp, max_num_seqs=max_num_seqs,
