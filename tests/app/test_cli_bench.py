@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -93,3 +95,31 @@ def test_unreachable_endpoint_is_one_line_and_stored_as_failed(tmp_path):
     assert len(out.stderr.strip().splitlines()) == 1
     [info] = list_runs(Workspace(ws))
     assert info.status == "failed" and info.n_requests == 0
+
+
+def test_launch_local_from_rec_json_with_engine_venv(tmp_path):
+    """--launch local: rec.json → the plug-in's command, run from --engine-venv's bin/ (here a
+    stand-in `vllm` that serves the fake engine), benchmarked, then torn down."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    stand_in = bin_dir / "vllm"
+    stand_in.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+                        "from tests.runners.fake_openai import main\nmain(sys.argv)\n")
+    stand_in.chmod(0o755)
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps({"config": {"engine": "vllm", "model": "tiny-test"}}))
+    ws = tmp_path / "w.duckdb"
+    out = run("--launch", "local", "--config", str(rec), "--engine-venv", str(tmp_path / "venv"),
+              "--log-dir", str(tmp_path / "logs"), "--workload", "concurrency",
+              "--concurrency", "2", "--num-requests", "6", "--prompt-tokens", "16",
+              "--output-tokens", "3", "--workspace", str(ws), "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["completed"] == 6 and got["status"] == "complete"
+    [log] = (tmp_path / "logs").iterdir()
+    assert "fake engine serving" in log.read_text()
+    info = load_run(Workspace(ws), got["run_id"]).info
+    assert info.config["model"] == "tiny-test" and info.status == "complete"
+    port = log.name.split("-")[2]  # vllm-local-PORT-STAMP.log
+    with pytest.raises(urllib.error.URLError):  # the engine is gone
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)

@@ -21,7 +21,7 @@ BLOCK = 16
 
 class FakeOpenAI:
     def __init__(self, *, ttft_s: float = 0.02, tpot_s: float = 0.01, max_running: int = 64,
-                 model: str = "fake") -> None:
+                 model: str = "fake", port: int = 0) -> None:
         self.ttft_s, self.tpot_s, self.model = ttft_s, tpot_s, model
         self.max_running = max_running
         self.waiting = self.running = 0
@@ -31,7 +31,7 @@ class FakeOpenAI:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
-        self.port = 0
+        self.port = port
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -50,7 +50,7 @@ class FakeOpenAI:
         app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
@@ -134,3 +134,19 @@ class FakeOpenAI:
         await resp.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
         await resp.write_eof()
         return resp
+
+
+def main(argv: list[str]) -> None:
+    """Stand in for an engine's server command: `… --port P` serves until killed."""
+    import time
+
+    server = FakeOpenAI(port=int(argv[argv.index("--port") + 1])).start()
+    print(f"fake engine serving on {server.url}", flush=True)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv)
