@@ -40,6 +40,7 @@ from runners.metrics import (
     find_knee,
     summarize,
 )
+from runners.prompts import server_root
 from runners.schemas import Api, RequestResult
 from runners.scrape import MetricSample, Scraper, hit_rate
 from runners.store import RunMeta, RunRecorder
@@ -345,14 +346,6 @@ def _on_result(live: _Live, schedule: Schedule, offset: int, start_s: float
         recorder.add_result(offset + index, result, phase)
 
     return on_result
-
-
-def server_root(url: str) -> str:
-    """`http://h:p` from a base URL, a `/v1` URL or a full endpoint URL."""
-    url = url.rstrip("/")
-    for tail in ("/chat/completions", "/completions"):
-        url = url.removesuffix(tail)
-    return url.removesuffix("/v1")
 
 
 async def _bridge(stop: threading.Event, halt: asyncio.Event, done: asyncio.Event) -> None:

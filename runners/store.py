@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from profiler.errors import WorkspaceError
 from profiler.workspace import Workspace
+from runners.metrics import summarize
 from runners.schemas import RequestResult
 from runners.scrape import MetricSample
 
@@ -421,7 +422,5 @@ def compare_runs(workspace: Workspace, run_ids: list[str]) -> Comparison:
 
 
 def _summary_of(record: RunRecord) -> dict[str, Any]:
-    from runners.metrics import summarize
-
     results = [r.result for r in record.requests]
     return summarize(results, started_at_s=0.0 if results else None).model_dump()
