@@ -22,6 +22,8 @@ Scheduler (vLLM V1-like, one iteration per step):
   first such step is its first token. After its prefill a request's full prompt blocks
   enter the cache; on finish/preemption they are released last block first, so a prefix
   outlives its tail (DESIGN §2.2).
+- A request enters the engine the engine's request_overhead_s (API time) after it is sent;
+  its latencies count from the send; a closed-loop user's next request is sent at the finish.
 - Step time = perf.step_time of the batch: prefill tokens, decodes, summed decode contexts,
   summed causal prefill context (chunk tokens × (start + chunk/2)), prompts sampled.
 - Speculative decoding (config.speculative): a decode verifies k + 1 tokens (budget, KV

@@ -238,6 +238,21 @@ def test_speculative_draft_is_noted_as_uncounted() -> None:
     assert any("speculative" in note for note in plan.notes)
 
 
+def test_speculative_draft_weights_come_out_of_the_kv_pool() -> None:
+    # An EAGLE head for Llama-3.1-8B: one decoder layer ((8.03e9 − 2·128256·4096)/32 params)
+    # plus an lm_head (128256·4096), bf16: ≈ 1.47 GB taken from the KV pool (tp = 1).
+    plain = _plan(gpu_memory_fraction=0.9)
+    eagle = _plan(gpu_memory_fraction=0.9, speculative=SpeculativeConfig(
+        method="eagle", num_tokens=3, draft_model="yuhuili/EAGLE-LLaMA3.1-8B"))
+    head = 128_256 * 4096
+    draft = 2 * ((LLAMA8_PARAMS - 2 * head) / 32 + head)
+    assert plain.kv_cache_bytes_per_gpu - eagle.kv_cache_bytes_per_gpu == pytest.approx(
+        draft, rel=0.01)
+    ngram = _plan(gpu_memory_fraction=0.9,
+                  speculative=SpeculativeConfig(method="ngram", num_tokens=3))
+    assert ngram.kv_cache_bytes_per_gpu == plain.kv_cache_bytes_per_gpu
+
+
 # ---------------------------------------------------------------------------------------------
 # Concurrency ceiling and bad input
 
