@@ -135,7 +135,8 @@ class _Stream:
         if self.error is None and not self.chunk_times:
             self.fail("no_content", "stream ended without any content chunk")
         times = self.chunk_times
-        return RequestResult(
+        # Every field is built here with its declared type: skip validation on the hot path.
+        return RequestResult.model_construct(
             success=self.error is None,
             error=self.error,
             error_kind=self.error_kind,
