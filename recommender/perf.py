@@ -2,27 +2,31 @@
 
 Owns `step_time` (roofline of one iteration on a TP group) and `predict` (continuous-batching
 steady-state algebra for one fixed-length workload). Efficiencies and overheads come from a
-fitted `PerfParams` record (data/calibration/fit.json, written by `recommender.calibrate`);
-the defaults here are only the optimiser's starting point. Memory comes from `plan_memory`.
-No I/O except `load_params`; no simulation (the simulator builds on `step_time`).
+fitted `PerfParams` record (`recommender.params`, re-exported here; data/calibration/fit.json,
+written by `recommender.calibrate`). Memory comes from `plan_memory`. No I/O; no simulation
+(the simulator builds on `step_time`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engines.config import EngineConfig, EngineKind, SpeculativeConfig
 from profiler.errors import UsageError
 from recommender.memory import plan_memory
+from recommender.params import (
+    FIT_FILE,
+    EngineParams,
+    GpuScales,
+    PerfParams,
+    default_params,
+    load_params,
+)
 from recommender.specs import GPU, ModelSpec
 from recommender.speculative import SpecDraft, draft_for
-
-FIT_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "fit.json"
 
 # The roofline blend: (compute^p + memory^p)^(1/p). p = 4 stays within 19 % of max() at the
 # ridge point (where compute = memory) and within 1 % once one side is 2x the other, and is
@@ -42,111 +46,6 @@ PRECISIONS: dict[str, str] = {
 # SGLang: running requests bounded by the KV pool (no fixed cap; 4096 stands for "none"),
 # chunked-prefill-size 8192 on >= 70 GiB GPUs (16384 on B200/MI300), else 4096.
 NO_CAP_SEQS = 4096
-
-
-class EngineParams(BaseModel):
-    """Per-engine efficiency factors and overheads (fitted; defaults = optimiser start)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    compute_efficiency: float = Field(
-        default=0.5, gt=0, le=1, description="Achieved share of the GPU's dense TFLOP/s."
-    )
-    bandwidth_efficiency: float = Field(
-        default=0.75, gt=0, le=1, description="Achieved share of peak HBM bandwidth."
-    )
-    step_overhead_s: float = Field(
-        default=0.002, ge=0, description="Framework time per engine step (scheduling, launch)."
-    )
-    per_seq_overhead_s: float = Field(
-        default=5e-6,
-        ge=0,
-        description="Framework time per sampled position per step (one per running "
-        "sequence; k + 1 per sequence under speculative decoding).",
-    )
-    interconnect_efficiency: float = Field(
-        default=0.7, gt=0, le=1, description="Achieved share of one-way GPU-GPU bandwidth."
-    )
-    allreduce_latency_s: float = Field(
-        default=10e-6, ge=0, description="Fixed latency of one TP all-reduce."
-    )
-    kv_reserve_output_fraction: float = Field(
-        default=0.5,
-        ge=0,
-        le=1,
-        description="Share of the output length a running sequence holds in KV on average "
-        "(0.5 = allocate as it grows; 1 = reserve the full output up front).",
-    )
-    request_overhead_s: float = Field(
-        default=0.0,
-        ge=0,
-        description="Client-visible time per request outside the engine's steps (HTTP, "
-        "tokenisation, chat template, detokenisation): added to TTFT and E2E; in a closed "
-        "loop a user's next request enters the engine this much later.",
-    )
-
-
-class GpuScales(BaseModel):
-    """Per-GPU-architecture corrections of the datasheet peaks (fitted; 1 = as published).
-
-    Absorbs what one architecture's kernels reach that the per-engine efficiencies do not
-    (e.g. FP4 paths on Blackwell, Ampere's older kernels); Hopper is the reference (1, 1).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    compute_scale: float = Field(default=1.0, gt=0, description="Multiplies peak FLOP/s.")
-    bandwidth_scale: float = Field(default=1.0, gt=0, description="Multiplies peak HBM B/s.")
-
-
-class PerfParams(BaseModel):
-    """All engines' parameters, plus where they came from (the fit file's `params`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    engines: dict[EngineKind, EngineParams] = Field(description="Parameters per engine kind.")
-    gpu_families: dict[str, GpuScales] = Field(
-        default_factory=dict,
-        description="Corrections per GPU architecture (GPU.architecture); absent = (1, 1).",
-    )
-
-    def scales(self, gpu: GPU) -> GpuScales:
-        """The GPU's architecture's corrections, (1, 1) when none was fitted."""
-        return self.scales_for(gpu.architecture)
-
-    def scales_for(self, architecture: str) -> GpuScales:
-        """An architecture's corrections, (1, 1) when none was fitted."""
-        return self.gpu_families.get(architecture, GpuScales())
-
-
-def default_params() -> PerfParams:
-    """Starting point of the fit; TRT-LLM reserves each request's full output (no-evict).
-    10 ms of per-request API time is a starting guess (a local HTTP round trip plus
-    tokenisation of a short prompt)."""
-    start = EngineParams(request_overhead_s=0.01)
-    return PerfParams(
-        engines={
-            "vllm": start,
-            "sglang": start,
-            "trtllm": start.model_copy(update={"kv_reserve_output_fraction": 1.0}),
-        }
-    )
-
-
-def load_params(path: str | Path = FIT_FILE) -> PerfParams:
-    """The fitted parameters from fit.json (its `params` key).
-
-    Raises:
-        UsageError: the file is missing or does not hold a valid `params` record.
-    """
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return PerfParams.model_validate(data["params"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(
-            f"{path}: cannot load performance-model parameters ({exc}); "
-            "regenerate with `python -m recommender.calibrate`"
-        ) from exc
 
 
 @dataclass(slots=True, frozen=True)
@@ -514,7 +413,8 @@ def predict(
 
 
 def prediction_summary(prediction: Prediction) -> dict[str, object]:
-    """The `predict --json` view (DESIGN §2.4): throughputs, and latencies in ms.
+    """The steady state in the `predict --json` shape: throughputs, and latencies in ms
+    (the CLI itself answers with the simulator: `predict_sim.load_summary`).
 
     Steady state gives means only; p50 equals the mean for fixed lengths, and p90/p99 are
     null until the simulator supplies the distribution.
@@ -536,3 +436,10 @@ def prediction_summary(prediction: Prediction) -> dict[str, object]:
         "kv_capacity_tokens": prediction.kv_capacity_tokens,
         "replicas": prediction.replicas,
     }
+
+
+__all__ = [  # the parameter records are re-exported from recommender.params
+    "FIT_FILE", "Batch", "Deployment", "EngineParams", "GpuScales", "PerfParams", "Prediction",
+    "default_params", "deployment", "draft_time", "load_params", "predict",
+    "prediction_summary", "step_time",
+]
