@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -123,3 +125,24 @@ def test_launch_local_from_rec_json_with_engine_venv(tmp_path):
     port = log.name.split("-")[2]  # vllm-local-PORT-STAMP.log
     with pytest.raises(urllib.error.URLError):  # the engine is gone
         urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
+
+
+def test_ctrl_c_stores_an_incomplete_run_and_exits_130(fake, tmp_path):
+    ws = tmp_path / "w.duckdb"
+    before = len(fake.bodies)  # the server is shared with the other tests of this module
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "bench", "--endpoint", fake.url, "--workload", "poisson",
+         "--rate", "10", "--num-requests", "500", "--prompt-tokens", "16", "--output-tokens",
+         "50", "--workspace", str(ws)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 60
+    while len(fake.bodies) < before + 10 and time.monotonic() < deadline:  # requests are flowing
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.strip() == "python -m app: interrupted"
+    [info] = list_runs(Workspace(ws))
+    kinds = [r.result.error_kind for r in load_run(Workspace(ws), info.run_id).requests]
+    assert info.status == "incomplete" and 10 <= len(kinds) < 500
+    assert kinds.count(None) >= 1 and set(kinds) <= {None, "cancelled"}

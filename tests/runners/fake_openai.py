@@ -117,6 +117,8 @@ class FakeOpenAI:
             try:
                 self._count_prefix(prompt)
                 return await self._stream(request, len(prompt), n)
+            except ConnectionResetError:  # the client went away (a stopped run): not an error
+                return web.Response(status=499)
             finally:
                 self.running -= 1
 
