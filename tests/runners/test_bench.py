@@ -117,3 +117,17 @@ def test_server_dying_half_way_fails_the_run_and_keeps_rows(fake, tmp_path):
     ok = np.array([r.result.success for r in record.requests])
     assert info.status == "failed" and "health" in info.error
     assert ok.sum() >= killed[0] and (~ok).any() and len(record.requests) < 400
+
+
+def test_soak_windows_follow_the_phases(fake, tmp_path):
+    spec = WorkloadSpec(kind="soak", rate_rps=25, duration_s=2.0, window_s=0.5, prompt_tokens=16,
+                        output_tokens=2, seed=2)
+    report = run_bench(BenchRequest(endpoint_url=fake.url, workload=spec),
+                       workspace=Workspace(tmp_path / "w.duckdb"))
+    soak = report.soak
+    assert report.status == "complete" and soak is not None and soak.windows == 4
+    record = load_run(Workspace(tmp_path / "w.duckdb"), report.run_id)
+    phases = [r.phase for r in record.requests]
+    assert set(phases) == {"w0", "w1", "w2", "w3"}
+    # A steady server: the last window is neither slower nor less busy by much.
+    assert 0.5 < soak.ttft_p50_ratio < 2 and 0.3 < soak.throughput_ratio < 3

@@ -61,6 +61,7 @@ def test_trace_replay_and_sweep_on_real_vllm(tiny_model_dir, tmp_path):
         r.input_tokens for r in expected.requests]
     # One request at a time: each after the first finds the shared 512-token block cached.
     assert replay.scraped.prefix_cache_hits_delta >= SHARED_TOKENS * (N_TRACE - 1)
+    assert replay.scraped.failures == 0  # vLLM's real /metrics text parses
     keys = {m.key for m in record.metrics}
     assert {"queue_depth", "running", "kv_cache_usage", "prefix_cache_hits_tokens",
             "prefix_cache_queries_tokens"} <= keys, keys
