@@ -77,22 +77,22 @@ def _split(total: int, parts: int) -> list[tuple[int, int]]:
 def _groups(
     replicas: int, concurrency: int | None, rate_rps: float | None, num_requests: int | None,
     seed: int,
-) -> tuple[str, list[tuple[SimRequests | int, SimOptions, int]]]:
-    """(mode, [(requests or count, options, replicas running it)])."""
+) -> tuple[str, list[tuple[np.ndarray, SimOptions, int]]]:
+    """(mode, [(send times of one replica's requests, options, replicas running it)])."""
     if concurrency is not None:
         out = []
         for users, count in _split(concurrency, replicas):
             n = (num_requests * users // concurrency if num_requests
                  else max(CLOSED_PER_USER * users, MIN_REQUESTS))
-            out.append((max(n, users), SimOptions(arrival="closed_loop", concurrency=users), count))
+            options = SimOptions(arrival="closed_loop", concurrency=users)
+            out.append((np.zeros(max(n, users)), options, count))
         return "closed_loop", out
     if rate_rps is not None:
         n = max(1, math.ceil((num_requests or RATE_DEFAULT_REQUESTS) / replicas))
         gaps = np.random.default_rng(seed).exponential(replicas / rate_rps, n)
-        arrival = np.cumsum(gaps) - gaps[0]
-        return "rate", [(SimRequests(arrival, np.zeros(n), np.zeros(n)), SimOptions(), replicas)]
+        return "rate", [(np.cumsum(gaps) - gaps[0], SimOptions(), replicas)]
     assert num_requests is not None
-    return "offline", [(n, SimOptions(arrival="offline"), c)
+    return "offline", [(np.zeros(n), SimOptions(arrival="offline"), c)
                        for n, c in _split(num_requests, replicas)]
 
 
@@ -169,10 +169,8 @@ def simulate_load(
             params=fitted, speculative=speculative, spec_acceptance=spec_acceptance,
         ).e2e_s
     runs: list[tuple[SimResult, int]] = []
-    for work, options, count in groups:
-        n = work if isinstance(work, int) else len(work.arrival_s)
-        arrival = np.zeros(n) if isinstance(work, int) else work.arrival_s
-        req = SimRequests(arrival, np.full(n, isl), np.full(n, osl))
+    for arrival, options, count in groups:
+        req = SimRequests(arrival, np.full(len(arrival), isl), np.full(len(arrival), osl))
         opts = options.model_copy(
             update={"spec_acceptance": spec_acceptance, "closed_loop_ramp_s": ramp})
         res = simulate(req, config, gpu, model, params=fitted, options=opts)
