@@ -79,3 +79,17 @@ def test_request_larger_than_kv_is_a_usage_error():
     with pytest.raises(UsageError):
         simulate_load("vllm", get_model("llama-3.1-70b"), GPU, isl=120000, osl=10,
                       concurrency=1, tp=2)
+
+
+@pytest.mark.parametrize("conc", [1, 24])
+def test_speculative_closed_loop_agrees_with_steady_state(conc):
+    from engines.config import SpeculativeConfig
+
+    spec = SpeculativeConfig(method="ngram", num_tokens=4)
+    kw = {"isl": 800, "osl": 300, "concurrency": conc, "speculative": spec}
+    sim = simulate_load("vllm", MODEL, GPU, num_requests=40 * max(conc, 5), **kw)
+    steady = predict("vllm", MODEL, GPU, **kw)
+    assert sim.output_throughput_tok_s == pytest.approx(steady.output_throughput_tok_s, rel=0.08)
+    # (1 − 0.5^5)/(1 − 0.5) = 1.9375 tokens per step: TPOT is about the step over E.
+    assert steady.tpot_s == pytest.approx(steady.itl_s / 1.9375, rel=0.01)
+    assert sim.tpot_s.mean == pytest.approx(steady.tpot_s, rel=0.08)
