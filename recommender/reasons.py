@@ -115,7 +115,8 @@ def _len_reason(ctx: Context) -> Reason | None:
         return None
     top = ctx.profile.input_tokens.max
     return Reason(
-        text=f"longest request {longest:,} tokens (input_tokens.max {top:,.0f} + output)"
+        text=f"longest simulated request {longest:,} tokens, prompt + output "
+             f"(input_tokens.max {top:,.0f})"
              f" → max_model_len {length:,}" + (
                  f", so the KV pool is not sized for the model's full "
                  f"{ctx.target.model.max_context_tokens:,}-token context"
@@ -216,7 +217,8 @@ def _tp_reason(ctx: Context) -> Reason | None:
     if ctx.target.gpus == 1 and best.replicas == 1:
         return None
     plan = plan_memory(best.config, ctx.target.gpu, ctx.target.model)
-    return Reason(text=f"tp={best.config.tp} × {best.replicas} replica(s) on {best.gpus} GPUs: "
+    of = f" of the {ctx.target.gpus} available" if best.gpus < ctx.target.gpus else ""
+    return Reason(text=f"tp={best.config.tp} × {best.replicas} replica(s) on {best.gpus} GPUs{of}: "
                        f"{plan.weights_bytes_per_gpu / 1e9:.1f} GB of weights per GPU, "
                        f"{best.predicted.request_throughput_rps:.2f} req/s served of "
                        f"{ctx.profile.peak_qps_60s or 0:.2f} at the 60 s peak",

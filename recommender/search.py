@@ -182,16 +182,16 @@ class _Runner:
         self.pruned: dict[str, int] = {}
         self._cache: dict[tuple[str, str], Evaluation | None] = {}
 
-    def run(self, configs: Iterable[EngineConfig], requests: SimRequests, window: str,
-            replicas_of: Callable[[EngineConfig], list[int]]) -> list[Evaluation]:
+    def run(self, pairs: Iterable[tuple[EngineConfig, int]], requests: SimRequests,
+            window: str) -> list[Evaluation]:
+        """Evaluate each (config, replicas) on `window` ('coarse' or 'full')."""
         out = []
-        for config in configs:
-            for replicas in replicas_of(config):
-                key = (config.model_dump_json() + f"|{replicas}", window)
-                if key not in self._cache:
-                    self._cache[key] = self._one(config, requests, replicas)
-                if self._cache[key] is not None:
-                    out.append(self._cache[key])
+        for config, replicas in pairs:
+            key = (config.model_dump_json() + f"|{replicas}", window)
+            if key not in self._cache:
+                self._cache[key] = self._one(config, requests, replicas)
+            if self._cache[key] is not None:
+                out.append(self._cache[key])
         return out
 
     def _one(self, config: EngineConfig, requests: SimRequests, replicas: int
@@ -226,30 +226,30 @@ def search(requests: SimRequests, coarse: SimRequests, target: Target, goals: Go
     """
     model_len = max_model_len(requests, target.model)
     runner = _Runner(target, goals, progress)
-    max_replicas = _replica_choices(target, goals)
     spec = not quick and simulator_models_speculative(target, model_len)
+    hashes = requests.block_hashes is not None
     _tell(progress, 0.05, "formats and parallelism")
-    stage = runner.run(base_grid(target, model_len), coarse, "coarse", max_replicas)
+    base = [(c, r) for c in base_grid(target, model_len)
+            for r in replica_choices(c, target.gpus, goals)]
+    stage = runner.run(base, coarse, "coarse")
     if not quick:
         _tell(progress, 0.25, "scheduler knobs")
         leaders = _best_per_engine(stage, KEEP_PER_ENGINE)
-        stage += runner.run((v for e in leaders for v in scheduler_variants(e.config)),
-                            coarse, "coarse", max_replicas)
+        stage += runner.run(((v, e.replicas) for e in leaders
+                             for v in scheduler_variants(e.config)), coarse, "coarse")
         _tell(progress, 0.55, "prefix caching and speculative decoding")
         leaders = _best_per_engine(stage, KEEP_PER_ENGINE)
-        hashes = requests.block_hashes is not None
-        stage += runner.run((v for e in leaders for v in feature_variants(
-            e.config, hashes=hashes, speculative=spec)), coarse, "coarse", max_replicas)
+        stage += runner.run(((v, e.replicas) for e in leaders for v in feature_variants(
+            e.config, hashes=hashes, speculative=spec)), coarse, "coarse")
     _tell(progress, 0.7, "finalists on the whole window")
     top = sorted(stage, key=lambda e: -e.score)[: (3 if quick else FINAL_TOP)]
-    finalists = {e.config.model_dump_json(): e.config
+    finalists = {(e.config.model_dump_json(), e.replicas): (e.config, e.replicas)
                  for e in [*top, *_best_per_engine(stage, 1 if quick else KEEP_PER_ENGINE)]}
-    final = runner.run(finalists.values(), requests, "full", max_replicas)
+    final = runner.run(finalists.values(), requests, "full")
     if not quick:
         _tell(progress, 0.85, "polishing each engine's best on the whole window")
-        hashes = requests.block_hashes is not None
         for leader in _best_per_engine(final, 1):
-            final += polish(leader, requests, runner, max_replicas, hashes=hashes, spec=spec)
+            final += polish(leader, requests, runner, hashes=hashes, spec=spec)
     ranked = sorted({id(e): e for e in final}.values(), key=lambda e: -e.score)
     return SearchResult(ranked, runner.simulated, runner.pruned, spec)
 
@@ -285,15 +285,17 @@ def one_knob_variants(config: EngineConfig, *, hashes: bool, spec: bool
     return [(config.model_copy(update=u), simpler) for u, simpler in moves]
 
 
-def polish(best: Evaluation, requests: SimRequests, runner: _Runner,
-           replicas_of: Callable[[EngineConfig], list[int]], *, hashes: bool, spec: bool
-           ) -> list[Evaluation]:
+def polish(best: Evaluation, requests: SimRequests, runner: _Runner, *, hashes: bool,
+           spec: bool) -> list[Evaluation]:
     """Hill-climb one knob at a time on the whole window (POLISH_ROUNDS at most); the
     score's knob cost (`scoring.KNOB_COST`) lets a move back to a default win a near tie."""
     seen: list[Evaluation] = []
     for _ in range(POLISH_ROUNDS):
-        variants = [c for c, _ in one_knob_variants(best.config, hashes=hashes, spec=spec)]
-        evals = runner.run(variants, requests, "full", replicas_of)
+        pairs = [(c, best.replicas)
+                 for c, _ in one_knob_variants(best.config, hashes=hashes, spec=spec)]
+        if runner.goals.objective == "cost" and best.replicas > 1:
+            pairs.append((best.config, best.replicas - 1))  # one GPU group fewer
+        evals = runner.run(pairs, requests, "full")
         seen += evals
         better = max(evals, key=lambda e: e.score, default=None)
         if better is None or better.score <= best.score:
@@ -302,12 +304,13 @@ def polish(best: Evaluation, requests: SimRequests, runner: _Runner,
     return seen
 
 
-def _replica_choices(target: Target, goals: Goals) -> Callable[[EngineConfig], list[int]]:
-    """All GPUs as replicas; the cost objective also tries fewer replicas."""
-    def choices(config: EngineConfig) -> list[int]:
-        most = max(1, target.gpus // (config.tp * config.pp))
-        return list(range(1, most + 1)) if goals.objective == "cost" else [most]
-    return choices
+def replica_choices(config: EngineConfig, gpus: int, goals: Goals) -> list[int]:
+    """Replicas to try: all the GPUs; the cost objective also tries 1, 2, 4, ... fewer
+    (polishing then steps down one at a time)."""
+    most = max(1, gpus // (config.tp * config.pp))
+    if goals.objective != "cost":
+        return [most]
+    return sorted({most, *(r for r in (1, 2, 4, 8, 16, 32) if r < most)})
 
 
 def _tell(progress: Progress | None, fraction: float, what: str) -> None:
