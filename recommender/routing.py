@@ -97,7 +97,8 @@ def _best_for(ctx: Context, index: np.ndarray, gpus: int) -> Evaluation | None:
     t = ctx.target
     target = Target(t.gpu, t.model, gpus, hardware_facts(t.gpu, gpus), t.model_facts, t.params)
     part = take(ctx.workload.requests, index, rebase=False)
-    result = search(part, head_window(part, COARSE_REQUESTS), target, ctx.goals, quick=True)
+    result = search(part, head_window(part, COARSE_REQUESTS), target, ctx.goals, quick=True,
+                    seeds=[ctx.best.config])
     return result.ranked[0] if result.ranked else None
 
 

@@ -218,11 +218,14 @@ def _best_per_engine(evals: list[Evaluation], k: int) -> list[Evaluation]:
 
 
 def search(requests: SimRequests, coarse: SimRequests, target: Target, goals: Goals, *,
-           quick: bool = False, progress: Progress | None = None) -> SearchResult:
+           quick: bool = False, seeds: Iterable[EngineConfig] = (),
+           progress: Progress | None = None) -> SearchResult:
     """Staged search; `coarse` is the short busy window the first stages rank on.
 
-    quick: formats and parallelism only (no scheduler or feature stage), fewer finalists —
-    for what-if questions (more GPUs, another GPU, one routed segment).
+    quick: formats and parallelism only (no scheduler or feature stage), fewer finalists,
+    and only the overall best polished — for what-if questions (more GPUs, another GPU,
+    one routed segment). seeds: configs that go straight to the final stage (e.g. the
+    single deployment's pick when a routed part is searched).
     """
     model_len = max_model_len(requests, target.model)
     runner = _Runner(target, goals, progress)
@@ -245,11 +248,13 @@ def search(requests: SimRequests, coarse: SimRequests, target: Target, goals: Go
     top = sorted(stage, key=lambda e: -e.score)[: (3 if quick else FINAL_TOP)]
     finalists = {(e.config.model_dump_json(), e.replicas): (e.config, e.replicas)
                  for e in [*top, *_best_per_engine(stage, 1 if quick else KEEP_PER_ENGINE)]}
-    final = runner.run(finalists.values(), requests, "full")
-    if not quick:
-        _tell(progress, 0.85, "polishing each engine's best on the whole window")
-        for leader in _best_per_engine(final, 1):
-            final += polish(leader, requests, runner, hashes=hashes, spec=spec)
+    pairs = [*finalists.values(),
+             *((c, r) for c in seeds for r in replica_choices(c, target.gpus, goals))]
+    final = runner.run(pairs, requests, "full")
+    _tell(progress, 0.85, "polishing on the whole window")
+    leaders = sorted(final, key=lambda e: -e.score)[:1] if quick else _best_per_engine(final, 1)
+    for leader in leaders:
+        final += polish(leader, requests, runner, hashes=hashes, spec=spec)
     ranked = sorted({id(e): e for e in final}.values(), key=lambda e: -e.score)
     return SearchResult(ranked, runner.simulated, runner.pruned, spec)
 

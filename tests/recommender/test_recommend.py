@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -23,10 +25,19 @@ SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 
+PROGRESS: list[tuple[float, str]] = []
+
+
 @pytest.fixture(scope="module")
 def rec() -> Recommendation:
     return recommend(RecommendRequest(source=str(SAMPLE), gpu="H100-SXM", model=MODEL,
-                                      max_requests=4000))
+                                      max_requests=4000),
+                     progress=lambda f, what: PROGRESS.append((f, what)))
+
+
+def test_progress_is_reported_in_order(rec: Recommendation) -> None:
+    fractions = [f for f, _ in PROGRESS]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and len(fractions) > 4
 
 
 def test_the_pick_passes_its_engine_check_and_exports(rec: Recommendation, tmp_path) -> None:
@@ -105,3 +116,21 @@ def test_bad_input_is_a_servefit_error(field: str, value: str, needle: str) -> N
     args = {"source": str(SAMPLE), "gpu": "H100-SXM", "model": MODEL, field: value}
     with pytest.raises(ServeFitError, match=needle):
         recommend(RecommendRequest(**args))
+
+
+def test_long_context_volume_gets_the_disaggregation_warning(tmp_path: Path) -> None:
+    """A seeded Azure-format trace whose median prompt is ~40K tokens (no bundled trace has
+    long-context volume): disaggregation is considered and explained, not silently skipped."""
+    rng = np.random.default_rng(0)
+    n = 400
+    stamps = pd.Timestamp("2024-01-01") + pd.to_timedelta(np.cumsum(rng.exponential(1.0, n)),
+                                                          unit="s")
+    trace = tmp_path / "long.csv"
+    pd.DataFrame({"TIMESTAMP": stamps.strftime("%Y-%m-%d %H:%M:%S.%f"),
+                  "ContextTokens": rng.integers(33_000, 60_000, n),
+                  "GeneratedTokens": rng.integers(20, 200, n)}).to_csv(trace, index=False)
+    rec = recommend(RecommendRequest(source=str(trace), gpu="H100-SXM", model=MODEL))
+    [warning] = [w for w in rec.warnings if w.code == "disaggregation"]
+    assert "input_tokens.p50" in warning.text and "32,000" in warning.text
+    assert rec.pick.config.disaggregation is None  # export cannot package it yet
+    assert rec.pick.config.max_model_len >= 60_000
