@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from engines import ENGINES
@@ -23,6 +22,7 @@ from recommender.memory import plan_memory
 from recommender.recommendation import Reason, RecommendRequest, RecWarning
 from recommender.scoring import Evaluation, Goals, evaluate, latency_s
 from recommender.search import SearchResult, Target, search
+from recommender.specs import GPU
 from recommender.workload import Workload, head_window
 
 HELD_OUT_ERROR_WARN_PCT = 25.0
@@ -277,10 +277,12 @@ def _what_would_attain(ctx: Context) -> list[str]:
     return out
 
 
-def _next_gpu(target: Target) -> object | None:
+def _next_gpu(target: Target) -> GPU | None:
     """The catalog GPU of the same vendor with the next larger memory × bandwidth."""
     me = target.gpu
-    key: Callable = lambda g: (g.mem_bandwidth_tb_s * g.memory_gb, g.name)  # noqa: E731
+    def key(g: GPU) -> tuple[float, str]:
+        return g.mem_bandwidth_tb_s * g.memory_gb, g.name
+
     bigger = [g for g in load_gpus().values() if g.vendor == me.vendor and key(g) > key(me)]
     return min(bigger, key=key) if bigger else None
 

@@ -68,28 +68,32 @@ def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
                     progress=_scaled(progress, 0.05, 0.75))
     if not result.ranked:
         raise UsageError(_nothing_fits(request, result.pruned))
-    mean_out = float(np.mean(workload.requests.output_tokens))
-    flags = pareto_flags(result.ranked, mean_out)
-    candidates = [_candidate(e, f) for e, f in zip(result.ranked, flags, strict=True)]
     ctx = Context(request=request, profile=profile, workload=workload, target=target,
                   goals=goals, result=result, synthetic=synthetic)
-    _tell(progress, 0.8, "explaining the pick")
-    reasons = explain(ctx)
-    warnings = warn(ctx)
-    _tell(progress, 0.9, "routing plan")
-    routing = plan_routing(ctx)
-    pick = candidates[0]
-    rec = Recommendation(
-        request=request, gpu=gpu.name, gpus=result.ranked[0].gpus, model=model.name,
-        pick=pick, alternatives=_alternatives(candidates), candidates=candidates,
-        reasons=reasons, warnings=warnings, routing=routing,
-        window=_window_text(workload, synthetic, goals, result.ranked[0]),
-        search_time_s=0.0, candidates_simulated=result.simulated, export={},
-    )
+    rec = _assemble(ctx, progress)
     rec.export = export_view(rec, profile_source=request.source)
     rec.search_time_s = time.perf_counter() - start
     _tell(progress, 1.0, "done")
     return rec
+
+
+def _assemble(ctx: Context, progress: Progress | None) -> Recommendation:
+    """The ranked candidates with reasons, warnings and routing (export view left empty)."""
+    ranked = ctx.result.ranked
+    flags = pareto_flags(ranked, float(np.mean(ctx.workload.requests.output_tokens)))
+    candidates = [_candidate(e, f) for e, f in zip(ranked, flags, strict=True)]
+    _tell(progress, 0.8, "explaining the pick")
+    reasons, warnings = explain(ctx), warn(ctx)
+    _tell(progress, 0.9, "routing plan")
+    routing = plan_routing(ctx)
+    return Recommendation(
+        request=ctx.request, gpu=ctx.target.gpu.name, gpus=ranked[0].gpus,
+        model=ctx.target.model.name, pick=candidates[0],
+        alternatives=_alternatives(candidates), candidates=candidates, reasons=reasons,
+        warnings=warnings, routing=routing,
+        window=_window_text(ctx.workload, ctx.synthetic, ctx.goals, ranked[0]),
+        search_time_s=0.0, candidates_simulated=ctx.result.simulated, export={},
+    )
 
 
 def _load(request: RecommendRequest, workspace: Workspace | None, tmp: Path

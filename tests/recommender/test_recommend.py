@@ -134,3 +134,9 @@ def test_long_context_volume_gets_the_disaggregation_warning(tmp_path: Path) -> 
     assert "input_tokens.p50" in warning.text and "32,000" in warning.text
     assert rec.pick.config.disaggregation is None  # export cannot package it yet
     assert rec.pick.config.max_model_len >= 60_000
+
+
+def test_a_model_that_fits_nowhere_says_why() -> None:
+    with pytest.raises(ServeFitError, match=r"no configuration of .*DeepSeek-V3 fits on 1× L4"):
+        recommend(RecommendRequest(source=str(SAMPLE), gpu="L4", model="deepseek-ai/DeepSeek-V3",
+                                   max_requests=500))
