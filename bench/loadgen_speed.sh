@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Load-generator speed and timing accuracy (DESIGN §5): ServeFit's client and the peer clients
+# that are installed, against the shared yardstick's stub server, in one run; prints its tables.
+#
+# usage: bench/loadgen_speed.sh [YARDSTICK_DIR]
+#   YARDSTICK_DIR  the load-generator yardstick (stub_server.py, measure.py, summarize.py,
+#                  clients/); default: ../shared/tools/loadgen next to the repository root.
+# env:
+#   SUITES     any of "tput burst timing poisson" (default: all)
+#   PEERS      peer adapters to try (default "vllm_bench guidellm aiperf wrk"); each runs only
+#              when its tool is installed (vllm_bench: VLLM_PYTHON, default the repo's
+#              .venv-vllm; guidellm/aiperf: the venvs the yardstick's adapters name; wrk: PATH)
+#   DURATION   seconds per measurement (default 15)
+#   RESULTS    JSON-lines file to append to (default: a new file under /tmp)
+#   PORT       the stub's port (default: a random one in 20000-39999)
+#   BENCH_PYTHON  python with aiohttp, uvloop and orjson for the stub (default: the repo's .venv)
+#   MAX_FOREIGN, MAX_ATTEMPTS, WAIT_QUIET  passed to measure.py (other users' CPU load: the
+#              tables show it in the "foreign %" column)
+# Each measurement pins the stub to core 0 and the client to core 1 (measure.py).
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+ys=${1:-$root/../shared/tools/loadgen}
+if [ ! -f "$ys/measure.py" ] || [ ! -f "$ys/stub_server.py" ]; then
+  echo "loadgen_speed: no yardstick at $ys: it is not part of this repository; pass the folder" \
+       "holding stub_server.py and measure.py as the first argument" >&2
+  exit 2
+fi
+ys=$(cd "$ys" && pwd)
+py=${BENCH_PYTHON:-$root/.venv/bin/python}
+SUITES=${SUITES:-"tput burst timing poisson"}
+PEERS=${PEERS:-"vllm_bench guidellm aiperf wrk"}
+DURATION=${DURATION:-15}
+res=${RESULTS:-$(mktemp /tmp/loadgen_speed.XXXXXX.jsonl)}
+port=${PORT:-$((20000 + RANDOM % 20000))}  # not the yardstick's fixed default: others may use it
+export VLLM_PYTHON=${VLLM_PYTHON:-$root/.venv-vllm/bin/python}
+export TOKENIZER=${TOKENIZER:-/tmp/stub-tokenizer}
+
+has() { case " $SUITES " in *" $1 "*) return 0 ;; esac; return 1; }
+m() {
+  "$py" "$ys/measure.py" --server-python "$py" --results "$res" --duration "$DURATION" \
+    --max-foreign "${MAX_FOREIGN:-10}" --max-attempts "${MAX_ATTEMPTS:-2}" \
+    --wait-quiet "${WAIT_QUIET:-20}" --port "$port" "$@" | cut -c1-120
+}
+
+available() {  # is the peer's tool installed here?
+  case $1 in
+    wrk) command -v wrk >/dev/null ;;
+    vllm_bench) [ -x "$VLLM_PYTHON" ] && "$VLLM_PYTHON" -c "import vllm" 2>/dev/null ;;
+    guidellm) [ -x "${GUIDELLM:-/tmp/guidellm-venv/bin/guidellm}" ] ;;
+    aiperf) [ -x "${AIPERF:-/tmp/aiperf-venv/bin/aiperf}" ] ;;
+    *) return 1 ;;
+  esac
+}
+
+tokenizer() {  # the offline tokenizer the peers need (built once, with the vLLM venv)
+  [ -f "$TOKENIZER/tokenizer.json" ] && return 0
+  "$VLLM_PYTHON" "$ys/make_tokenizer.py" "$TOKENIZER" "$root/README.md" >/dev/null
+}
+
+suite() {  # suite NAME CMD PARSER
+  local name=$1 cmd=$2 parser=$3
+  for conc in 64 256; do
+    has tput && m --label "$name/tput/c$conc" --parser "$parser" --client-cmd "$cmd" \
+      --concurrency "$conc" --max-tokens 128
+    has burst && m --label "$name/burst/c$conc" --parser "$parser" --client-cmd "$cmd" \
+      --concurrency "$conc" --max-tokens 128 --server-args=--burst
+  done
+  [ "$name" = wrk ] && return 0
+  has timing && m --label "$name/timing/c64" --parser "$parser" --client-cmd "$cmd" \
+    --concurrency 64 --max-tokens 128 --server-args="--ttft-ms 50 --itl-ms 10"
+  if has poisson; then
+    for r in 200 500 1000; do
+      m --label "$name/poisson/r$r" --parser "$parser" --client-cmd "$cmd" --rate "$r" \
+        --max-tokens 16
+    done
+  fi
+}
+
+echo "results: $res   (load before: $(cut -d' ' -f1-3 /proc/loadavg))"
+suite servefit "$root/bench/loadgen/servefit.sh" baseline
+for peer in $PEERS; do
+  if ! available "$peer"; then
+    echo "peer $peer: not installed here, skipped"
+    continue
+  fi
+  [ "$peer" != wrk ] && { tokenizer || { echo "peer $peer: no tokenizer, skipped"; continue; }; }
+  parser=$peer
+  [ "$peer" = wrk ] && parser=none
+  suite "$peer" "$ys/clients/$peer.sh" "$parser"
+done
+"$py" "$ys/summarize.py" "$res" --last
