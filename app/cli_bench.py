@@ -48,6 +48,8 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--slo-ttft-p95-ms", type=float, metavar="X")
     p.add_argument("--slo-tpot-p95-ms", type=float, metavar="Y")
     p.add_argument("--workers", type=int, default=1, help="load-generator processes")
+    p.add_argument("--vocab-size", type=int, metavar="V",
+                   help="top of prompt token ids, for servers without /tokenize")
     p.add_argument("--timeout-s", type=float, default=600.0, help="bound on each request")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workspace", metavar="PATH",

@@ -75,6 +75,8 @@ class BenchRequest(BaseModel):
     slo_ttft_p95_s: float | None = Field(None, gt=0)
     slo_tpot_p95_s: float | None = Field(None, gt=0)
     workers: int = Field(1, ge=1)
+    vocab_size: int | None = Field(None, gt=0, description="Top of prompt token ids, for "
+                                   "servers without /tokenize; None = ask the server.")
     timeout_s: float = Field(600.0, gt=0, description="Bound on each request.")
     scrape_interval_s: float = Field(1.0, gt=0)
     seed: int = 0
@@ -320,7 +322,7 @@ async def _workloads(live: _Live, halt: asyncio.Event
         live.level = level
         options = LoadOptions(url=live.url, model=request.model, api=request.api,
                               timeout_s=request.timeout_s, workers=request.workers,
-                              seed=request.seed)
+                              vocab_size=request.vocab_size, seed=request.seed)
         on_result = _on_result(live, schedule, offset, perf_counter())
         outcome = await run_workload(schedule, options, on_result=on_result, stop=halt)
         outcomes.append((level, outcome))

@@ -54,6 +54,7 @@ class BenchOptions(BaseModel):
     slo_ttft_p95_ms: float | None = Field(None, gt=0)
     slo_tpot_p95_ms: float | None = Field(None, gt=0)
     workers: int = Field(1, ge=1)
+    vocab_size: int | None = Field(None, gt=0)
     timeout_s: float = Field(600.0, gt=0)
     seed: int = 0
 
@@ -111,6 +112,7 @@ def build_request(options: BenchOptions, *, workspace: str | None = None,
             if options.workload == "sweep" else None,
             api=options.api, slo_ttft_p95_s=_s(options.slo_ttft_p95_ms),
             slo_tpot_p95_s=_s(options.slo_tpot_p95_ms), workers=options.workers,
+            vocab_size=options.vocab_size,
             timeout_s=options.timeout_s, seed=options.seed, argv=argv or [])
     except ValidationError as exc:
         msg = exc.errors()[0]["msg"].removeprefix("Value error, ")

@@ -56,12 +56,15 @@ def test_json_keys_units_and_the_stored_run(fake, tmp_path):
     assert record.info.argv[:2] == ["bench", "--endpoint"]
 
 
-def test_text_output(fake, tmp_path):
+def test_text_output_two_workers_and_a_given_vocabulary(fake, tmp_path):
+    before = len(fake.bodies)
     out = run("--endpoint", fake.url, "--workload", "concurrency", "--concurrency", "2",
               "--num-requests", "4", "--prompt-tokens", "16", "--output-tokens", "2",
-              "--workspace", str(tmp_path / "w.duckdb"))
+              "--workers", "2", "--vocab-size", "5000", "--workspace", str(tmp_path / "w.duckdb"))
     assert out.returncode == 0, out.stderr
     assert "4 of 4 completed" in out.stdout and "TTFT ms" in out.stdout
+    prompts = [b["prompt"] for b in fake.bodies[before:]]
+    assert len(prompts) == 4 and all(len(p) == 16 and max(p) < 5000 for p in prompts)
 
 
 @pytest.mark.parametrize(("args", "message"), [

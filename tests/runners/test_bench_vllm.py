@@ -1,7 +1,7 @@
 """End to end on the real vLLM CPU server (tiny model, tests/runners/conftest.py): a Mooncake
 trace slice replayed with its shared first block, every request accounted for with exact
 output lengths, the engine's prefix-cache hit counter rising by the shared tokens; a sweep
-that stops past the knee of a server running two sequences at a time; results in the store;
+that stops right past its knee on a server running two sequences at a time; results in the store;
 then the engine killed mid-run: the run is stored as failed with its rows, nothing left running.
 Slow: two launches, ≈ 2-3 min.
 """
@@ -66,11 +66,17 @@ def test_trace_replay_and_sweep_on_real_vllm(tiny_model_dir, tmp_path):
     assert {"queue_depth", "running", "kv_cache_usage", "prefix_cache_hits_tokens",
             "prefix_cache_queries_tokens"} <= keys, keys
 
+    # The tiny model is overhead-bound on a CPU, so queued requests still raise throughput a
+    # little past max_num_seqs; the sweep must stop within the cap, right past its knee.
     knee = swept.knee.knee_concurrency
     levels = [lv.concurrency for lv in swept.levels]
     print(f"\nsweep levels: {[lv.model_dump() for lv in swept.levels]}", file=sys.stderr)
-    assert knee is not None and knee <= 2 and levels[-1] == 2 * knee
-    assert swept.scraped.peak_running <= 2
+    assert knee is not None and levels[-1] == 2 * knee <= 16
+    tput = np.array([lv.output_throughput_tok_s for lv in swept.levels])
+    e2e = np.array([lv.e2e_p50_s for lv in swept.levels])
+    flat = (tput[1:] / tput[:-1] < 1.10) & (e2e[1:] / e2e[:-1] > 1.20)
+    assert flat.tolist() == [False] * (len(flat) - 1) + [True]  # only the last step is flat
+    assert swept.scraped.peak_running <= 2 and swept.scraped.peak_queue_depth >= 1
     assert {r.run_id for r in list_runs(ws)} == {replay.run_id, swept.run_id}
 
 
