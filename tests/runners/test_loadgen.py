@@ -230,3 +230,31 @@ def test_workers_share_the_concurrency_and_stop(server):
     cancelled = [r for r in out.results if not r.success]
     assert len(cancelled) == 5 and {r.error_kind for r in cancelled} == {"cancelled"}
     assert len(out.results) == out.sent == len(server.received)
+
+
+def _prefix_hits(url: str) -> float:
+    import urllib.request
+
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:prefix_cache_hits_total"))
+
+
+@pytest.mark.slow
+def test_shared_block_hashes_hit_vllms_prefix_cache(vllm_url):
+    """Two requests whose hash chains share 2 of 3 blocks (64 tokens each): the second one's
+    first 128 tokens are served from vLLM's prefix cache, no more, no less."""
+    from runners.workloads import Schedule, ScheduledRequest
+
+    def req(i, hashes):
+        return ScheduledRequest(index=i, at_s=None, input_tokens=192, output_tokens=2,
+                                block_hashes=hashes, block_size=64)
+
+    first = Schedule(kind="trace", requests=[req(0, [501, 502, 503])], concurrency=1)
+    second = Schedule(kind="trace", requests=[req(0, [501, 502, 999])], concurrency=1)
+    opts = LoadOptions(url=vllm_url, timeout_s=120, seed=11)
+    run_workload_sync(first, opts)
+    before = _prefix_hits(vllm_url)
+    out = run_workload_sync(second, opts)
+    assert out.results[0].success and out.results[0].prompt_tokens == 192
+    assert _prefix_hits(vllm_url) - before == 128
