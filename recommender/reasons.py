@@ -52,6 +52,9 @@ class Context:
         config = self.best.config.model_copy(update=update)
         if config == self.best.config:
             return None
+        seen = self.result.full.get((config.model_dump_json(), self.best.replicas))
+        if seen is not None:
+            return seen
         try:
             return evaluate(config, self.workload.requests, self.best.replicas, self.target,
                             self.goals)

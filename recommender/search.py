@@ -33,7 +33,7 @@ WEIGHT_FORMATS: tuple[tuple[str | None, str], ...] = ((None, "bf16"), ("fp8", "f
 SPECULATIVE = SpeculativeConfig(method="ngram", num_tokens=3)
 COARSE_REQUESTS = 2000
 KEEP_PER_ENGINE = 2
-FINAL_TOP = 10
+FINAL_TOP = 6
 POLISH_ROUNDS = 3
 MAX_MODEL_LEN_STEP = 1024
 LEN_MARGIN = 1.1  # max_model_len leaves 10 % above the longest request in the window
@@ -61,6 +61,8 @@ class SearchResult:
     simulated: int
     pruned: dict[str, int] = field(default_factory=dict)  # reason → configs
     speculative_modelled: bool = False
+    # Whole-window evaluations by (config JSON, replicas), for counterfactuals to reuse.
+    full: dict[tuple[str, int], Evaluation] = field(default_factory=dict)
 
 
 def max_model_len(requests: SimRequests, model: ModelSpec) -> int:
@@ -256,7 +258,8 @@ def search(requests: SimRequests, coarse: SimRequests, target: Target, goals: Go
     for leader in leaders:
         final += polish(leader, requests, runner, hashes=hashes, spec=spec)
     ranked = sorted({id(e): e for e in final}.values(), key=lambda e: -e.score)
-    return SearchResult(ranked, runner.simulated, runner.pruned, spec)
+    full = {(e.config.model_dump_json(), e.replicas): e for e in ranked}
+    return SearchResult(ranked, runner.simulated, runner.pruned, spec, full)
 
 
 def one_knob_variants(config: EngineConfig, *, hashes: bool, spec: bool
