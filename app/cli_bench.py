@@ -100,7 +100,21 @@ def _text(s: dict[str, Any]) -> str:
         lines.append(f"SLOs       {'met' if s['slo_met'] else 'NOT met'} (p95)")
     if "knee_concurrency" in s:
         lines.append(f"knee       concurrency {s['knee_concurrency'] or 'not reached'}")
+    if "burst" in s:
+        b = s["burst"]
+        lines.append(f"burst      TTFT p50 spike x{_num(b['ttft_spike_ratio'])}, queue peak "
+                     f"{_num(b['peak_queue_depth'])}, recovered after "
+                     f"{_num(b['recovery_s'], 's')}")
+    if "soak" in s:
+        k = s["soak"]
+        lines.append(f"soak       last/first window: TTFT p50 x{_num(k['ttft_p50_ratio'])}, "
+                     f"p95 x{_num(k['ttft_p95_ratio'])}, throughput "
+                     f"x{_num(k['throughput_ratio'])}")
     hit = s["scraped"]["prefix_cache_hit_rate"]
     if hit is not None:
         lines.append(f"prefix hit {hit:.1%} (engine counters)")
     return "\n".join(lines)
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.2f}{' ' + unit if unit else ''}"
