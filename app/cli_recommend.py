@@ -27,6 +27,8 @@ def add_recommend(sub: Any) -> None:
                    help="cap on the simulated window (the busiest N requests)")
     p.add_argument("--workspace", metavar="PATH", help="DuckDB workspace to ingest into "
                    "(default: a temporary one)")
+    p.add_argument("--arrival-rate", type=float, metavar="RPS", help="Poisson arrivals at "
+                   "RPS req/s for a trace (or profile) without timestamps")
     p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
     p.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     p.add_argument("-o", "--output", metavar="REC_JSON", help="also write it here "
@@ -48,7 +50,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             source=args.source, gpu=args.gpu, gpus=args.gpus, model=args.model,
             slo_ttft_p95_s=_seconds(args.slo_ttft_p95_ms),
             slo_tpot_p95_s=_seconds(args.slo_tpot_p95_ms), objective=args.objective,
-            max_requests=args.max_requests, seed=args.seed)
+            max_requests=args.max_requests, seed=args.seed,
+            arrival_rate_rps=args.arrival_rate)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise UsageError(f"--{'-'.join(map(str, first['loc']))}: {first['msg']}") from None

@@ -172,7 +172,10 @@ def _prefix_reason(ctx: Context) -> Reason | None:
     alt = ctx.what_if(prefix_caching=not on)
     if alt is None:
         return None
-    verb = "cuts" if on else "(caching would not help):"
+    ttft, alt_ttft = ctx.best.predicted.ttft_s.p95, alt.predicted.ttft_s.p95
+    verb = "(caching would not help):"
+    if on:
+        verb = "cuts" if ttft < alt_ttft else "changes little:"
     return Reason(text=f"prefix reuse {reuse:.0%} (prefix_reuse_infinite) → prefix caching "
                        f"{'on' if on else 'off'} {verb} {_effect(ctx, ctx.best, alt)} "
                        f"with it {'off' if on else 'on'}",

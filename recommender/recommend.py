@@ -16,6 +16,7 @@ import numpy as np
 
 from engines.export import ExportRequest
 from profiler.errors import UsageError
+from profiler.ingest import IngestOptions
 from profiler.profile import profile_trace
 from profiler.schema import Profile
 from profiler.workspace import Workspace
@@ -102,13 +103,23 @@ def _load(request: RecommendRequest, workspace: Workspace | None, tmp: Path
     profile = _read_profile(request.source)
     if profile is None:
         ws = workspace or Workspace(tmp / "workspace.duckdb")
-        profile = profile_trace(request.source, workspace=ws, seed=request.seed)
+        options = IngestOptions(synthesize_arrivals_rps=request.arrival_rate_rps,
+                                seed=request.seed)
+        profile = profile_trace(request.source, workspace=ws, options=options,
+                                seed=request.seed)
+        if profile.format.arrivals == "undefined":
+            raise UsageError(f"{request.source}: the trace has no timestamps; give a request "
+                             "rate for Poisson arrivals (--arrival-rate RPS)")
         return profile, load_workload(ws, max_requests=request.max_requests), False
     from profiler.synth import synthesize
 
     out = tmp / "synthetic.parquet"
     n = min(request.max_requests, max(profile.n_requests, 1))
-    synthesize(profile, n_requests=n, out_path=str(out), seed=request.seed)
+    if profile.mean_qps is None and request.arrival_rate_rps is None:
+        raise UsageError(f"{request.source}: the profile has no arrival times; give a "
+                         "request rate for Poisson arrivals (--arrival-rate RPS)")
+    synthesize(profile, n_requests=n, out_path=str(out), seed=request.seed,
+               rate_rps=request.arrival_rate_rps if profile.mean_qps is None else None)
     workload = load_parquet_workload(str(out), max_requests=request.max_requests)
     workload.description = (f"a synthetic trace of {workload.n:,} requests with the profile's "
                             "shape (a profile.json has no per-request rows)")

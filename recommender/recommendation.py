@@ -33,6 +33,9 @@ class RecommendRequest(_Record):
         default=20_000, ge=100, description="Cap on requests in the simulated window."
     )
     seed: int = Field(default=0, description="Seed of every random choice.")
+    arrival_rate_rps: float | None = Field(
+        default=None, gt=0, description="Poisson arrivals at this rate for a source without "
+        "timestamps (ShareGPT-style traces, profiles without arrival times); else unused.")
 
 
 class LatencyFigures(_Record):

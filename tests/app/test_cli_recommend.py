@@ -71,3 +71,11 @@ def test_missing_trace_is_exit_2_and_no_file(tmp_path: Path) -> None:
                   "-o", "rec.json", cwd=tmp_path)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "rec.json").exists()
+
+
+def test_trace_without_timestamps_asks_for_a_rate(tmp_path: Path) -> None:
+    sharegpt = ROOT / "tests" / "data" / "traces" / "sharegpt_head1000.json.gz"
+    out = run_cli("recommend", str(sharegpt), "--gpu", "H100-SXM", "--model", MODEL,
+                  "-o", "rec.json", cwd=tmp_path)
+    assert out.returncode == 2 and "--arrival-rate" in out.stderr
+    assert not (tmp_path / "rec.json").exists()

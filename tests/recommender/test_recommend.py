@@ -140,3 +140,17 @@ def test_a_model_that_fits_nowhere_says_why() -> None:
     with pytest.raises(ServeFitError, match=r"no configuration of .*DeepSeek-V3 fits on 1× L4"):
         recommend(RecommendRequest(source=str(SAMPLE), gpu="L4", model="deepseek-ai/DeepSeek-V3",
                                    max_requests=500))
+
+
+def test_multi_turn_conversations_get_prefix_caching_with_its_effect() -> None:
+    """ShareGPT conversations (no timestamps: Poisson arrivals at 2 req/s): each turn repeats
+    the conversation so far, so prefix caching stays on and the reason quotes its effect."""
+    sharegpt = ROOT / "tests" / "data" / "traces" / "sharegpt_head1000.json.gz"
+    rec = recommend(RecommendRequest(source=str(sharegpt), gpu="H100-SXM", model=MODEL,
+                                     arrival_rate_rps=2.0, max_requests=1500))
+    assert rec.pick.config.prefix_caching is not False
+    [reason] = [r for r in rec.reasons if r.figure == "prefix_reuse_infinite"]
+    assert reason.value > 0.3
+    assert "prefix caching on cuts" in reason.text
+    off = rec.pick.config.model_copy(update={"prefix_caching": False})
+    assert all(c.config != off or c.score <= rec.pick.score for c in rec.candidates)
