@@ -54,7 +54,7 @@ def build_payload(spec: RequestSpec) -> dict[str, Any]:
     return body
 
 
-class _Stream:
+class StreamState:
     """Per-request accumulator of the stamps and counts (no validation on the hot path)."""
 
     __slots__ = (
@@ -152,7 +152,7 @@ class _Stream:
         )
 
 
-def _http_error(status: int, reason: str | None, body: bytes) -> str:
+def http_error_text(status: int, reason: str | None, body: bytes) -> str:
     """`HTTP 404 Not Found: <the server's error message, or the raw body>`."""
     event = decode_payload(body[:_MAX_ERROR_BODY])
     text = event.error if event.kind == "error" and event.error else body.decode("utf-8", "replace")
@@ -160,7 +160,7 @@ def _http_error(status: int, reason: str | None, body: bytes) -> str:
     return f"{head}: {text[:_MAX_ERROR_BODY]}"
 
 
-def _on_event(event: SSEEvent, acc: _Stream, now: float) -> bool:
+def _on_event(event: SSEEvent, acc: StreamState, now: float) -> bool:
     """Apply one event; False when it ends the request as a failure."""
     if event.kind == "data":
         acc.on_chunk(event.data, now)  # type: ignore[arg-type]
@@ -170,7 +170,7 @@ def _on_event(event: SSEEvent, acc: _Stream, now: float) -> bool:
     return True
 
 
-def _fast_events(data: bytes, acc: _Stream, now: float) -> bool | None:
+def _fast_events(data: bytes, acc: StreamState, now: float) -> bool | None:
     """Apply a read made only of whole one-line `data: ` events (the common case) directly.
 
     Returns None when `data` is not of that shape (the caller feeds the full parser), else
@@ -195,40 +195,53 @@ def _fast_events(data: bytes, acc: _Stream, now: float) -> bool | None:
     return True
 
 
-async def _consume(resp: aiohttp.ClientResponse, acc: _Stream) -> None:
-    """Read the SSE body, stamping each read once; stop at the first error event.
+class SSEFeed:
+    """Feeds a response body, as it arrives from any transport, into a `StreamState`.
 
     Events complete at the read that brings their terminating blank line. Reads of plain
     `data: ` events take `_fast_events`; the first read of any other shape (CR line ends,
     comments, multi-line events…) hands the rest of the stream to `SSEParser`.
     """
-    parser: SSEParser | None = None
-    tail = b""  # the fast path's unterminated last event
-    async for piece in resp.content.iter_any():
-        now = perf_counter()
-        data = piece
-        if parser is None:
-            if tail:
-                data, tail = tail + piece, b""
+
+    __slots__ = ("acc", "parser", "tail")
+
+    def __init__(self, acc: StreamState) -> None:
+        self.acc = acc
+        self.parser: SSEParser | None = None
+        self.tail = b""  # the fast path's unterminated last event
+
+    def feed(self, piece: bytes, now: float) -> bool:
+        """Take the bytes of one read stamped `now`; False after an error event (stop)."""
+        acc, data = self.acc, piece
+        if self.parser is None:
+            if self.tail:
+                data, self.tail = self.tail + piece, b""
             cut = data.rfind(b"\n\n") + 2
             ok = None if b"\r" in data else (
                 _fast_events(data[:cut], acc, now) if cut > 1 else True)
             if ok is not None:
-                if not ok:
-                    return
-                tail = data[cut:] if cut > 1 else data
-                continue
-            parser = SSEParser()
-        for event in parser.feed(data):
-            if not _on_event(event, acc, now):
+                self.tail = data[cut:] if cut > 1 else data
+                return ok
+            self.parser = SSEParser()
+        return all(_on_event(event, acc, now) for event in self.parser.feed(data))
+
+    def close(self, now: float) -> None:
+        """End of body: an event the server did not terminate still counts."""
+        if self.parser is None:
+            self.parser = SSEParser()
+            self.parser.feed(self.tail)  # no blank line in it: it only buffers
+        for event in self.parser.close():
+            if not _on_event(event, self.acc, now):
                 return
-    now = perf_counter()
-    if parser is None:
-        parser = SSEParser()
-        parser.feed(tail)  # no blank line in it: it only buffers
-    for event in parser.close():
-        if not _on_event(event, acc, now):
+
+
+async def _consume(resp: aiohttp.ClientResponse, acc: StreamState) -> None:
+    """Read the SSE body, stamping each read once; stop at the first error event."""
+    feed = SSEFeed(acc)
+    async for piece in resp.content.iter_any():
+        if not feed.feed(piece, perf_counter()):
             return
+    feed.close(perf_counter())
 
 
 async def send(
@@ -258,7 +271,7 @@ async def send_body(
 
     The load generator's hot path: no spec validation, no encoding; same result semantics.
     """
-    acc = _Stream()
+    acc = StreamState()
     status: int | None = None
     sent_at = perf_counter()
     try:
@@ -267,7 +280,7 @@ async def send_body(
                 status = resp.status
                 if status != 200:
                     raw = await resp.read()
-                    acc.fail("http", _http_error(status, resp.reason, raw))
+                    acc.fail("http", http_error_text(status, resp.reason, raw))
                 else:
                     await _consume(resp, acc)
     except TimeoutError:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from runners import prompts
 from runners.client import endpoint_url, send_body
 from runners.errors import RunnerError
+from runners.rawhttp import RawClient
 from runners.schemas import MANAGED_KEYS, Api, RequestResult
 from runners.workloads import Schedule
 
@@ -52,6 +53,8 @@ class LoadOptions(BaseModel):
     extra_body: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0
     use_uvloop: bool = True
+    transport: Literal["raw", "aiohttp"] = Field(
+        "raw", description="raw: the fast HTTP/1.1 client (http:// only, else aiohttp).")
 
 
 class WorkloadOutcome(BaseModel):
@@ -155,6 +158,8 @@ class _Run:
         self.schedule, self.options, self.on_result = schedule, options, on_result
         self.bodies = _Bodies(schedule, options, prep)
         self.target = endpoint_url(options.url, options.api)
+        self.raw = RawClient(self.target) if (
+            options.transport == "raw" and self.target.startswith("http://")) else None
         self.worker, self.n_workers = part
         self.results: dict[int, tuple[RequestResult, str]] = {}
         self.inflight: set[asyncio.Task[None]] = set()
@@ -177,7 +182,9 @@ class _Run:
         if phase is None:
             phase = self.schedule.phase_at(sent_at - self.t0)
         try:
-            result = await send_body(session, self.target, body, timeout_s=self.options.timeout_s)
+            timeout_s = self.options.timeout_s
+            result = await (self.raw.send(body, timeout_s=timeout_s) if self.raw is not None
+                            else send_body(session, self.target, body, timeout_s=timeout_s))
         except asyncio.CancelledError:
             now = perf_counter()
             self._record(index, RequestResult.model_construct(
@@ -244,6 +251,8 @@ class _Run:
                 await self._drain(stop)
             if watch is not None:
                 watch.cancel()
+            if self.raw is not None:
+                self.raw.close()
 
     async def _drain(self, stop: asyncio.Event | None) -> None:
         """Wait for the in-flight requests; a stop meanwhile cancels them."""

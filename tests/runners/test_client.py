@@ -23,6 +23,7 @@ import pytest
 from aiohttp import web
 
 from runners.client import build_payload, endpoint_url, send
+from runners.rawhttp import RawClient
 from runners.schemas import RequestResult, RequestSpec
 
 pytestmark = pytest.mark.timeout(60)
@@ -130,8 +131,27 @@ def server() -> Iterator[ScriptedServer]:
     srv.stop()
 
 
+TRANSPORT = {"name": "aiohttp"}
+
+
+@pytest.fixture(autouse=True, params=["aiohttp", "raw"])
+def transport(request) -> Iterator[str]:
+    """Every test runs over both transports: `send` (aiohttp) and the load generator's raw
+    HTTP/1.1 client, which must give the same results."""
+    TRANSPORT["name"] = request.param
+    yield request.param
+    TRANSPORT["name"] = "aiohttp"
+
+
 def _send(url: str, spec: RequestSpec, timeout_s: float = 10.0, n: int = 1) -> list[RequestResult]:
     async def go() -> list[RequestResult]:
+        if TRANSPORT["name"] == "raw":
+            raw = RawClient(endpoint_url(url, spec.api))
+            body = json.dumps(build_payload(spec)).encode()
+            try:
+                return [await raw.send(body, timeout_s=timeout_s) for _ in range(n)]
+            finally:
+                raw.close()
         async with aiohttp.ClientSession() as session:
             return [await send(session, url, spec, timeout_s=timeout_s) for _ in range(n)]
 

@@ -1,0 +1,245 @@
+"""The load generator's fast transport: plain-HTTP/1.1 streaming POSTs on raw asyncio protocols.
+
+Why: aiohttp's response reader costs several microseconds per HTTP chunk (a streamed token is
+one chunk), which caps one core well below the stub server. Here a response is parsed with
+bytes operations inside `data_received`, each read stamped on arrival and fed to the same
+`SSEFeed`/`StreamState` as `client.send`, so results mean exactly the same. Scope: `http://`,
+keep-alive connections reused from an idle pool, chunked, Content-Length or close-delimited
+bodies. Anything else (https) uses `client.send_body`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from time import perf_counter
+from typing import Any
+from urllib.parse import urlsplit
+
+from runners.client import SSEFeed, StreamState, http_error_text
+from runners.schemas import RequestResult
+
+_MAX_HEAD = 64 * 1024
+_MAX_ERROR_BODY = 4096
+
+
+class _Conn(asyncio.Protocol):
+    """One connection; parses the response to the request in flight on it."""
+
+    def __init__(self) -> None:
+        self.transport: Any = None
+        self.closed = False
+        self.skip_crlf = False  # the previous response's final CRLF has not arrived yet
+        self.reset(None)
+
+    def reset(self, feed: SSEFeed | None) -> None:
+        self.feed, self.buf, self.in_head = feed, b"", True
+        self.status, self.reason, self.keep_alive = 0, "", True
+        self.mode, self.left, self.error_body = "", 0, b""
+        self.waiter: asyncio.Future[str | None] | None = None
+        self.got_bytes = False
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.mode == "close" and not self.in_head:
+            self._done()  # a close-delimited body ends here
+        else:
+            self._finish("server closed the connection mid-response" if self.got_bytes
+                         else "server closed the connection")
+
+    def _finish(self, error: str | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(error)
+
+    def data_received(self, data: bytes) -> None:
+        now = perf_counter()
+        self.got_bytes = True
+        if self.in_head:
+            data = self.buf + data
+            if self.skip_crlf and data.startswith(b"\r\n"):
+                data, self.skip_crlf = data[2:], False
+            end = data.find(b"\r\n\r\n")
+            if end < 0:
+                self.buf = data
+                if len(data) > _MAX_HEAD:
+                    self._abort("response head too large")
+                return
+            if not self._head(data[:end]):
+                return
+            data, self.buf = data[end + 4:], b""
+        self._body(data, now)
+
+    def _head(self, head: bytes) -> bool:
+        lines = head.split(b"\r\n")
+        parts = lines[0].split(b" ", 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+            self._abort(f"malformed HTTP status line {lines[0][:80]!r}")
+            return False
+        self.status = int(parts[1])
+        self.reason = parts[2].decode("latin-1") if len(parts) > 2 else ""
+        fields = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            fields[name.strip().lower()] = value.strip().lower()
+        self.keep_alive = parts[0] == b"HTTP/1.1" and fields.get(b"connection") != b"close"
+        if b"chunked" in fields.get(b"transfer-encoding", b""):
+            self.mode, self.left = "chunked", -1
+        elif b"content-length" in fields:
+            self.mode, self.left = "length", int(fields[b"content-length"])
+        else:
+            self.mode, self.keep_alive = "close", False
+        self.in_head = False
+        if self.mode == "length" and self.left == 0:
+            self._done()
+        return True
+
+    def _abort(self, message: str) -> None:
+        self.keep_alive = False
+        self._finish(message)
+        self.transport.close()
+
+    def _deliver(self, piece: bytes, now: float) -> None:
+        if self.status != 200:
+            self.error_body = (self.error_body + piece)[:_MAX_ERROR_BODY]
+        elif self.feed is not None and not self.feed.feed(piece, now):
+            self.keep_alive, self.feed = False, None  # error event: stop reading this stream
+            self._finish(None)
+
+    def _body(self, data: bytes, now: float) -> None:
+        if self.mode == "chunked":
+            self._chunked(data, now)
+            return
+        if self.mode == "length":
+            piece, rest = data[: self.left], data[self.left:]
+            self.left -= len(piece)
+            if rest:
+                self.keep_alive = False  # bytes beyond the body: do not reuse
+        else:
+            piece = data
+        if piece:
+            self._deliver(piece, now)
+        if self.mode == "length" and self.left == 0:
+            self._done()
+
+    def _chunked(self, data: bytes, now: float) -> None:
+        """Decode chunked framing; deliver this read's data bytes as one piece."""
+        buf = self.buf + data if self.buf else data
+        pieces, pos, n = [], 0, len(buf)
+        while pos < n:
+            if self.left > 0:  # inside a chunk's data
+                take = min(self.left, n - pos)
+                pieces.append(buf[pos:pos + take])
+                pos += take
+                self.left -= take
+                if self.left == 0:
+                    self.left = -2  # its CRLF comes next
+                continue
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                break
+            if self.left == -2:  # the CRLF after a chunk's data
+                pos, self.left = eol + 2, -1
+                continue
+            size = int(buf[pos:eol].split(b";", 1)[0], 16)
+            pos = eol + 2
+            if size == 0:  # last chunk: CRLF (no trailers) ends the message
+                rest = buf[pos:]
+                if rest == b"":
+                    self.skip_crlf = True  # it may come with the next read
+                elif rest != b"\r\n":
+                    self.keep_alive = False  # trailers or stray bytes: do not reuse
+                self.buf = b""
+                if pieces:
+                    self._deliver(b"".join(pieces), now)
+                self._done()
+                return
+            self.left = size
+        self.buf = buf[pos:]
+        if pieces:
+            self._deliver(b"".join(pieces), now)
+
+    def _done(self) -> None:
+        now = perf_counter()
+        if self.status == 200 and self.feed is not None:
+            self.feed.close(now)
+        self._finish(None)
+
+
+class RawClient:
+    """Streaming POSTs to one `http://` endpoint over a pool of kept-alive connections."""
+
+    def __init__(self, target: str) -> None:
+        parts = urlsplit(target)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"the raw transport takes http:// URLs only, not {target!r}")
+        self.host, self.port = parts.hostname, parts.port or 80
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        host = self.host if parts.port is None else f"{self.host}:{parts.port}"
+        self.head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\n"
+                     "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+                     "Content-Length: ").encode()
+        self.idle: deque[_Conn] = deque()
+
+    async def _conn(self) -> tuple[_Conn, bool]:
+        while self.idle:
+            conn = self.idle.pop()
+            if not conn.closed:
+                return conn, True
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(_Conn, self.host, self.port)
+        return conn, False
+
+    async def _exchange(self, body: bytes, feed: SSEFeed, used: list[_Conn]) -> str | None:
+        """Write the request and wait for the response (the connection goes into `used`); a
+        reused connection the server had already closed (nothing came back) is retried."""
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, reused = await self._conn()
+            used[:] = [conn]
+            conn.reset(feed)
+            conn.waiter = loop.create_future()
+            conn.transport.write(b"%s%d\r\n\r\n%s" % (self.head, len(body), body))
+            try:
+                error = await conn.waiter
+            except BaseException:
+                conn.transport.close()
+                raise
+            if error is None or not reused or conn.got_bytes:
+                return error
+
+    async def send(self, body: bytes, *, timeout_s: float) -> RequestResult:
+        """`client.send_body` over this pool: same stamps, same failure rows."""
+        acc = StreamState()
+        used: list[_Conn] = []
+        error: str | None = None
+        sent_at = perf_counter()
+        try:
+            async with asyncio.timeout(timeout_s):
+                error = await self._exchange(body, SSEFeed(acc), used)
+        except TimeoutError:
+            acc.fail("timeout", f"no complete response within {timeout_s:g} s")
+        except OSError as exc:
+            acc.fail("connection", f"{type(exc).__name__}: {exc}")
+        end = perf_counter()
+        if not used:
+            return acc.result(sent_at, end, None)
+        conn = used[0]
+        if acc.error is not None:  # timed out: the connection is mid-response
+            conn.transport.close()
+            return acc.result(sent_at, end, conn.status or None)
+        if error is not None:
+            acc.fail("connection", error)
+        elif conn.status != 200:
+            acc.fail("http", http_error_text(conn.status, conn.reason, conn.error_body))
+        if error is None and conn.keep_alive and not conn.closed and acc.error is None:
+            self.idle.append(conn)
+        else:
+            conn.transport.close()
+        return acc.result(sent_at, end, conn.status or None)
+
+    def close(self) -> None:
+        while self.idle:
+            self.idle.pop().transport.close()
