@@ -221,7 +221,8 @@ def _prepare(req: SimRequests, order: np.ndarray, arr: np.ndarray, use_hashes: b
             arr, inp, out, np.zeros(n, np.int64), np.zeros(1, np.int32), np.zeros(n, np.int64), 1, 0
         )
     offsets = np.asarray(req.block_offsets, dtype=np.int64)
-    if len(offsets) != n + 1 or offsets[0] != 0 or np.any(np.diff(offsets) < 0):
+    # Offsets index all requests (rejected ones included); `order` picks the served ones.
+    if len(offsets) != len(req.input_tokens) + 1 or offsets[0] != 0 or np.any(np.diff(offsets) < 0):
         raise UsageError("block_offsets must have n+1 non-decreasing entries starting at 0")
     if not req.block_size or req.block_size < 1:
         raise UsageError("block_size must be >= 1 when block_hashes are given")

@@ -220,6 +220,26 @@ def test_request_too_large_for_kv_is_rejected_not_stalling():
     assert np.isnan(res.e2e_s[1]) and np.isfinite(res.e2e_s[[0, 2]]).all()
 
 
+def test_rejected_request_with_block_hashes_keeps_the_others_prefix_hits():
+    """Offsets index every request, rejected ones included (regression: they were compared
+    with the served count and raised)."""
+    bs, blocks = 16, 60  # 960 shared prompt tokens
+    shared = np.arange(1, blocks + 1, dtype=np.uint64)
+    long_blocks = np.arange(1000, 1400, dtype=np.uint64)  # 6400 tokens > max_model_len
+    hashes = np.concatenate([shared, long_blocks, shared])
+    req = _reqs(
+        [blocks * bs + 10, 400 * bs, blocks * bs + 10],
+        [5, 5, 5],
+        arrival=[0.0, 1.0, 5.0],
+        block_hashes=hashes,
+        block_offsets=np.array([0, blocks, blocks + 400, 2 * blocks + 400]),
+        block_size=bs,
+    )
+    res = _sim(req, _cfg(prefix_caching=True, max_model_len=4096))
+    assert res.summary.rejected == 1 and np.isnan(res.ttft_s[1])
+    assert res.ttft_s[2] < 0.3 * res.ttft_s[0]
+
+
 # ---------------------------------------------------------------------------------------------
 # Speculative decoding, ITL, chunked prefill, KV dtype, conservation (DESIGN §4.3, §4.4, §4.6)
 
