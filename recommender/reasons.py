@@ -18,9 +18,9 @@ from engines.config import EngineConfig
 from profiler.errors import ServeFitError, UsageError
 from profiler.schema import Profile
 from recommender.catalog import get_model, load_gpus
-from recommender.memory import plan_memory
+from recommender.memory import WEIGHT_BYTES_PER_PARAM, plan_memory
 from recommender.recommendation import Reason, RecommendRequest, RecWarning
-from recommender.scoring import Evaluation, Goals, evaluate, latency_s
+from recommender.scoring import Evaluation, Goals, evaluate
 from recommender.search import SearchResult, Target, search
 from recommender.specs import GPU
 from recommender.workload import Workload, head_window
@@ -75,10 +75,8 @@ def _cmp(name: str, a: Evaluation, b: Evaluation) -> str:
 def _effect(ctx: Context, a: Evaluation, b: Evaluation) -> str:
     """The pick against its counterfactual: the objective's latency, p95 TTFT and TPOT, and
     requests that could not be served."""
-    mean_out = float(ctx.workload.requests.output_tokens.mean())
-    la, lb = latency_s(a.predicted, mean_out), latency_s(b.predicted, mean_out)
-    text = (f"p95 request time {la:.2f} s (vs {lb:.2f} s), {_cmp('ttft', a, b)}, "
-            f"{_cmp('tpot', a, b)}")
+    text = (f"p95 E2E {a.predicted.e2e_s.p95:.2f} s (vs {b.predicted.e2e_s.p95:.2f} s), "
+            f"{_cmp('ttft', a, b)}, {_cmp('tpot', a, b)}")
     ra, rb = a.predicted.rejected_requests, b.predicted.rejected_requests
     if ra != rb:
         text += f", {ra} unservable requests (vs {rb})"
@@ -102,10 +100,9 @@ def _engine_reason(ctx: Context) -> Reason:
     text = f"{best.config.engine} ranks first for the {ctx.goals.objective} objective"
     if others:
         runner = others[0]
-        mean_out = float(ctx.workload.requests.output_tokens.mean())
         text += (f" at {p.mean_qps or 0:.2f} req/s mean: {_cmp('ttft', best, runner)} and "
-                 f"p95 request time {latency_s(best.predicted, mean_out):.2f} s vs "
-                 f"{latency_s(runner.predicted, mean_out):.2f} s for the best "
+                 f"p95 E2E {best.predicted.e2e_s.p95:.2f} s vs "
+                 f"{runner.predicted.e2e_s.p95:.2f} s for the best "
                  f"{runner.config.engine} config")
     return Reason(text=text, figure="mean_qps", value=p.mean_qps)
 
@@ -202,7 +199,8 @@ def _weights_reason(ctx: Context) -> Reason | None:
     tail = f": {_effect(ctx, ctx.best, alt)} with bf16 weights" if alt else \
         "; bf16 weights do not fit this deployment"
     p50 = ctx.profile.output_tokens.p50
-    return Reason(text=f"{quant} weights halve (or quarter) the bytes each decode step reads "
+    share = WEIGHT_BYTES_PER_PARAM[quant] / WEIGHT_BYTES_PER_PARAM["bf16"]
+    return Reason(text=f"{quant} weights read {share:.0%} of bf16's bytes per decode step "
                        f"(decode is memory-bound; output_tokens.p50 {p50:,.0f}){tail}",
                   figure="output_tokens.p50", value=p50)
 
