@@ -9,13 +9,13 @@ from plotly.subplots import make_subplots
 
 from profiler.chart_data import ArrivalSeries, Heatmap, LogHistogram, ReuseCurve, SegmentOutline
 
-HEIGHT = 340
-MARGIN = {"t": 50, "b": 40, "l": 50, "r": 20}
+HEIGHT = 360
+MARGIN = {"t": 80, "b": 40, "l": 50, "r": 20}
+LEGEND = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0}
 
 
 def _layout(fig: go.Figure, title: str, **axes: object) -> go.Figure:
-    fig.update_layout(title=title, height=HEIGHT, margin=MARGIN, legend={"orientation": "h"},
-                      **axes)
+    fig.update_layout(title=title, height=HEIGHT, margin=MARGIN, legend=LEGEND, **axes)
     return fig
 
 

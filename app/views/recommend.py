@@ -127,17 +127,32 @@ def _others(rec) -> None:
                      hide_index=True)
 
 
+def _export_request(rec, candidate) -> dict:
+    """ExportRequest JSON of the pick (the recommendation's own) or of another engine's best."""
+    if candidate.label == rec.pick.label:
+        return rec.export
+    from recommender.recommend import export_view
+
+    # The reasons and warnings explain the pick, so they do not travel with an alternative.
+    other = rec.model_copy(update={"pick": candidate, "reasons": [], "warnings": []})
+    return export_view(other, profile_source=rec.request.source)
+
+
 def _downloads(rec) -> None:
     from engines.errors import EngineError
     from engines.export import ExportRequest, render_bundle
 
+    st.markdown("**Config files**")
+    others = [c for c in rec.alternatives if c.label != rec.pick.label]
+    choices = {f"{c.config.engine}: {c.label}" + (" (the pick)" if c is rec.pick else ""): c
+               for c in [rec.pick, *others]}
+    chosen = choices[st.selectbox("Configuration to export", list(choices), key="rec.export")]
     try:
-        files = render_bundle(ExportRequest.model_validate(rec.export))
-    except EngineError as exc:
+        files = render_bundle(ExportRequest.model_validate(_export_request(rec, chosen)))
+    except (EngineError, ServeFitError) as exc:
         st.error(f"cannot export this configuration: {exc}")
         return
-    st.markdown("**Config files**")
-    folder = f"servefit-{rec.pick.config.engine}"
+    folder = f"servefit-{chosen.config.engine}"
     st.download_button("All files (zip)", bundle_zip(files, folder), f"{folder}.zip",
                        mime="application/zip", type="primary", icon=":material/download:")
     cols = st.columns(4)

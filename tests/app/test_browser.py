@@ -1,8 +1,14 @@
-"""Real-browser test: `streamlit run` on a free port, Playwright driving Debian's Chromium."""
+"""Real-browser test: `streamlit run` on a free port, Playwright driving Debian's Chromium.
+
+One session walks the app as a user would: upload a real trace, read its profile, get a
+recommendation, download the vLLM config, look at Validate and Runs, then upload a broken file.
+A screenshot of each view goes to tests/artifacts/ (or $SERVEFIT_TEST_ARTIFACTS).
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -14,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests import reference as ref
 
@@ -23,6 +30,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--disable-quic"]
 ARTIFACTS = Path(os.environ.get("SERVEFIT_TEST_ARTIFACTS", ROOT / "tests" / "artifacts"))
+TRACE = ref.TRACES / "BurstGPT_3.head400.csv"
+SLOW_MS = 180_000
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +44,15 @@ def _free_port() -> int:
 
 @pytest.fixture
 def app_url(tmp_path):
+    """The app as scripts/run_app.sh starts it (repository root: its .streamlit/config.toml),
+    with its store in tmp_path."""
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SERVEFIT_APP_HOME": str(tmp_path / "home")}
+    log = (tmp_path / "streamlit.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"),
-         "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-        start_new_session=True,
+         "--server.port", str(port), "--server.address", "127.0.0.1"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -63,6 +73,7 @@ def app_url(tmp_path):
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
 
 
 @pytest.fixture
@@ -74,35 +85,94 @@ def page():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            yield browser.new_page(viewport={"width": 1400, "height": 1000})
+            context = browser.new_context(viewport={"width": 1400, "height": 1000},
+                                          accept_downloads=True)
+            yield context.new_page()
         finally:
             browser.close()
 
 
 def _metric(page, label: str) -> str:
-    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
-    return box.locator('[data-testid="stMetricValue"]').inner_text(timeout=60_000)
+    box = page.locator('[data-testid="stMetric"]').filter(
+        has=page.locator('[data-testid="stMetricLabel"]', has_text=re.compile(f"^{label}$")))
+    return box.first.locator('[data-testid="stMetricValue"]').inner_text(timeout=SLOW_MS)
 
 
-def test_sample_then_upload_then_broken_file(app_url, page, tmp_path):
+HEADINGS = {"Start": "ServeFit", "Profile": "Load profile", "Recommend": "Recommendation",
+            "Validate": "Validate live", "Runs": "Runs and history"}
+
+
+def _go(page, view: str) -> None:
+    page.locator('[data-testid="stSidebarNav"] a', has_text=view).first.click()
+    page.locator("h1", has_text=HEADINGS[view]).first.wait_for(timeout=SLOW_MS)
+
+
+def _shot(page, name: str) -> None:
+    page.wait_for_timeout(500)  # let Plotly finish drawing
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def _select(page, label: str, option_prefix: str) -> str:
+    """Pick a selectbox option by typing into its combobox, as a user would."""
+    combo = page.get_by_role("combobox", name=label)
+    combo.click()
+    combo.fill("")
+    combo.press_sequentially(option_prefix, delay=50)
+    option = page.get_by_role("option").filter(has_text=option_prefix).first
+    text = option.inner_text(timeout=SLOW_MS)
+    option.click()
+    return text
+
+
+def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.goto(app_url)
-    sample = pd.read_csv(ref.SAMPLE)
-    assert _metric(page, "Requests") == f"{len(sample):,}"
-    page.screenshot(path=str(ARTIFACTS / "profile_sample.png"), full_page=True)
+    page.get_by_text("the bundled sample").first.wait_for(timeout=SLOW_MS)
+    _shot(page, "start")
 
-    trace = ref.TRACES / "BurstGPT_3.head400.csv"
-    page.locator('input[type="file"]').set_input_files(str(trace))
-    df = pd.read_csv(trace)
-    share = ref.multi_turn_share(df["Session ID"])
-    page.get_by_text(f"{share:.1%}").first.wait_for(timeout=60_000)
+    # upload a real trace through the file input
+    df = pd.read_csv(TRACE)
+    page.locator('input[type="file"]').first.set_input_files(str(TRACE))
+    page.get_by_text(f"{TRACE.name}: {len(df):,} requests").wait_for(timeout=SLOW_MS)
+
+    _go(page, "Profile")
     assert _metric(page, "Requests") == f"{len(df):,}"
-    page.screenshot(path=str(ARTIFACTS / "profile_upload.png"), full_page=True)
+    share = ref.multi_turn_share(df["Session ID"])
+    assert _metric(page, "Multi-turn share") == f"{share:.1%}"
+    page.locator('[data-testid="stPlotlyChart"]').first.wait_for(timeout=SLOW_MS)
+    _shot(page, "profile")
 
+    _go(page, "Recommend")
+    page.get_by_role("button", name="Recommend", exact=True).click()
+    page.get_by_text("Pick:").first.wait_for(timeout=SLOW_MS)
+    assert _metric(page, "TTFT p95").endswith(" ms")
+    chosen = _select(page, "Configuration to export", "vllm: ")
+    label = chosen.removeprefix("vllm: ").removesuffix(" (the pick)")
+    with page.expect_download(timeout=SLOW_MS) as download:
+        page.get_by_role("button", name="vllm-config.yaml").click()
+    config = yaml.safe_load(Path(download.value.path()).read_text())
+    tp = int(re.search(r"\btp(\d+)", label).group(1))
+    assert config["tensor-parallel-size"] == tp
+    seqs = re.search(r"\bseqs(\d+)", label)
+    if seqs:
+        assert config["max-num-seqs"] == int(seqs.group(1))
+    _shot(page, "recommend")
+
+    _go(page, "Validate")
+    page.get_by_text("Run it from a shell instead").click()
+    assert "python -m app bench" in page.locator("code").first.inner_text(timeout=SLOW_MS)
+    _shot(page, "validate")
+
+    _go(page, "Runs")
+    page.get_by_text("Profiled traces").wait_for(timeout=SLOW_MS)
+    _shot(page, "runs")
+
+    _go(page, "Start")
     broken = tmp_path / "broken.csv"
     broken.write_text("a,b\n1,2\n")
-    page.locator('input[type="file"]').set_input_files(str(broken))
+    page.locator('input[type="file"]').first.set_input_files(str(broken))
     alert = page.locator('[data-testid="stAlert"]').filter(has_text="unknown columns")
-    alert.first.wait_for(timeout=60_000)
-    assert "--map" in alert.first.inner_text()
+    alert.first.wait_for(timeout=SLOW_MS)
+    assert "broken.csv" in alert.first.inner_text()
     assert "Traceback" not in page.content()
+    _shot(page, "start_error")

@@ -61,3 +61,18 @@ def test_recommendation_figures_and_files(app_home):
     files = render_bundle(ExportRequest.model_validate(rec.export))
     labels = [d.proto.label for d in at.get("download_button")]
     assert sorted(labels) == sorted([*files, "All files (zip)"])
+
+
+def test_each_engines_best_can_be_exported(app_home):
+    at = recommend_on_sample()
+    rec = at.session_state[RECOMMENDATION_KEY]
+    engines = {c.config.engine for c in rec.alternatives}
+    assert "vllm" in engines, engines
+    export = at.selectbox(key="rec.export")
+    vllm = next(o for o in export.options if o.startswith("vllm: "))
+    export.set_value(vllm).run()
+    assert not at.exception and not at.error
+    labels = [d.proto.label for d in at.get("download_button")]
+    assert "vllm-config.yaml" in labels
+    best = next(c for c in rec.alternatives if c.config.engine == "vllm")
+    assert vllm == f"vllm: {best.label}"
