@@ -33,12 +33,12 @@ INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?, ?, ?, ?)
 """
 _LIST_PROFILES_SQL = """
 SELECT trace_digest, options_json, trace_name, trace_path, created_at, n_requests
-FROM profiles ORDER BY created_at DESC LIMIT ?
+FROM profiles ORDER BY created_at DESC, rowid DESC LIMIT ?
 """
 _SAVE_REC_SQL = "INSERT INTO recommendations VALUES (?, ?, ?, ?, ?, ?, ?)"
 _LIST_RECS_SQL = """
 SELECT rec_id, created_at, trace_digest, trace_name, title FROM recommendations
-ORDER BY created_at DESC LIMIT ?
+ORDER BY created_at DESC, rowid DESC LIMIT ?
 """
 _LOAD_REC_SQL = "SELECT request_json, body_json FROM recommendations WHERE rec_id = ?"
 _LOAD_PROFILE_SQL = """
