@@ -127,39 +127,59 @@ class _Conn(asyncio.Protocol):
     def _chunked(self, data: bytes, now: float) -> None:
         """Decode chunked framing; deliver this read's data bytes as one piece."""
         buf = self.buf + data if self.buf else data
-        pieces, pos, n = [], 0, len(buf)
-        while pos < n:
-            if self.left > 0:  # inside a chunk's data
-                take = min(self.left, n - pos)
-                pieces.append(buf[pos:pos + take])
-                pos += take
-                self.left -= take
-                if self.left == 0:
-                    self.left = -2  # its CRLF comes next
-                continue
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                break
-            if self.left == -2:  # the CRLF after a chunk's data
-                pos, self.left = eol + 2, -1
-                continue
-            size = int(buf[pos:eol].split(b";", 1)[0], 16)
-            pos = eol + 2
-            if size == 0:  # last chunk: CRLF (no trailers) ends the message
-                rest = buf[pos:]
-                if rest == b"":
-                    self.skip_crlf = True  # it may come with the next read
-                elif rest != b"\r\n":
-                    self.keep_alive = False  # trailers or stray bytes: do not reuse
-                self.buf = b""
-                if pieces:
-                    self._deliver(b"".join(pieces), now)
-                self._done()
-                return
-            self.left = size
+        try:
+            pos, pieces, finished = self._unframe(buf)
+        except ValueError as exc:
+            self._abort(f"malformed chunked body: {exc}")
+            return
         self.buf = buf[pos:]
         if pieces:
             self._deliver(b"".join(pieces), now)
+        if finished:
+            rest, self.buf = self.buf, b""
+            if rest == b"":
+                self.skip_crlf = True  # the final CRLF may come with the next read
+            elif rest != b"\r\n":
+                self.keep_alive = False  # trailers or stray bytes: do not reuse
+            self._done()
+
+    def _unframe(self, buf: bytes) -> tuple[int, list[bytes], bool]:
+        """(bytes consumed, chunk data pieces, last chunk seen). `self.left`: data bytes
+        still due in the current chunk (> 0), its CRLF next (-2), or a size line next (-1)."""
+        pieces: list[bytes] = []
+        pos, n, left, find = 0, len(buf), self.left, buf.find
+        while pos < n:
+            if left > 0:  # the rest of a chunk split across reads
+                take = min(left, n - pos)
+                pieces.append(buf[pos:pos + take])
+                pos, left = pos + take, left - take
+                if left:
+                    break
+                left = -2
+            if left == -2:
+                if n - pos < 2:
+                    break
+                if buf[pos:pos + 2] != b"\r\n":
+                    raise ValueError("no CRLF after chunk data")
+                pos, left = pos + 2, -1
+                continue
+            eol = find(b"\r\n", pos)
+            if eol < 0:
+                break
+            line = buf[pos:eol]
+            size = int(line.split(b";", 1)[0] if b";" in line else line, 16)
+            pos = eol + 2
+            if size == 0:
+                self.left = -1
+                return pos, pieces, True
+            end = pos + size
+            if end + 2 <= n and buf[end:end + 2] == b"\r\n":  # the whole chunk is here
+                pieces.append(buf[pos:end])
+                pos = end + 2
+            else:
+                left = size
+        self.left = left
+        return pos, pieces, False
 
     def _done(self) -> None:
         now = perf_counter()
