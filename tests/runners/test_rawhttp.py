@@ -166,3 +166,10 @@ def test_broken_status_line_is_a_connection_failure(wire):
 def test_only_plain_http():
     with pytest.raises(ValueError, match="http://"):
         RawClient("https://example.org/v1/completions")
+
+
+@pytest.mark.parametrize("framing", [b"zz\r\nabc\r\n0\r\n\r\n", b"3\r\nabcXY0\r\n\r\n"])
+def test_broken_chunk_framing_is_a_connection_failure(wire, framing):
+    wire.response = HEAD_CHUNKED + framing
+    (r,) = _run(wire.url)
+    assert not r.success and r.error_kind == "connection" and "chunked" in r.error
