@@ -98,13 +98,17 @@ def store_upload(upload: BinaryIO, name: str, size: int,
     digest = hashlib.sha256()
     tmp = uploads / f".incoming-{os.getpid()}-{id(upload)}"
     done = 0
-    with open(tmp, "wb") as out:
-        while chunk := upload.read(COPY_CHUNK_BYTES):
-            digest.update(chunk)
-            out.write(chunk)
-            done += len(chunk)
-            if progress is not None and size:
-                progress(min(1.0, done / size))
+    try:
+        with open(tmp, "wb") as out:
+            while chunk := upload.read(COPY_CHUNK_BYTES):
+                digest.update(chunk)
+                out.write(chunk)
+                done += len(chunk)
+                if progress is not None and size:
+                    progress(min(1.0, done / size))
+    except BaseException:  # a full disk or a closed session: leave no partial file behind
+        tmp.unlink(missing_ok=True)
+        raise
     short = digest.hexdigest()[:16]
     target = uploads / short / (Path(name).name or "trace")
     if target.exists():
@@ -266,6 +270,7 @@ class BenchJob:
         self.samples: list[Any] = []
         self.report: Any = None
         self.error: str | None = None
+        self.shown = False  # whether a full page rerun has shown the finished run
         self.stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="servefit-bench", daemon=True)
 

@@ -133,6 +133,9 @@ def _live() -> None:
         if st.button("Stop", key="val.stop"):
             job.stop.set()
         return
+    if not job.shown:  # it just ended: rerun the whole page once (re-enables Start)
+        job.shown = True
+        st.rerun()
     if job.error:
         st.error(job.error)
     elif job.report is not None:

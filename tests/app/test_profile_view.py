@@ -62,30 +62,29 @@ def test_charts_carry_the_trace_figures(app_home):
     assert any("prefix reuse cannot be measured" in i.value for i in at.info)
 
 
+
 def test_concurrent_sessions_share_one_intact_workspace(app_home):
-    """Sessions profiling the same new upload at once: one ingest, every session right."""
+    """Sessions (threads of one server) profiling the same new upload at once: one ingest,
+    every session the same figures. Plain threads: AppTest cannot run sessions in parallel."""
     import io
     from concurrent.futures import ThreadPoolExecutor
 
     import duckdb
 
-    from app.resources import TRACE_KEY, store_upload, workspace_for
+    from app.resources import charts_for, profile_for, store_upload, workspace_for
 
-    data = (ref.TRACES / "BurstGPT_1.head400.csv").read_bytes()
+    path = ref.TRACES / "BurstGPT_1.head400.csv"
+    data = path.read_bytes()
     choice = store_upload(io.BytesIO(data), "burst.csv", len(data))
 
-    def session(_: int) -> dict[str, str]:
-        at = AppTest.from_file(str(ENTRY), default_timeout=180)
-        at.session_state[TRACE_KEY] = choice
-        at.run()
-        at.switch_page("views/profile.py").run()
-        assert not at.exception and not at.error
-        return {m.label: m.value for m in at.metric}
+    def session(_: int):
+        return profile_for(choice), charts_for(choice)
 
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(session, range(4)))
-    n = len(pd.read_csv(ref.TRACES / "BurstGPT_1.head400.csv"))
-    assert all(r["Requests"] == f"{n:,}" for r in results)
+    n = len(pd.read_csv(path))
+    assert all(p.n_requests == n for p, _ in results)
     assert all(r == results[0] for r in results)
+    assert sum(results[0][1].input_tokens.counts) + results[0][1].input_tokens.zeros == n
     with duckdb.connect(str(workspace_for(choice).path), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM requests").fetchone()[0] == n
