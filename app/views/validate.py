@@ -8,7 +8,9 @@ official image launched as a sibling container. The run goes on a background thr
 from __future__ import annotations
 
 import shlex
+from typing import get_args
 
+import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
@@ -23,6 +25,7 @@ from app.resources import (
     profile_for,
     workspace_for,
 )
+from engines.config import EngineKind
 from profiler.errors import ServeFitError
 
 JOB_KEY = "servefit.validate.job"
@@ -32,13 +35,16 @@ WORKLOADS = {"trace": "Replay my trace", "sweep": "Concurrency sweep to the knee
              "burst": "Burst: steady, step up, steady"}
 
 
-def _where(env) -> dict:
+def _where(env, pick_engine: str) -> dict:
     where = st.radio("Server", list(WHERE), format_func=WHERE.get, key="val.where")
     out: dict = {"where": where}
     if where == "endpoint":
         out["url"] = st.text_input("Base URL", "http://127.0.0.1:8000", key="val.url")
         out["model"] = st.text_input("Served model name (empty: the server's first)", "",
                                      key="val.model") or None
+        kinds = list(get_args(EngineKind))
+        out["engine"] = st.selectbox("Engine serving it (for its /metrics names)", kinds,
+                                     index=kinds.index(pick_engine), key="val.engine")
     elif where == "local":
         out["venv"] = st.text_input("Virtual environment holding the engine (empty: the "
                                     "engine's command on PATH)", "", key="val.venv") or None
@@ -106,7 +112,8 @@ def _bench_request(rec, where: dict, load: dict):
                             **({"model_cache_dir": where["models_dir"]}
                                if "models_dir" in where else {}))
     return BenchRequest(
-        endpoint_url=where.get("url"), launch=launch, engine=rec.pick.config.engine,
+        endpoint_url=where.get("url"), launch=launch,
+        engine=where.get("engine", rec.pick.config.engine),
         model=where.get("model"), workload=WorkloadSpec(kind=kind, **spec),
         sweep_max_concurrency=spec.get("concurrency") if load["kind"] == "sweep" else None,
         api=load["api"], slo_ttft_p95_s=rec.request.slo_ttft_p95_s,
@@ -147,10 +154,14 @@ def _results(report) -> None:
     st.subheader(f"Run {report.run_id}: {report.status}")
     st.caption("Stored in the app's store (see Runs). The prediction is for the whole trace on "
                f"the recommended GPUs; the measurement is this run on {report.url}.")
-    st.dataframe(measured_rows(report.summary), hide_index=True)
+    s = report.summary
+    st.markdown(f"{s.count:,} requests sent, {s.completed:,} completed, "
+                f"{s.count - s.completed:,} failed, over {s.duration_s:,.1f} s.")
+    # Small tables as plain HTML (st.table): readable, copyable and printable.
+    st.table(pd.DataFrame(measured_rows(s)).set_index("latency (ms)"))
     if rec is not None:
         st.markdown("**Predicted against measured**")
-        st.dataframe(comparison_rows(rec.pick.predicted, report.summary), hide_index=True)
+        st.table(pd.DataFrame(comparison_rows(rec.pick.predicted, s)).set_index("figure"))
 
 
 def render() -> None:
@@ -163,7 +174,7 @@ def render() -> None:
     st.caption(f"Config: {rec.pick.label} ({rec.model}); trace: {current_trace().name}")
     env = environment()
     try:
-        where, load = _where(env), _workload(rec)
+        where, load = _where(env, rec.pick.config.engine), _workload(rec)
     except ServeFitError as exc:
         st.error(str(exc))
         return

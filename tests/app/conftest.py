@@ -21,3 +21,8 @@ def app_home(tmp_path, monkeypatch):
     yield home
     st.cache_data.clear()
     st.cache_resource.clear()
+
+
+# The real vLLM CPU server (slow tests only): the runners' fixtures, shared here so the browser
+# test can validate against it.
+from tests.runners.conftest import tiny_model_dir, vllm_url  # noqa: E402, F401

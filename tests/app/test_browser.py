@@ -176,3 +176,46 @@ def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path):
     assert "broken.csv" in alert.first.inner_text()
     assert "Traceback" not in page.content()
     _shot(page, "start_error")
+
+
+def _successes(metrics_url: str) -> float:
+    """vLLM's own count of finished requests (its Prometheus counter, all finish reasons)."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:request_success_total"))
+
+
+@pytest.mark.timeout(900)
+def test_validate_against_the_real_vllm_server(app_url, page, vllm_url):
+    """Validate's endpoint mode on vLLM's CPU build (tiny model): the run the page reports is
+    the one the server counted."""
+    from runners.prompts import server_root
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    metrics_url = server_root(vllm_url) + "/metrics"
+    before = _successes(metrics_url)
+    page.goto(app_url)
+    _go(page, "Recommend")
+    page.get_by_role("button", name="Recommend", exact=True).click()
+    page.get_by_text("Pick:").first.wait_for(timeout=SLOW_MS)
+    _go(page, "Validate")
+    for label, value in (("Base URL", vllm_url),
+                         ("Served model name (empty: the server's first)", "tiny")):
+        page.get_by_label(label).fill(value)
+        page.get_by_label(label).press("Enter")
+    _select(page, "Engine serving it (for its /metrics names)", "vllm")
+    _select(page, "Workload", "Concurrency sweep")
+    for label, value in (("Prompt tokens", 32), ("Output tokens", 8),
+                         ("Highest concurrency", 2), ("Requests per level", 4)):
+        page.get_by_label(label).fill(str(value))
+        page.get_by_label(label).press("Enter")
+    page.get_by_role("button", name="Start the benchmark").click()
+    page.get_by_text(re.compile(r"^Run sweep-\w+: complete$")).wait_for(timeout=300_000)
+    line = page.get_by_text(re.compile(r"requests sent, .* completed")).inner_text()
+    sent, completed = (int(x.replace(",", "")) for x in
+                       re.match(r"([\d,]+) requests sent, ([\d,]+) completed", line).groups())
+    assert completed == sent > 0
+    assert _successes(metrics_url) - before == completed
+    page.get_by_text("Predicted against measured").wait_for(timeout=SLOW_MS)
+    _shot(page, "validate_vllm")

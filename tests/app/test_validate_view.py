@@ -54,6 +54,7 @@ def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
     try:
         at = _validate(rec)
         at.text_input(key="val.url").set_value(server.url)
+        at.selectbox(key="val.engine").set_value("vllm")  # the test server names vLLM's metrics
         at.selectbox(key="val.kind").set_value("sweep").run()
         at.number_input(key="val.prompt").set_value(16)
         at.number_input(key="val.output").set_value(4)
@@ -69,11 +70,11 @@ def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
     summary = job.report.summary
     assert summary.count == len(server.bodies) and summary.completed == summary.count
     assert all(body["max_tokens"] == 4 for body in server.bodies)
-    tables = [t.value for t in at.dataframe]
-    measured = next(t for t in tables if "latency (ms)" in t.columns)
-    assert measured.set_index("latency (ms)").loc["TTFT", "p50"] == \
-        pytest.approx(summary.ttft_s.p50 * 1e3, abs=0.05)
-    compared = next(t for t in tables if "predicted" in t.columns).set_index("figure")
+    assert job.request.engine == "vllm" and job.report.scraped.failures == 0
+    tables = [t.value for t in at.table]
+    measured = next(t for t in tables if t.index.name == "latency (ms)")
+    assert measured.loc["TTFT", "p50"] == pytest.approx(summary.ttft_s.p50 * 1e3, abs=0.05)
+    compared = next(t for t in tables if "predicted" in t.columns)
     assert compared.loc["TTFT p95 (ms)", "predicted"] == \
         pytest.approx(rec.pick.predicted.ttft_s.p95 * 1e3, abs=0.05)
     assert compared.loc["requests/s", "measured"] == \
