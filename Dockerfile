@@ -34,10 +34,13 @@ USER 10001:10001
 # PYTHONPATH: `streamlit run` puts app/ on the path, not the repository root.
 # SERVEFIT_APP_HOME: uploads, workspaces, history and runs (mount a volume to keep them).
 # HF_HOME: the Hugging Face cache mounted from the host at /models.
+# NUMBA_CACHE_DIR: compiled kernels (prefix cache, simulator); the code folder is not writable
+# for this user, and on the volume they survive a restart.
 ENV PYTHONPATH=/opt/servefit \
     PYTHONUNBUFFERED=1 \
     SERVEFIT_APP_HOME=/var/lib/servefit \
-    HF_HOME=/models
+    HF_HOME=/models \
+    NUMBA_CACHE_DIR=/var/lib/servefit/numba
 VOLUME ["/var/lib/servefit"]
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
