@@ -11,7 +11,8 @@ from pathlib import Path
 
 import streamlit as st
 
-VIEWS = Path(__file__).parent / "views"
+# Absolute: the script may be started by a relative path (the Docker CMD).
+VIEWS = Path(__file__).resolve().parent / "views"
 PAGES = (
     ("start.py", "Start", ":material/upload_file:"),
     ("profile.py", "Profile", ":material/monitoring:"),

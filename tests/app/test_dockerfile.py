@@ -6,8 +6,10 @@ import fnmatch
 import importlib.util
 import io
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -158,3 +160,43 @@ def test_docker_cli_installer_extracts_only_the_client(tmp_path):
     assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == ["docker"]
     with pytest.raises(KeyError):
         _installer().extract_client(_tgz({"other": b""}), tmp_path / "x")
+
+
+_IMAGE_SMOKE = """
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file("app/streamlit_app.py", default_timeout=240).run()
+assert not at.exception, at.exception
+for view in ("profile", "recommend", "validate", "runs"):
+    at.switch_page(f"views/{view}.py").run()
+    assert not at.exception, (view, at.exception)
+    assert not at.error, (view, [e.value for e in at.error])
+import profiler, app
+print(profiler.__file__, app.__file__)
+"""
+
+
+def test_the_images_file_set_runs_every_view(tmp_path):
+    """Only what the Dockerfile COPYs, with its ENV and WORKDIR: every view renders (catches a
+    runtime file or package left out of the image). Python and requirements are this venv's."""
+    image = tmp_path / "opt"
+    for rest in _all("COPY"):
+        *sources, dest = _exec_form(rest)
+        for source in sources:
+            if dest.startswith("/"):
+                continue  # build-time helpers outside the app folder
+            src, target = ROOT / source, image / dest
+            if src.is_file() and (dest.endswith("/") or dest == "."):
+                target = target / src.name
+            if src.is_dir():
+                shutil.copytree(src, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(src, target)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(image),
+           "SERVEFIT_APP_HOME": str(tmp_path / "home"),
+           "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    result = subprocess.run([sys.executable, "-c", _IMAGE_SMOKE], cwd=image, env=env,
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == [str(image / "profiler" / "__init__.py"),
+                                     str(image / "app" / "__init__.py")]
