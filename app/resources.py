@@ -154,6 +154,19 @@ def _charts(key: str, choice_json: str) -> ChartData:
     return chart_data(workspace_for(TraceChoice.model_validate_json(choice_json)))
 
 
+def trace_path_for(choice: TraceChoice) -> str:
+    """A path any stage can read with default options: the file itself when it needs none,
+    else the canonical Parquet copy of its workspace (written once, after `profile_for`)."""
+    if choice.options == IngestOptions():
+        return choice.path
+    target = app_home() / "canonical" / f"{choice.key()}.parquet"
+    if not target.exists():
+        from profiler.canonical import write_canonical
+
+        write_canonical(workspace_for(choice), target)
+    return str(target)
+
+
 def charts_for(choice: TraceChoice) -> ChartData:
     """The chart records of a profiled choice (call `profile_for` first)."""
     return _charts(choice.key(), choice.model_dump_json())

@@ -14,6 +14,7 @@ from app.resources import (
     profile_for,
     save_recommendation,
     store_model_config,
+    trace_path_for,
     workspace_for,
 )
 from profiler.errors import ServeFitError
@@ -61,7 +62,7 @@ def _form():
             return None
         model = store_model_config(config_json.getvalue())
     return RecommendRequest(
-        source=choice.path, gpu=gpu, gpus=int(count), model=model,
+        source=trace_path_for(choice), gpu=gpu, gpus=int(count), model=model,
         slo_ttft_p95_s=ttft / 1e3 or None, slo_tpot_p95_s=tpot / 1e3 or None,
         objective=objective, max_requests=int(max_requests), seed=int(seed))
 
@@ -72,8 +73,8 @@ def _run(request) -> None:
     choice = current_trace()
     bar = st.progress(0.0, text="Starting…")
     try:
-        # recommend() reads the trace with default options: it may share the trace's
-        # workspace only when the trace was read that way (else it would re-ingest it there).
+        # recommend() reads its source with default options: a trace that needed options
+        # comes as its canonical copy, read into a temporary workspace of recommend's own.
         shared = choice.options == IngestOptions()
         rec = recommend(request, workspace=workspace_for(choice) if shared else None,
                         progress=lambda f, what: bar.progress(min(1.0, f), text=what))
@@ -170,7 +171,11 @@ def render() -> None:
         st.error(str(exc))
         return
     st.caption(f"Trace: {choice.name}, {profile.n_requests:,} requests")
-    request = _form()
+    try:
+        request = _form()
+    except ServeFitError as exc:
+        st.error(str(exc))
+        request = None
     if request is not None:
         _run(request)
     rec = st.session_state.get(RECOMMENDATION_KEY)

@@ -23,6 +23,7 @@ from app.resources import (
     current_trace,
     environment,
     profile_for,
+    trace_path_for,
     workspace_for,
 )
 from engines.config import EngineKind
@@ -175,6 +176,7 @@ def render() -> None:
     env = environment()
     try:
         where, load = _where(env, rec.pick.config.engine), _workload(rec)
+        trace_path = trace_path_for(current_trace())
     except ServeFitError as exc:
         st.error(str(exc))
         return
@@ -182,7 +184,7 @@ def render() -> None:
         st.caption("Save the recommendation, then run the benchmark where the engine can run:")
         st.download_button("rec.json", rec.model_dump_json(indent=2), "rec.json",
                            mime="application/json", key="val.rec_json")
-        st.code(shlex.join(bench_argv(where, load, current_trace().path)), language="bash")
+        st.code(shlex.join(bench_argv(where, load, trace_path)), language="bash")
     job: BenchJob | None = st.session_state.get(JOB_KEY)
     busy = job is not None and job.running
     if st.button("Start the benchmark", type="primary", disabled=busy, key="val.start"):

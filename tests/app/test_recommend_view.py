@@ -76,3 +76,26 @@ def test_each_engines_best_can_be_exported(app_home):
     assert "vllm-config.yaml" in labels
     best = next(c for c in rec.alternatives if c.config.engine == "vllm")
     assert vllm == f"vllm: {best.label}"
+
+
+def test_a_trace_read_with_a_column_map_is_recommended_on_its_own_requests(app_home):
+    import io
+
+    from app.resources import TRACE_KEY, TraceChoice, store_upload
+    from profiler.ingest import IngestOptions
+
+    df = pd.read_csv(ref.TRACES / "BurstGPT_3.head400.csv").rename(
+        columns={"Timestamp": "when", "Request tokens": "q", "Response tokens": "a"})
+    data = df.to_csv(index=False).encode()
+    stored = store_upload(io.BytesIO(data), "renamed.csv", len(data))
+    choice = TraceChoice(**(stored.model_dump() | {"options": IngestOptions(
+        column_map={"time": "when", "input": "q", "output": "a"})}))
+    at = AppTest.from_file(str(ENTRY), default_timeout=300)
+    at.session_state[TRACE_KEY] = choice
+    at.run()
+    at.switch_page("views/recommend.py").run()
+    next(b for b in at.button if b.label == "Recommend").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    rec = at.session_state[RECOMMENDATION_KEY]
+    assert rec.request.source.endswith(".parquet")  # the canonical copy, not the raw CSV
+    assert "synthetic" not in rec.window  # the trace's own requests were simulated
