@@ -1,8 +1,10 @@
 """The load generator: send a `Schedule` to a server, many requests in flight, and collect results.
 
-One aiohttp session, one event loop per process; open-loop requests go out at their offsets,
-closed-loop lanes keep `concurrency` requests in flight. Bodies are built just in time from
-pre-encoded pieces and timed by `runners.client.send_body` (no validation on the hot path).
+One event loop per process; open-loop requests go out at their offsets, closed-loop lanes keep
+`concurrency` requests in flight. Bodies are built just in time from pre-encoded pieces (orjson,
+no validation on the hot path) and sent by the raw HTTP/1.1 transport (`runners.rawhttp`, for
+`http://`) or by `runners.client.send_body` over one aiohttp session; both time a stream the
+same way (`client.SSEFeed`).
 `workers > 1` splits the schedule over processes (index `i` goes to worker `i % workers`), each
 with its own loop, sharing one start instant (perf_counter is the system monotonic clock).
 
