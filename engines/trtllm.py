@@ -1,5 +1,6 @@
-"""The TensorRT-LLM plug-in: `trtllm-serve` flags, the `--extra_llm_api_options` YAML, docker
-command, capability checks and metrics.
+"""The TensorRT-LLM plug-in: `trtllm-serve` commands and files, docker command, disaggregation
+plan, capability checks and metrics. The settings themselves (CLI flags and the
+`--extra_llm_api_options` mapping, rendered and read back) live in `engines.trtllm_settings`.
 
 Written against TensorRT-LLM 1.2.1 with the PyTorch backend; spellings follow
 shared/reference/engines.md and `tensorrt_llm/commands/serve.py`. It renders and checks only.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from engines.base import (
     DisaggregationPlan,
@@ -33,112 +34,44 @@ from engines.common import (
     check_parallelism,
     docker_gpus,
     docker_target,
-    extra_settings,
     image_ref,
     load_mapping,
-    lookup,
     require_own,
-    reverse,
     same_argv,
     same_as_rendered,
-    unknown_key,
 )
 from engines.common import dump_yaml as _dump
 from engines.config import DisaggregationConfig, EngineConfig, EngineKind
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
+from engines.trtllm_settings import (
+    BACKEND,
+    CACHE_TRANSCEIVER_BACKEND,
+    NGRAM_MATCHING_SIZE,
+    OPTIONS_WHAT,
+    Role,
+    Setting,
+    cli_settings,
+    config_fields,
+    extra_options,
+)
+
+# Names that live in trtllm_settings but are part of this module's public surface.
+__all__ = [
+    "BACKEND", "CACHE_TRANSCEIVER_BACKEND", "CONFIG_FILE_NAME", "CONTAINER_CONFIG_PATH",
+    "CTX_CONFIG_FILE_NAME", "DISAGG_CONFIG_FILE_NAME", "GEN_CONFIG_FILE_NAME",
+    "IMAGE_REPOSITORY", "NGRAM_MATCHING_SIZE", "PLUGIN", "TRTLLM_VERSION", "Role", "Setting",
+    "TrtllmEngine",
+]  # fmt: skip
 
 TRTLLM_VERSION = "1.2.1"
 IMAGE_REPOSITORY = "nvcr.io/nvidia/tensorrt-llm/release"
-BACKEND = "pytorch"
 CONFIG_FILE_NAME = "trtllm-extra-options.yaml"
 CONTAINER_CONFIG_PATH = f"/servefit/{CONFIG_FILE_NAME}"
 CTX_CONFIG_FILE_NAME = "trtllm-ctx-extra-options.yaml"
 GEN_CONFIG_FILE_NAME = "trtllm-gen-extra-options.yaml"
 DISAGG_CONFIG_FILE_NAME = "trtllm-disagg-config.yaml"
-# UCX is the transceiver the disaggregation README uses in its examples (docs disagree on
-# whether DEFAULT means UCX or NIXL, so name it).
-CACHE_TRANSCEIVER_BACKEND = "UCX"
-NGRAM_MATCHING_SIZE = 4
-
-Role = Literal["server", "prefill", "decode"]
-Setting = tuple[str, str | int | float | bool]
-
-_KV_DTYPE: dict[str, str | None] = {
-    # "auto" follows the checkpoint; a bf16/fp16 KV cache is only ever the model dtype.
-    "auto": None,
-    "bf16": None,
-    "fp16": None,
-    "fp8": "fp8",  # TRT-LLM's FP8 KV cache is E4M3
-    "fp8_e4m3": "fp8",
-    "fp4": "nvfp4",
-}
-_KV_DTYPE_REFUSED: dict[str, str] = {
-    "fp8_e5m2": "TensorRT-LLM's FP8 KV cache is E4M3 only; use fp8",
-    "int8": "INT8 KV cache exists only on the TensorRT backend (quant_config."
-    "kv_cache_quant_algo), not on the PyTorch backend this plug-in renders; use fp8",
-}
-# The PyTorch backend reads weight quantization from the checkpoint (hf_quant_config.json /
-# config.json) and has no flag to force it, so weight_quantization only declares what the
-# checkpoint already is; it renders nothing and is checked against the GPU.
-_WEIGHT_QUANT_ACCEPTED = frozenset({"none", "fp8", "nvfp4", "awq"})
-_WEIGHT_QUANT_REFUSED: dict[str, str] = {
-    quant: "the PyTorch backend cannot quantize on load and this plug-in validates only "
-    "pre-quantized ModelOpt FP8/NVFP4/W4A16-AWQ or HF FP8 checkpoints; use one of those "
-    "(fp8, nvfp4, awq) or leave weight_quantization unset"
-    for quant in ("int8", "int4", "gptq", "mxfp4")
-}
-_DECODING_TYPE: dict[str, str] = {
-    "eagle3": "Eagle3",
-    "draft_model": "DraftTarget",
-    "ngram": "NGram",
-    "mtp": "MTP",
-}
-# Docs pair these drafters with `disable_overlap_scheduler: true`.
-_NO_OVERLAP_SPEC = frozenset({"draft_model", "ngram"})
 _IMAGE_TAG = re.compile(r"^\d+\.\d+\.\d+((rc|a|b)\d+)?(\.post\d+)?$")
-_WHAT = "TensorRT-LLM extra options file"
-_CLI_FIELD: dict[str, str] = {
-    "host": "host", "port": "port", "tp_size": "tp", "pp_size": "pp",
-    "max_batch_size": "max_num_seqs", "max_num_tokens": "max_batched_tokens",
-    "max_seq_len": "max_model_len",
-}  # fmt: skip
-_KV_FIELD = {"free_gpu_memory_fraction": "gpu_memory_fraction",
-             "enable_block_reuse": "prefix_caching"}
-# Keys read back through the rendering (checked by re-rendering, not parsed on their own).
-_DERIVED_KEYS = frozenset({"disable_overlap_scheduler", "return_perf_metrics",
-                           "enable_iter_perf_stats"})
-_SPEC_KEYS = frozenset({"decoding_type", "max_draft_len", "speculative_model_dir",
-                        "max_matching_ngram_size", "is_keep_all", "is_use_oldest",
-                        "is_public_pool", "num_nextn_predict_layers"})
-
-
-def _speculative_config(config: EngineConfig) -> dict[str, Any]:
-    spec = config.speculative
-    assert spec is not None  # callers check
-    if spec.method == "eagle":
-        raise CapabilityError(
-            "speculative method eagle: the PyTorch backend supports only EAGLE-3 drafts "
-            "(EAGLE v1/v2 checkpoints are incompatible); use eagle3"
-        )
-    out: dict[str, Any] = {
-        "decoding_type": _DECODING_TYPE[spec.method],
-        "max_draft_len": spec.num_tokens,
-    }
-    if spec.draft_model is not None:
-        # `speculative_model_dir` is the field in older releases and an alias of
-        # `speculative_model` in newer ones, so it loads on both.
-        out["speculative_model_dir"] = spec.draft_model
-    if spec.method == "ngram":
-        out |= {
-            "max_matching_ngram_size": NGRAM_MATCHING_SIZE,
-            "is_keep_all": True,
-            "is_use_oldest": True,
-            "is_public_pool": True,
-        }
-    if spec.method == "mtp":
-        out["num_nextn_predict_layers"] = spec.num_tokens  # must equal max_draft_len
-    return out
 
 
 class TrtllmEngine:
@@ -199,22 +132,7 @@ class TrtllmEngine:
         Raises:
             CapabilityError: an extra arg that shadows a setting EngineConfig renders.
         """
-        require_own(self.kind, config)
-        out: list[Setting] = [
-            ("backend", BACKEND),
-            ("host", config.host),
-            ("port", config.port),
-            ("tp_size", config.tp),
-            ("pp_size", config.pp),
-        ]
-        optional: list[tuple[str, int | None]] = [
-            ("max_batch_size", config.max_num_seqs),
-            ("max_num_tokens", config.max_batched_tokens),
-            ("max_seq_len", config.max_model_len),
-        ]
-        out += [(name, value) for name, value in optional if value is not None]
-        out += self._extra_settings(config)
-        return out
+        return cli_settings(config)
 
     def extra_options(self, config: EngineConfig, role: Role = "server") -> dict[str, Any]:
         """The `--extra_llm_api_options` mapping (LlmArgs keys) for one process of `config`.
@@ -229,31 +147,7 @@ class TrtllmEngine:
             CapabilityError: a value the PyTorch backend cannot express (int8/e5m2 KV, EAGLE
                 v1/v2, weight quantization it cannot load).
         """
-        require_own(self.kind, config)
-        self._check_weight_quantization_renders(config)
-        out: dict[str, Any] = {}
-        kv: dict[str, Any] = {}
-        if config.gpu_memory_fraction is not None:
-            kv["free_gpu_memory_fraction"] = config.gpu_memory_fraction
-        if config.prefix_caching is not None:
-            kv["enable_block_reuse"] = config.prefix_caching
-        kv_dtype = self._kv_cache_dtype(config)
-        if kv_dtype is not None:
-            kv["dtype"] = kv_dtype
-        if kv:
-            out["kv_cache_config"] = kv
-        if config.chunked_prefill is not None:  # None = trtllm-serve's default (off)
-            out["enable_chunked_prefill"] = config.chunked_prefill
-        spec = config.speculative
-        if spec is not None:
-            out["speculative_config"] = _speculative_config(config)
-        if (spec is not None and spec.method in _NO_OVERLAP_SPEC) or role == "prefill":
-            out["disable_overlap_scheduler"] = True
-        if config.disaggregation is not None:
-            out["cache_transceiver_config"] = {"backend": CACHE_TRANSCEIVER_BACKEND}
-        out["return_perf_metrics"] = True
-        out["enable_iter_perf_stats"] = True
-        return out
+        return extra_options(config, role)
 
     def server_argv(self, config: EngineConfig) -> list[str]:
         """`trtllm-serve MODEL … --extra_llm_api_options trtllm-extra-options.yaml`.
@@ -285,25 +179,14 @@ class TrtllmEngine:
                 disaggregated worker's file, or an argv that differs from the rendered one.
         """
         if argv is None:
-            raise EngineError(f"{_WHAT} holds only half the settings; pass the launch argv too")
-        data = load_mapping(text, _WHAT)
-        fields: dict[str, Any] = {"engine": self.kind, "model": model, **_cli_fields(argv)}
-        for key, value in data.items():
-            if key == "kv_cache_config" and isinstance(value, dict):
-                fields |= _kv_fields(value)
-            elif key == "enable_chunked_prefill":
-                fields["chunked_prefill"] = value
-            elif key == "speculative_config" and isinstance(value, dict):
-                fields["speculative"] = _speculative_back(value)
-            elif key == "cache_transceiver_config":
-                raise EngineError(
-                    f"{_WHAT} is one worker of a disaggregated deployment; its instance "
-                    "counts are not in the file, so it cannot be read back"
-                )
-            elif key not in _DERIVED_KEYS:
-                raise unknown_key(key, _WHAT)
-        config = build_config(fields, _WHAT)
-        same_as_rendered(data, load_mapping(self.config_file(config)[1], _WHAT), _WHAT)
+            raise EngineError(
+                f"{OPTIONS_WHAT} holds only half the settings; pass the launch argv too"
+            )
+        data = load_mapping(text, OPTIONS_WHAT)
+        fields = config_fields(model, data, argv)
+        config = build_config(fields, OPTIONS_WHAT)
+        rendered = load_mapping(self.config_file(config)[1], OPTIONS_WHAT)
+        same_as_rendered(data, rendered, OPTIONS_WHAT)
         path = argv[-1] if argv else ""
         same_argv(argv, self.serve_argv_with_config_file(config, path), "trtllm-serve command")
         return config
@@ -540,86 +423,6 @@ class TrtllmEngine:
             elif value is not False:  # trtllm-serve's flags default off and have no --no- form
                 argv += [f"--{name}", str(value)]
         return argv
-
-    def _kv_cache_dtype(self, config: EngineConfig) -> str | None:
-        return lookup("kv_cache_dtype", config.kv_cache_dtype, _KV_DTYPE, _KV_DTYPE_REFUSED)
-
-    def _check_weight_quantization_renders(self, config: EngineConfig) -> None:
-        quant = config.weight_quantization
-        if quant is not None and quant not in _WEIGHT_QUANT_ACCEPTED:
-            raise CapabilityError(f"weight_quantization={quant}: {_WEIGHT_QUANT_REFUSED[quant]}")
-
-    def _extra_settings(self, config: EngineConfig) -> list[Setting]:
-        # click declares TRT-LLM's options with underscores and rejects dashed spellings.
-        return extra_settings(config, _RESERVED_FLAGS, lambda key: key.replace("-", "_"))
-
-
-# CLI options EngineConfig owns (or whose LlmArgs key the YAML owns), aliases included.
-_RESERVED_FLAGS = frozenset(
-    {
-        "backend", "host", "port", "tp_size", "tensor_parallel_size", "pp_size",
-        "pipeline_parallel_size", "max_batch_size", "max_num_tokens", "max_seq_len",
-        "free_gpu_memory_fraction", "kv_cache_free_gpu_memory_fraction", "config",
-        "extra_llm_api_options", "enable_chunked_prefill", "server_role",
-    }
-)  # fmt: skip
-
-
-_kv_back = reverse(_KV_DTYPE, "kv_cache_config.dtype")
-_method_back = reverse(_DECODING_TYPE, "speculative_config.decoding_type")
-
-
-def _cli_fields(argv: Sequence[str]) -> dict[str, Any]:
-    """EngineConfig fields from `trtllm-serve MODEL --flag [value] …` (checked by re-rendering)."""
-    fields: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    index = 2
-    while index < len(argv):
-        flag = argv[index]
-        valued = index + 1 < len(argv) and not argv[index + 1].startswith("--")
-        value: Any = argv[index + 1] if valued else True
-        index += 2 if valued else 1
-        name = flag.removeprefix("--")
-        if name in _CLI_FIELD:
-            fields[_CLI_FIELD[name]] = value
-        elif name not in ("backend", "extra_llm_api_options"):
-            extra[name] = _cli_value(value)
-    return {**fields, "extra_args": extra}
-
-
-def _cli_value(text: str | bool) -> str | int | float | bool:
-    """An extra arg's CLI text back as the number it spells, else as text."""
-    for kind in (int, float):
-        try:
-            number = kind(text)
-        except (TypeError, ValueError):
-            continue
-        if isinstance(text, str) and str(number) == text:
-            return number
-    return text
-
-
-def _kv_fields(kv: dict[str, Any]) -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    for key, value in kv.items():
-        if key in _KV_FIELD:
-            fields[_KV_FIELD[key]] = value
-        elif key == "dtype":
-            fields["kv_cache_dtype"] = _kv_back(value, _WHAT)
-        else:
-            raise unknown_key(f"kv_cache_config.{key}", _WHAT)
-    return fields
-
-
-def _speculative_back(spec: dict[str, Any]) -> dict[str, Any]:
-    for key in spec:
-        if key not in _SPEC_KEYS:
-            raise unknown_key(f"speculative_config.{key}", _WHAT)
-    return {
-        "method": _method_back(spec.get("decoding_type"), _WHAT),
-        "num_tokens": spec.get("max_draft_len"),
-        "draft_model": spec.get("speculative_model_dir"),
-    }
 
 
 PLUGIN = TrtllmEngine()
