@@ -1,4 +1,6 @@
-"""The SGLang plug-in: flags, `--config` YAML, docker command, capability checks and metrics.
+"""The SGLang plug-in: launch commands, `--config` YAML, docker command, disaggregation plan,
+capability checks and metrics. The settings behind the flags and the YAML (rendered and read
+back) live in `engines.sglang_settings`.
 
 Written against SGLang 0.5.23 (`python3 -m sglang.launch_server`); spellings follow
 shared/reference/engines.md. It renders and checks only; launching belongs to `runners/`.
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from engines.base import (
     DisaggregationPlan,
@@ -27,21 +29,31 @@ from engines.common import (
     docker_gpus,
     docker_target,
     dump_yaml,
-    extra_settings,
     image_ref,
     instances,
     load_mapping,
-    lookup,
     openai_readiness,
     require_own,
-    reverse,
     same_argv,
     same_as_rendered,
-    unknown_key,
 )
 from engines.config import EngineConfig, EngineKind
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
+from engines.sglang_settings import (
+    CONFIG_WHAT,
+    DISAGG_TRANSFER_BACKEND,
+    WEIGHT_QUANT,
+    config_fields,
+    flags,
+    settings,
+)
+
+# DISAGG_TRANSFER_BACKEND lives in sglang_settings but is part of this module's public surface.
+__all__ = [
+    "BOOTSTRAP_BASE_PORT", "CONFIG_FILE_NAME", "DISAGG_TRANSFER_BACKEND", "IMAGE_REPOSITORY",
+    "LAUNCH", "PLUGIN", "ROUTER", "SGLANG_VERSION", "SHM_SIZE", "SglangEngine",
+]  # fmt: skip
 
 SGLANG_VERSION = "0.5.23"
 IMAGE_REPOSITORY = "lmsysorg/sglang"
@@ -49,89 +61,11 @@ CONFIG_FILE_NAME = "sglang-config.yaml"
 LAUNCH: tuple[str, ...] = ("python3", "-m", "sglang.launch_server")
 ROUTER: tuple[str, ...] = ("python3", "-m", "sglang_router.launch_router")
 SHM_SIZE = "32g"  # SGLang's docker docs insist on a large /dev/shm (NCCL, CUDA graphs)
-# NIXL needs no RDMA device name (Mooncake wants --disaggregation-ib-device) and matches the
-# connector the vLLM plug-in uses.
-DISAGG_TRANSFER_BACKEND = "nixl"
 BOOTSTRAP_BASE_PORT = 8998  # SGLang's default --disaggregation-bootstrap-port
 
-_KV_DTYPE: dict[str, str | None] = {
-    "auto": None,
-    "fp16": None,  # SGLang has no fp16 option: auto is the model dtype, checked in check()
-    "bf16": "bf16",
-    "fp8": "fp8_e4m3",  # SGLang's fp8 spelling; e4m3 is what "fp8" means on CUDA
-    "fp8_e4m3": "fp8_e4m3",
-    "fp8_e5m2": "fp8_e5m2",
-    "fp4": "fp4_e2m1",
-}
-_KV_DTYPE_REFUSED: dict[str, str] = {
-    "int8": "SGLang has no int8 KV cache (choices: auto, fp8_e4m3, fp8_e5m2, bf16, fp4_e2m1); "
-    "use fp8",
-}
-_WEIGHT_QUANT: dict[str, str | None] = {
-    "none": None,
-    "fp8": "fp8",  # online FP8 on a BF16 checkpoint, or an FP8 checkpoint
-    "awq": "awq_marlin",
-    "gptq": "gptq_marlin",
-    "nvfp4": "modelopt_fp4",
-    "mxfp4": "mxfp4",
-}
-_WEIGHT_QUANT_REFUSED: dict[str, str] = {
-    "int8": "SGLang's w8a8_int8 loads only pre-quantized W8A8 checkpoints; load one with "
-    "weight_quantization unset",
-    "int4": "SGLang has no --quantization value for generic int4 weights; use awq/gptq or a "
-    "pre-quantized checkpoint with weight_quantization unset",
-}
-_SPEC_ALGORITHM: dict[str, str] = {
-    "eagle": "EAGLE",
-    "eagle3": "EAGLE3",
-    "draft_model": "STANDALONE",
-    "ngram": "NGRAM",
-    "mtp": "NEXTN",  # DeepSeek-style MTP layers; SGLang treats NEXTN as EAGLE on own heads
-}
 _IMAGE_TAG = re.compile(
     r"^(latest|dev|v?\d+\.\d+\.\d+(rc\d+|\.post\d+)?(-[0-9A-Za-z][0-9A-Za-z.]*)*)$"
 )
-_WHAT = "SGLang config file"
-# Flags the file holds that map one to one onto an EngineConfig field.
-_FIELD_OF: dict[str, str] = {
-    "tp-size": "tp",
-    "pp-size": "pp",
-    "max-running-requests": "max_num_seqs",
-    "mem-fraction-static": "gpu_memory_fraction",
-    "context-length": "max_model_len",
-    "host": "host",
-    "port": "port",
-}
-# Flags read back through the rendering (checked by re-rendering, not parsed on their own).
-_DERIVED = frozenset(
-    {"model-path", "max-prefill-tokens", "speculative-draft-model-path", "speculative-num-steps",
-     "speculative-eagle-topk", "speculative-num-draft-tokens", "enable-metrics"}
-)  # fmt: skip
-
-
-def _flag_name(key: str) -> str:
-    """SGLang's argparse knows only dashed long flags; render `_` as `-`."""
-    return key.replace("_", "-")
-
-
-def _speculative_settings(config: EngineConfig) -> list[Setting]:
-    """K = `num_tokens` draft tokens per step, as a chain (top-k 1).
-
-    Drafting methods get `--speculative-num-steps K --speculative-eagle-topk 1
-    --speculative-num-draft-tokens K+1`: SGLang counts the verified root token in
-    num-draft-tokens and requires K+1 when top-k is 1. SGLang's docs ask for all three or
-    none; we set all three so the proposal length is the one the performance model assumed.
-    NGRAM builds its own tree, so it gets only `--speculative-num-draft-tokens K+1`.
-    """
-    spec = config.speculative
-    assert spec is not None  # callers check
-    out: list[Setting] = [("speculative-algorithm", _SPEC_ALGORITHM[spec.method])]
-    if spec.draft_model is not None:  # SpeculativeConfig: eagle, eagle3, draft_model only
-        out.append(("speculative-draft-model-path", spec.draft_model))
-    if spec.method != "ngram":
-        out += [("speculative-num-steps", spec.num_tokens), ("speculative-eagle-topk", 1)]
-    out.append(("speculative-num-draft-tokens", spec.num_tokens + 1))
-    return out
 
 
 class SglangEngine:
@@ -197,7 +131,7 @@ class SglangEngine:
             CapabilityError: a value SGLang cannot express (int8 KV, int8/int4 weights, an
                 extra arg that shadows a field or is `false`).
         """
-        return self._settings(config, [])
+        return settings(config, [])
 
     def server_argv(self, config: EngineConfig) -> list[str]:
         """`python3 -m sglang.launch_server --model-path MODEL --flag value …` as a list.
@@ -207,7 +141,7 @@ class SglangEngine:
                 `disaggregation_plan`).
         """
         self._require_single(config)
-        return [*LAUNCH, *self._flags(self.settings(config))]
+        return [*LAUNCH, *flags(self.settings(config))]
 
     def config_file(self, config: EngineConfig) -> tuple[str, str]:
         """(`sglang-config.yaml`, YAML of long flag names, `model-path` included).
@@ -232,35 +166,10 @@ class SglangEngine:
             EngineError: a key or value ServeFit does not write (named), a disaggregated
                 instance's file (the instance counts are not in it), or a differing argv.
         """
-        data = load_mapping(text, _WHAT)
-        fields: dict[str, Any] = {"engine": self.kind, "model": model}
-        extra: dict[str, Any] = {}
-        for key, value in data.items():
-            if key in _FIELD_OF:
-                fields[_FIELD_OF[key]] = value
-            elif key == "disable-radix-cache":
-                fields["prefix_caching"] = False if value is True else value
-            elif key == "chunked-prefill-size":
-                chunked = value != -1
-                fields["chunked_prefill"] = None if chunked else False
-                fields["max_batched_tokens"] = value if chunked else data.get("max-prefill-tokens")
-            elif key == "kv-cache-dtype":
-                fields["kv_cache_dtype"] = _kv_back(value, _WHAT)
-            elif key == "quantization":
-                fields["weight_quantization"] = _quant_back(value, _WHAT)
-            elif key == "speculative-algorithm":
-                fields["speculative"] = _speculative_back(data)
-            elif key.startswith("disaggregation-"):
-                raise EngineError(
-                    f"{_WHAT} is one instance of a disaggregated deployment; its instance "
-                    "counts are not in the file, so it cannot be read back"
-                )
-            elif key in _RESERVED_FLAGS and key not in _DERIVED:
-                raise unknown_key(key, _WHAT)
-            elif key not in _DERIVED:
-                extra[key] = value
-        config = build_config({**fields, "extra_args": extra}, _WHAT)
-        same_as_rendered(data, load_mapping(self.config_file(config)[1], _WHAT), _WHAT)
+        data = load_mapping(text, CONFIG_WHAT)
+        config = build_config(config_fields(model, data), CONFIG_WHAT)
+        rendered = load_mapping(self.config_file(config)[1], CONFIG_WHAT)
+        same_as_rendered(data, rendered, CONFIG_WHAT)
         if argv is not None:
             path = argv[-1] if argv else ""
             same_argv(argv, self.serve_argv_with_config_file(config, path), "SGLang command")
@@ -347,7 +256,7 @@ class SglangEngine:
                 bootstrap = BOOTSTRAP_BASE_PORT + len(prefill)
                 role_settings.append(("disaggregation-bootstrap-port", bootstrap))
             instance = config.model_copy(update={"port": port})
-            argv = [*LAUNCH, *self._flags(self._settings(instance, role_settings))]
+            argv = [*LAUNCH, *flags(settings(instance, role_settings))]
             proc = ServerProcess(
                 role=role, argv=argv, env={"CUDA_VISIBLE_DEVICES": devices}, port=port
             )
@@ -379,7 +288,7 @@ class SglangEngine:
         check_parallelism(config, hardware, model, kv_heads_must_divide=True)
         self._check_lengths(config, model)
         self._check_kv_cache(config, hardware, model)
-        check_marlin_weights(config, hardware, model, engine="SGLang", rendered=_WEIGHT_QUANT,
+        check_marlin_weights(config, hardware, model, engine="SGLang", rendered=WEIGHT_QUANT,
                              mxfp4_needs_ampere=False)
         self._check_speculative(config, hardware, model)
 
@@ -422,47 +331,6 @@ class SglangEngine:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _settings(self, config: EngineConfig, role_settings: list[Setting]) -> list[Setting]:
-        require_own(self.kind, config)
-        out: list[Setting] = [
-            ("model-path", config.model),
-            ("tp-size", config.tp),
-            ("pp-size", config.pp),
-        ]
-        optional: list[tuple[str, str | int | float | bool | None]] = [
-            ("max-running-requests", config.max_num_seqs),
-            *self._token_budget(config),
-            ("mem-fraction-static", config.gpu_memory_fraction),
-            ("disable-radix-cache", True if config.prefix_caching is False else None),
-            ("kv-cache-dtype", self._kv_cache_dtype(config)),
-            ("quantization", self._quantization(config)),
-            ("context-length", config.max_model_len),
-        ]
-        out += [(name, value) for name, value in optional if value is not None]
-        if config.speculative is not None:
-            out += _speculative_settings(config)
-        out.append(("enable-metrics", True))  # /metrics answers 404 without it
-        if config.disaggregation is not None:
-            out.append(("disaggregation-transfer-backend", DISAGG_TRANSFER_BACKEND))
-        out += role_settings
-        out += [("host", config.host), ("port", config.port)]
-        out += self._extra_settings(config, {name for name, _ in out})
-        return out
-
-    @staticmethod
-    def _token_budget(config: EngineConfig) -> list[tuple[str, int | None]]:
-        """`max_batched_tokens` → chunk size and prefill budget; chunked prefill off → -1.
-
-        SGLang caps a step's prefill tokens by both --chunked-prefill-size and
-        --max-prefill-tokens (default 16384), so both get the budget; without chunking the
-        budget is --max-prefill-tokens alone (SGLang still admits one prompt up to the
-        context length).
-        """
-        budget = config.max_batched_tokens
-        if config.chunked_prefill is False:
-            return [("chunked-prefill-size", -1), ("max-prefill-tokens", budget)]
-        return [("chunked-prefill-size", budget), ("max-prefill-tokens", budget)]
-
     @staticmethod
     def _require_single(config: EngineConfig) -> None:
         if config.disaggregation is not None:
@@ -470,67 +338,6 @@ class SglangEngine:
                 "a disaggregated SGLang config needs one command per role; use "
                 "disaggregation_plan()"
             )
-
-    @staticmethod
-    def _flags(settings: list[Setting]) -> list[str]:
-        argv: list[str] = []
-        for name, value in settings:
-            if value is True:
-                argv.append(f"--{name}")
-            else:
-                argv += [f"--{name}", str(value)]
-        return argv
-
-    def _kv_cache_dtype(self, config: EngineConfig) -> str | None:
-        return lookup("kv_cache_dtype", config.kv_cache_dtype, _KV_DTYPE, _KV_DTYPE_REFUSED)
-
-    def _quantization(self, config: EngineConfig) -> str | None:
-        quant = config.weight_quantization
-        if quant is None:
-            return None
-        return lookup("weight_quantization", quant, _WEIGHT_QUANT, _WEIGHT_QUANT_REFUSED)
-
-    def _extra_settings(self, config: EngineConfig, managed: set[str]) -> list[Setting]:
-        return extra_settings(config, managed | _RESERVED_FLAGS, _flag_name, _sglang_extra_rules)
-
-
-def _sglang_extra_rules(key: str, name: str, value: Any, so_far: list[Setting]) -> None:
-    if name in {seen for seen, _ in so_far}:
-        raise CapabilityError(f"extra_args[{key!r}] repeats flag --{name}")
-    if value is False:
-        raise CapabilityError(
-            f"extra_args[{key!r}] is false; SGLang switches are store_true flags, so "
-            "leave the flag out instead"
-        )
-
-
-# Flags that EngineConfig owns even when a field is unset (so extra_args cannot sneak them in).
-_RESERVED_FLAGS = frozenset(
-    {
-        "model-path", "model", "config", "tp-size", "tensor-parallel-size", "pp-size",
-        "pipeline-parallel-size", "max-running-requests", "chunked-prefill-size",
-        "max-prefill-tokens", "mem-fraction-static", "disable-radix-cache", "kv-cache-dtype",
-        "quantization", "context-length", "speculative-algorithm",
-        "speculative-draft-model-path", "speculative-num-steps", "speculative-eagle-topk",
-        "speculative-num-draft-tokens", "enable-metrics", "disaggregation-mode",
-        "disaggregation-transfer-backend", "disaggregation-bootstrap-port", "host", "port",
-    }
-)  # fmt: skip
-
-
-_kv_back = reverse(_KV_DTYPE, "kv-cache-dtype")
-_quant_back = reverse(_WEIGHT_QUANT, "quantization")
-_method_back = reverse(_SPEC_ALGORITHM, "speculative-algorithm")
-
-
-def _speculative_back(data: dict[str, Any]) -> dict[str, Any]:
-    """SpeculativeConfig fields: K = num-draft-tokens − 1 (see `_speculative_settings`)."""
-    drafts = data.get("speculative-num-draft-tokens")
-    return {
-        "method": _method_back(data["speculative-algorithm"], _WHAT),
-        "num_tokens": drafts - 1 if isinstance(drafts, int) else drafts,
-        "draft_model": data.get("speculative-draft-model-path"),
-    }
 
 
 PLUGIN = SglangEngine()

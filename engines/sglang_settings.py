@@ -1,0 +1,246 @@
+"""EngineConfig ↔ SGLang `launch_server` settings, both ways.
+
+SGLang's command line and its `--config` YAML are made from one list of (long flag name,
+value) pairs, so they cannot drift; this module renders that list from an EngineConfig and
+reads a parsed config file back into EngineConfig fields. Spellings follow SGLang 0.5.23.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engines.common import Setting, extra_settings, lookup, require_own, reverse, unknown_key
+from engines.config import EngineConfig, EngineKind
+from engines.errors import CapabilityError, EngineError
+
+KIND: EngineKind = "sglang"
+CONFIG_WHAT = "SGLang config file"
+# NIXL needs no RDMA device name (Mooncake wants --disaggregation-ib-device) and matches the
+# connector the vLLM plug-in uses.
+DISAGG_TRANSFER_BACKEND = "nixl"
+
+_KV_DTYPE: dict[str, str | None] = {
+    "auto": None,
+    "fp16": None,  # SGLang has no fp16 option: auto is the model dtype, checked in check()
+    "bf16": "bf16",
+    "fp8": "fp8_e4m3",  # SGLang's fp8 spelling; e4m3 is what "fp8" means on CUDA
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+    "fp4": "fp4_e2m1",
+}
+_KV_DTYPE_REFUSED: dict[str, str] = {
+    "int8": "SGLang has no int8 KV cache (choices: auto, fp8_e4m3, fp8_e5m2, bf16, fp4_e2m1); "
+    "use fp8",
+}
+WEIGHT_QUANT: dict[str, str | None] = {
+    "none": None,
+    "fp8": "fp8",  # online FP8 on a BF16 checkpoint, or an FP8 checkpoint
+    "awq": "awq_marlin",
+    "gptq": "gptq_marlin",
+    "nvfp4": "modelopt_fp4",
+    "mxfp4": "mxfp4",
+}
+_WEIGHT_QUANT_REFUSED: dict[str, str] = {
+    "int8": "SGLang's w8a8_int8 loads only pre-quantized W8A8 checkpoints; load one with "
+    "weight_quantization unset",
+    "int4": "SGLang has no --quantization value for generic int4 weights; use awq/gptq or a "
+    "pre-quantized checkpoint with weight_quantization unset",
+}
+_SPEC_ALGORITHM: dict[str, str] = {
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "draft_model": "STANDALONE",
+    "ngram": "NGRAM",
+    "mtp": "NEXTN",  # DeepSeek-style MTP layers; SGLang treats NEXTN as EAGLE on own heads
+}
+# Flags the file holds that map one to one onto an EngineConfig field.
+_FIELD_OF: dict[str, str] = {
+    "tp-size": "tp",
+    "pp-size": "pp",
+    "max-running-requests": "max_num_seqs",
+    "mem-fraction-static": "gpu_memory_fraction",
+    "context-length": "max_model_len",
+    "host": "host",
+    "port": "port",
+}
+# Flags read back through the rendering (checked by re-rendering, not parsed on their own).
+_DERIVED = frozenset(
+    {"model-path", "max-prefill-tokens", "speculative-draft-model-path", "speculative-num-steps",
+     "speculative-eagle-topk", "speculative-num-draft-tokens", "enable-metrics"}
+)  # fmt: skip
+# Flags that EngineConfig owns even when a field is unset (so extra_args cannot sneak them in).
+_RESERVED_FLAGS = frozenset(
+    {
+        "model-path", "model", "config", "tp-size", "tensor-parallel-size", "pp-size",
+        "pipeline-parallel-size", "max-running-requests", "chunked-prefill-size",
+        "max-prefill-tokens", "mem-fraction-static", "disable-radix-cache", "kv-cache-dtype",
+        "quantization", "context-length", "speculative-algorithm",
+        "speculative-draft-model-path", "speculative-num-steps", "speculative-eagle-topk",
+        "speculative-num-draft-tokens", "enable-metrics", "disaggregation-mode",
+        "disaggregation-transfer-backend", "disaggregation-bootstrap-port", "host", "port",
+    }
+)  # fmt: skip
+
+
+# -- rendering -----------------------------------------------------------------------------
+
+
+def settings(config: EngineConfig, role_settings: list[Setting]) -> list[Setting]:
+    """The (long flag name, value) pairs for `config`, in render order, model included, with
+    `role_settings` (a disaggregated instance's role flags) before host and port.
+
+    Raises:
+        CapabilityError: a config for another engine, or a value SGLang cannot express
+            (int8 KV, int8/int4 weights, an extra arg that shadows a field or is `false`).
+    """
+    require_own(KIND, config)
+    out: list[Setting] = [
+        ("model-path", config.model),
+        ("tp-size", config.tp),
+        ("pp-size", config.pp),
+    ]
+    optional: list[tuple[str, str | int | float | bool | None]] = [
+        ("max-running-requests", config.max_num_seqs),
+        *_token_budget(config),
+        ("mem-fraction-static", config.gpu_memory_fraction),
+        ("disable-radix-cache", True if config.prefix_caching is False else None),
+        ("kv-cache-dtype", _kv_cache_dtype(config)),
+        ("quantization", _quantization(config)),
+        ("context-length", config.max_model_len),
+    ]
+    out += [(name, value) for name, value in optional if value is not None]
+    if config.speculative is not None:
+        out += _speculative_settings(config)
+    out.append(("enable-metrics", True))  # /metrics answers 404 without it
+    if config.disaggregation is not None:
+        out.append(("disaggregation-transfer-backend", DISAGG_TRANSFER_BACKEND))
+    out += role_settings
+    out += [("host", config.host), ("port", config.port)]
+    managed = {name for name, _ in out}
+    out += extra_settings(config, managed | _RESERVED_FLAGS, _flag_name, _sglang_extra_rules)
+    return out
+
+
+def flags(pairs: list[Setting]) -> list[str]:
+    """`--name value` for each pair; `True` is a bare switch (SGLang's are store_true)."""
+    argv: list[str] = []
+    for name, value in pairs:
+        if value is True:
+            argv.append(f"--{name}")
+        else:
+            argv += [f"--{name}", str(value)]
+    return argv
+
+
+def _flag_name(key: str) -> str:
+    """SGLang's argparse knows only dashed long flags; render `_` as `-`."""
+    return key.replace("_", "-")
+
+
+def _token_budget(config: EngineConfig) -> list[tuple[str, int | None]]:
+    """`max_batched_tokens` → chunk size and prefill budget; chunked prefill off → -1.
+
+    SGLang caps a step's prefill tokens by both --chunked-prefill-size and
+    --max-prefill-tokens (default 16384), so both get the budget; without chunking the
+    budget is --max-prefill-tokens alone (SGLang still admits one prompt up to the
+    context length).
+    """
+    budget = config.max_batched_tokens
+    if config.chunked_prefill is False:
+        return [("chunked-prefill-size", -1), ("max-prefill-tokens", budget)]
+    return [("chunked-prefill-size", budget), ("max-prefill-tokens", budget)]
+
+
+def _kv_cache_dtype(config: EngineConfig) -> str | None:
+    return lookup("kv_cache_dtype", config.kv_cache_dtype, _KV_DTYPE, _KV_DTYPE_REFUSED)
+
+
+def _quantization(config: EngineConfig) -> str | None:
+    quant = config.weight_quantization
+    if quant is None:
+        return None
+    return lookup("weight_quantization", quant, WEIGHT_QUANT, _WEIGHT_QUANT_REFUSED)
+
+
+def _speculative_settings(config: EngineConfig) -> list[Setting]:
+    """K = `num_tokens` draft tokens per step, as a chain (top-k 1).
+
+    Drafting methods get `--speculative-num-steps K --speculative-eagle-topk 1
+    --speculative-num-draft-tokens K+1`: SGLang counts the verified root token in
+    num-draft-tokens and requires K+1 when top-k is 1. SGLang's docs ask for all three or
+    none; we set all three so the proposal length is the one the performance model assumed.
+    NGRAM builds its own tree, so it gets only `--speculative-num-draft-tokens K+1`.
+    """
+    spec = config.speculative
+    assert spec is not None  # callers check
+    out: list[Setting] = [("speculative-algorithm", _SPEC_ALGORITHM[spec.method])]
+    if spec.draft_model is not None:  # SpeculativeConfig: eagle, eagle3, draft_model only
+        out.append(("speculative-draft-model-path", spec.draft_model))
+    if spec.method != "ngram":
+        out += [("speculative-num-steps", spec.num_tokens), ("speculative-eagle-topk", 1)]
+    out.append(("speculative-num-draft-tokens", spec.num_tokens + 1))
+    return out
+
+
+def _sglang_extra_rules(key: str, name: str, value: Any, so_far: list[Setting]) -> None:
+    if name in {seen for seen, _ in so_far}:
+        raise CapabilityError(f"extra_args[{key!r}] repeats flag --{name}")
+    if value is False:
+        raise CapabilityError(
+            f"extra_args[{key!r}] is false; SGLang switches are store_true flags, so "
+            "leave the flag out instead"
+        )
+
+
+# -- reading back --------------------------------------------------------------------------
+
+_kv_back = reverse(_KV_DTYPE, "kv-cache-dtype")
+_quant_back = reverse(WEIGHT_QUANT, "quantization")
+_method_back = reverse(_SPEC_ALGORITHM, "speculative-algorithm")
+
+
+def config_fields(model: str, data: dict[str, Any]) -> dict[str, Any]:
+    """EngineConfig fields from a parsed config file (flag name → value).
+
+    Unchecked beyond the keys: the caller validates them and re-renders to compare.
+
+    Raises:
+        EngineError: a key ServeFit does not write (named), or a disaggregated instance's file.
+    """
+    fields: dict[str, Any] = {"engine": KIND, "model": model}
+    extra: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in _FIELD_OF:
+            fields[_FIELD_OF[key]] = value
+        elif key == "disable-radix-cache":
+            fields["prefix_caching"] = False if value is True else value
+        elif key == "chunked-prefill-size":
+            chunked = value != -1
+            fields["chunked_prefill"] = None if chunked else False
+            fields["max_batched_tokens"] = value if chunked else data.get("max-prefill-tokens")
+        elif key == "kv-cache-dtype":
+            fields["kv_cache_dtype"] = _kv_back(value, CONFIG_WHAT)
+        elif key == "quantization":
+            fields["weight_quantization"] = _quant_back(value, CONFIG_WHAT)
+        elif key == "speculative-algorithm":
+            fields["speculative"] = _speculative_back(data)
+        elif key.startswith("disaggregation-"):
+            raise EngineError(
+                f"{CONFIG_WHAT} is one instance of a disaggregated deployment; its instance "
+                "counts are not in the file, so it cannot be read back"
+            )
+        elif key in _RESERVED_FLAGS and key not in _DERIVED:
+            raise unknown_key(key, CONFIG_WHAT)
+        elif key not in _DERIVED:
+            extra[key] = value
+    return {**fields, "extra_args": extra}
+
+
+def _speculative_back(data: dict[str, Any]) -> dict[str, Any]:
+    """SpeculativeConfig fields: K = num-draft-tokens − 1 (see `_speculative_settings`)."""
+    drafts = data.get("speculative-num-draft-tokens")
+    return {
+        "method": _method_back(data["speculative-algorithm"], CONFIG_WHAT),
+        "num_tokens": drafts - 1 if isinstance(drafts, int) else drafts,
+        "draft_model": data.get("speculative-draft-model-path"),
+    }
