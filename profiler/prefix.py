@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["infinite_hit_ratio", "lru_hit_ratio", "lru_hit_ratios"]
+__all__ = ["dense_ids", "infinite_hit_ratio", "lru_hit_ratio", "lru_hit_ratios"]
 
 # Dense ids and linked-list links are int32 to halve the memory traffic of the kernels; a
 # trace would need more than two billion blocks to overflow them.
@@ -43,11 +43,16 @@ def _kernels() -> Any:
     return _prefix_kernels
 
 
-def _dense_ids(
+def dense_ids(
     hashes: npt.NDArray[np.uint64], offsets: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.int32], int, int]:
     """Return ``(ids, n_unique, n_reused)``: dense ids in first-appearance order, the number
-    of distinct hashes, and the blocks whose hash appeared in an earlier request."""
+    of distinct hashes, and the blocks whose hash appeared in an earlier request.
+
+    The one hash -> dense id mapping of the project (the simulator uses it too). Trusts its
+    input: C-contiguous ``uint64`` hashes and ``int64`` offsets in the layout of the module
+    docstring, at most 2**31 - 2 blocks; zero blocks give ``(empty, 0, 0)``.
+    """
     kernels = _kernels()
     n_blocks = hashes.shape[0]
     n_requests = offsets.shape[0] - 1
@@ -148,7 +153,7 @@ def lru_hit_ratios(
     """
     checked = [_check_capacity(c) for c in capacities]
     hashes, offsets = _validate(hashes, offsets)
-    ids, n_unique, _ = _dense_ids(hashes, offsets)
+    ids, n_unique, _ = dense_ids(hashes, offsets)
     kernels = _kernels()
     total = hashes.shape[0]
     ratios: dict[int, float] = {}
@@ -219,5 +224,5 @@ def infinite_hit_ratio(
         ValueError: on a malformed trace layout or a trace with no blocks at all.
     """
     hashes, offsets = _validate(hashes, offsets)
-    _, _, n_reused = _dense_ids(hashes, offsets)
+    _, _, n_reused = dense_ids(hashes, offsets)
     return n_reused / hashes.shape[0]

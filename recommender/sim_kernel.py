@@ -30,7 +30,6 @@ ITL_BINS_PER_DECADE = 400
 ITL_BINS = 11 * ITL_BINS_PER_DECADE  # 1 µs .. 100 000 s
 # Status codes.
 PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
-PART_SHIFT = 15  # dense_ids: about 2**PART_SHIFT keys per partition
 SERIES_CAP = 4096  # time-series samples kept (decimated by 2 whenever full)
 
 
@@ -398,85 +397,3 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series, itl):  # noq
     for r in range(n):
         itl[ITL_BINS + 2] = max(itl[ITL_BINS + 2], maxgap[r])
     return first_t, fin_t, npre, stats, maxgap
-
-
-@numba.njit(cache=True, nogil=True)
-def _mix(key):
-    # splitmix64 finaliser: a bijection on uint64, so mixed keys are equal iff keys are.
-    x = key ^ (key >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-@numba.njit(cache=True, nogil=True)
-def dense_ids(hashes, ids, keys, pos):  # noqa: PLR0912, PLR0915
-    """Map uint64 hashes to dense int32 ids in first-appearance order (profiler.prefix's
-    `_dense_ids` numbering, bit for bit), returning n_unique. Radix-partitions the mixed
-    keys by their top bits first, so each partition's hash table stays in cache (one big
-    table misses cache and TLB on every probe). ids (int32), keys (uint64) and
-    pos (int32) have len(hashes) entries, allocated by the caller with numpy (huge pages);
-    ids is filled. Returns n_unique.
-    """
-    n = hashes.shape[0]
-    if n == 0:
-        return 0
-    pbits = 0
-    while pbits < 10 and (n >> (pbits + PART_SHIFT)) > 0:
-        pbits += 1
-    nparts = 1 << pbits
-    shift = np.uint64(64 - pbits)
-    start = np.zeros(nparts + 1, np.int64)
-    for i in range(n):
-        x = _mix(hashes[i])
-        if pbits > 0:
-            start[np.int64(x >> shift) + 1] += 1
-        else:
-            start[1] += 1
-    biggest = 0
-    for p in range(nparts):
-        biggest = max(biggest, start[p + 1])
-        start[p + 1] += start[p]
-    fill = start[:nparts].copy()
-    for i in range(n):
-        x = _mix(hashes[i])
-        p = np.int64(x >> shift) if pbits > 0 else 0
-        q = fill[p]
-        keys[q] = x
-        pos[q] = i
-        fill[p] = q + 1
-    size = 16
-    while size < 2 * biggest:
-        size *= 2
-    mask = np.uint64(size - 1)
-    tkey = np.empty(size, np.uint64)
-    tval = np.empty(size, np.int32)
-    tgen = np.zeros(size, np.int32)
-    n_unique = 0
-    for p in range(nparts):
-        gen = p + 1
-        for q in range(start[p], start[p + 1]):
-            x = keys[q]
-            slot = np.int64(x & mask)
-            while True:
-                if tgen[slot] != gen:
-                    tgen[slot] = gen
-                    tkey[slot] = x
-                    tval[slot] = pos[q]  # the key's first position: q runs in input order
-                    break
-                if tkey[slot] == x:
-                    break
-                slot = (slot + 1) & (size - 1)
-            ids[pos[q]] = tval[slot]
-    # First positions → dense ids in first-appearance order (the kernel's arrays indexed by
-    # id then follow the input order, which keeps a request's blocks together in memory).
-    n_unique = 0
-    for i in range(n):
-        f = ids[i]
-        if f == i:
-            ids[i] = n_unique
-            n_unique += 1
-        else:
-            ids[i] = ids[f]
-    return n_unique

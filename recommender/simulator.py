@@ -229,13 +229,9 @@ def _prepare(req: SimRequests, order: np.ndarray, arr: np.ndarray, use_hashes: b
     hashes = np.ascontiguousarray(req.block_hashes, dtype=np.uint64)
     if len(hashes) != offsets[-1]:
         raise UsageError(f"block_offsets end at {offsets[-1]}, but {len(hashes)} hashes given")
-    from recommender import sim_kernel
+    from profiler.prefix import dense_ids
 
-    # Allocated here, with numpy, so they get huge pages.
-    ids = np.empty(len(hashes), np.int32)
-    n_unique = sim_kernel.dense_ids(
-        hashes, ids, np.empty(len(hashes), np.uint64), np.empty(len(hashes), np.int32)
-    )
+    ids, n_unique, _ = dense_ids(hashes, np.ascontiguousarray(offsets))
     # The kernel reads request r's blocks at hid[hoff[r]:hoff[r] + nfull[r]]: starts only,
     # so the flat hash array keeps its input order.
     hoff = np.ascontiguousarray(offsets[:-1][order])

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.prefix import infinite_hit_ratio, lru_hit_ratio, lru_hit_ratios
+from profiler.prefix import dense_ids, infinite_hit_ratio, lru_hit_ratio, lru_hit_ratios
 from tests.reference import infinite_hits, lru_hits
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -66,6 +66,34 @@ def test_mooncake_matches_reference(mooncake: tuple[str, list[list[int]]]) -> No
         assert lru_hit_ratio(hashes, offsets, capacity) == got[capacity]
     expected_inf = infinite_hits(requests) / total
     assert infinite_hit_ratio(hashes, offsets) == pytest.approx(expected_inf, rel=1e-9, abs=0)
+
+
+def first_appearance_ids(hashes: np.ndarray) -> np.ndarray:
+    """Dense ids numbered by each hash's first position, with numpy alone."""
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[inverse]
+
+
+def test_dense_ids_on_mooncake(mooncake: tuple[str, list[list[int]]]) -> None:
+    _, requests = mooncake
+    hashes, offsets = flatten(requests)
+    ids, n_unique, n_reused = dense_ids(hashes, offsets)
+    assert ids.dtype == np.int32
+    np.testing.assert_array_equal(ids, first_appearance_ids(hashes))
+    assert n_unique == len(set(hashes.tolist()))
+    seen: set[int] = set()
+    reused = 0
+    for blocks in requests:
+        reused += sum(b in seen for b in blocks)
+        seen.update(blocks)
+    assert n_reused == reused
+
+
+def test_dense_ids_of_no_blocks() -> None:
+    ids, n_unique, n_reused = dense_ids(np.zeros(0, np.uint64), np.zeros(3, np.int64))
+    assert (len(ids), n_unique, n_reused) == (0, 0, 0)
 
 
 # Published figures (Mooncake FAST'25 trace release): infinite-cache reuse and the hit ratio
