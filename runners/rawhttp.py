@@ -23,10 +23,43 @@ _MAX_HEAD = 64 * 1024
 _MAX_ERROR_BODY = 4096
 
 
+class _Batch:
+    """Reads stamped on arrival, parsed once the loop's batch of I/O callbacks is over.
+
+    Why: when many sockets are ready at once, parsing each read inside its callback would
+    delay the stamps of every socket behind it; here a callback only stamps and queues.
+    """
+
+    __slots__ = ("busy", "items", "loop", "scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop, self.items, self.scheduled, self.busy = loop, [], False, False
+
+    def add(self, conn: _Conn, now: float, data: bytes) -> None:
+        self.items.append((conn, now, data))
+        if not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.scheduled = False
+        if self.busy:
+            return  # called from inside a flush (a connection closed while parsing)
+        self.busy = True
+        try:
+            while self.items:
+                items, self.items = self.items, []
+                for conn, now, data in items:
+                    conn.process(now, data)
+        finally:
+            self.busy = False
+
+
 class _Conn(asyncio.Protocol):
     """One connection; parses the response to the request in flight on it."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch: _Batch) -> None:
+        self.batch = batch
         self.transport: Any = None
         self.closed = False
         self.skip_crlf = False  # the previous response's final CRLF has not arrived yet
@@ -44,6 +77,9 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.batch.flush()  # this connection's last reads first
+        if self.waiter is None or self.waiter.done():
+            return
         if self.mode == "close" and not self.in_head:
             self._done()  # a close-delimited body ends here
         else:
@@ -55,8 +91,13 @@ class _Conn(asyncio.Protocol):
             self.waiter.set_result(error)
 
     def data_received(self, data: bytes) -> None:
-        now = perf_counter()
         self.got_bytes = True
+        self.batch.add(self, perf_counter(), data)
+
+    def process(self, now: float, data: bytes) -> None:
+        """Parse one read that arrived at `now` (called after the loop's I/O batch)."""
+        if self.waiter is None or self.waiter.done():
+            return  # no response in flight (finished, timed out or cancelled): nothing to do
         if self.in_head:
             data = self.buf + data
             if self.skip_crlf and data.startswith(b"\r\n"):
@@ -202,6 +243,7 @@ class RawClient:
                      "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
                      "Content-Length: ").encode()
         self.idle: deque[_Conn] = deque()
+        self.batch: _Batch | None = None
 
     async def _conn(self) -> tuple[_Conn, bool]:
         while self.idle:
@@ -209,7 +251,10 @@ class RawClient:
             if not conn.closed:
                 return conn, True
         loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(_Conn, self.host, self.port)
+        if self.batch is None or self.batch.loop is not loop:
+            self.batch = _Batch(loop)
+        batch = self.batch
+        _, conn = await loop.create_connection(lambda: _Conn(batch), self.host, self.port)
         return conn, False
 
     async def _exchange(self, body: bytes, feed: SSEFeed, used: list[_Conn]) -> str | None:
