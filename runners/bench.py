@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any, Self
+from typing import Self
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -28,7 +28,7 @@ from engines.config import EngineConfig, EngineKind
 from profiler.workspace import Workspace
 from runners.errors import RunnerError, one_line
 from runners.launch import LaunchSpec, launched
-from runners.loadgen import LoadOptions, WorkloadOutcome, run_workload
+from runners.loadgen import LoadOptions, WorkloadOutcome, run_outside_loop, run_workload
 from runners.metrics import (
     BurstAnalysis,
     Knee,
@@ -221,7 +221,7 @@ def _run(live: _Live, workspace: Workspace, progress: Callable[[ProgressSample],
                                            origin_s=live.origin_s)
     recorder.start()
     try:
-        outcomes = _run_async(_drive(live, progress, stop))
+        outcomes = run_outside_loop(lambda: asyncio.run(_drive(live, progress, stop)))
     except KeyboardInterrupt:
         recorder.finish("incomplete", error="interrupted")
         raise
@@ -250,29 +250,6 @@ def _meta(request: BenchRequest, run_id: str) -> RunMeta:
     return RunMeta(run_id=run_id, kind="sweep" if request.sweep_max_concurrency
                    else request.workload.kind, argv=request.argv, config=config,
                    workload=workload)
-
-
-def _run_async(coro: Any) -> Any:
-    """Run `coro` on a fresh loop, in a worker thread when this thread already runs one."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: list[tuple[bool, Any]] = []
-
-    def target() -> None:
-        try:
-            box.append((True, asyncio.run(coro)))
-        except BaseException as exc:  # handed back to the caller's thread
-            box.append((False, exc))
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join()
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
 
 
 # -- the run -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator
 from time import perf_counter
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import aiohttp
 import orjson
@@ -34,6 +34,7 @@ from runners.workloads import Schedule
 
 OnResult = Callable[[int, RequestResult], None]
 PromptMode = Literal["auto", "token_ids", "text"]
+_T = TypeVar("_T")
 TEXT_POOL = 256  # distinct calibrated text prompts per length (each costs /tokenize calls)
 
 
@@ -327,12 +328,18 @@ def run_workload_sync(schedule: Schedule, options: LoadOptions, *,
     def main() -> WorkloadOutcome:
         return _new_loop_run(_sync_main(schedule, options, on_result, stop), options.use_uvloop)
 
+    return run_outside_loop(main)
+
+
+def run_outside_loop(fn: Callable[[], _T]) -> _T:
+    """`fn()` here, or in a worker thread when this thread already runs an event loop (a
+    function that starts its own loop cannot run inside one); its exception is re-raised."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return main()
-    box: list[Any] = []
-    thread = threading.Thread(target=lambda: box.append(_capture(main)), daemon=True)
+        return fn()
+    box: list[tuple[bool, Any]] = []
+    thread = threading.Thread(target=lambda: box.append(_capture(fn)), daemon=True)
     thread.start()
     thread.join()
     ok, value = box[0]
@@ -344,7 +351,7 @@ def run_workload_sync(schedule: Schedule, options: LoadOptions, *,
 def _capture(fn: Callable[[], Any]) -> tuple[bool, Any]:
     try:
         return True, fn()
-    except BaseException as exc:
+    except BaseException as exc:  # handed back to the caller's thread
         return False, exc
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from runners.loadgen import LoadOptions, run_workload, run_workload_sync
+from runners.loadgen import LoadOptions, run_outside_loop, run_workload, run_workload_sync
 from runners.workloads import WorkloadSpec, build_schedule
 from tests.runners.loadgen_server import LoadServer
 from tests.runners.test_prompts import _tokenizer
@@ -165,6 +165,28 @@ def test_sync_entry_inside_a_running_loop(server):
     out = asyncio.run(caller())
     assert out.sent == 6 and all(r.success for r in out.results)
     assert {b["model"] for _, b in server.received} == {"m"}
+
+
+def test_run_outside_loop_moves_to_a_thread_only_under_a_running_loop():
+    here = threading.get_ident()
+    assert run_outside_loop(threading.get_ident) == here  # no loop here: runs in place
+
+    def own_loop() -> int:  # what bench does: start a loop of its own
+        return asyncio.run(asyncio.sleep(0, result=threading.get_ident()))
+
+    async def caller() -> int:
+        return run_outside_loop(own_loop)
+
+    assert asyncio.run(caller()) != here
+
+    def boom() -> None:
+        raise KeyError("raised in the worker")
+
+    async def failing() -> None:
+        run_outside_loop(boom)
+
+    with pytest.raises(KeyError, match="raised in the worker"):
+        asyncio.run(failing())
 
 
 def test_chat_text_prompts_have_exact_lengths():
