@@ -42,8 +42,9 @@ def test_poisson_arrivals_follow_the_schedule(server):
     assert out.sent == 300 and out.unsent == 0 and not out.interrupted
     assert out.indices == list(range(300))
     lag = recv - expected
-    # Never early; late only by scheduling noise (bounds loose: CI machines are shared).
-    assert lag.min() > -0.001 and np.median(lag) < 0.02
+    # Never early (beyond clock-read noise of a few ms on a loaded machine); late only by
+    # scheduling noise (bounds loose: CI machines are shared).
+    assert lag.min() > -0.003 and np.median(lag) < 0.02
     span_ratio = (recv[-1] - recv[0]) / (expected[-1] - expected[0])
     assert span_ratio == pytest.approx(1.0, abs=0.05)  # delivered rate within 5 %
     assert all(r.success for r in out.results)
@@ -236,7 +237,7 @@ def test_workers_split_the_schedule_and_merge_results(server):
     assert all(r.success and r.output_tokens == 3 for r in out.results)
     expected = np.cumsum(np.random.default_rng(9).exponential(1 / 300.0, 240))
     recv = np.sort([t for t, _ in server.received]) - out.started_at_s
-    assert np.median(recv - expected) < 0.02 and (recv - expected).min() > -0.001
+    assert np.median(recv - expected) < 0.02 and (recv - expected).min() > -0.003
     firsts = {tuple(b["prompt"][:8]) for _, b in server.received}
     assert len(firsts) == 240  # prompts come from the global index, not the worker
 
