@@ -169,6 +169,11 @@ class EnginePlugin(Protocol):
         """How a launcher knows the server is ready."""
         ...
 
+    def scheduler_defaults(self, gpu_name: str, memory_gb: float) -> tuple[int | None, int]:
+        """(max_num_seqs, max_batched_tokens) the engine picks on this GPU when both are unset;
+        max_num_seqs None = no fixed cap (the KV pool decides)."""
+        ...
+
     def disaggregation_plan(
         self, config: EngineConfig, *, host: str = "127.0.0.1", base_port: int = 8100
     ) -> DisaggregationPlan:

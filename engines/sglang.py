@@ -88,6 +88,10 @@ class SglangEngine:
         "mem-fraction-static (weights + KV pool) is computed from the memory SGLang reserves "
         "(docs quote about 0.9). RadixAttention and chunked prefill are on; host 127.0.0.1.",
     )
+    def scheduler_defaults(self, gpu_name: str, memory_gb: float) -> tuple[int | None, int]:
+        """No fixed running cap (derived from the KV pool); the chunk size grows with memory."""
+        return None, 16384 if memory_gb >= 160 else 8192 if memory_gb >= 70 else 4096
+
     metrics_path: ClassVar[str] = "/metrics"  # only with --enable-metrics (always rendered)
     # Sample names as scraped, newest first. SGLang exports no speculative token counters
     # (only the gauges sglang:spec_accept_length / sglang:spec_accept_rate): empty tuples.

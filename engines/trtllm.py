@@ -94,6 +94,10 @@ class TrtllmEngine:
         "weights and buffers that goes to the KV cache, not vLLM's share of total memory. "
         "Chunked prefill is off in trtllm-serve; KV block reuse is on.",
     )
+    def scheduler_defaults(self, gpu_name: str, memory_gb: float) -> tuple[int | None, int]:
+        """BuildConfig's fixed 2048 / 8192, whatever the GPU."""
+        return self.defaults.max_num_seqs, self.defaults.max_batched_tokens or 8192
+
     metrics_path: ClassVar[str] = "/prometheus/metrics"
     # Prometheus text exists only with `return_perf_metrics: true` (always rendered); `/metrics`
     # is JSON iteration stats. Newest name first. Empty = TRT-LLM exports no such series.

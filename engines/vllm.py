@@ -139,6 +139,12 @@ class VllmEngine:
         "defaults). gpu-memory-utilization is a fraction of total GPU memory (0.92 in "
         "CacheConfig, 0.9 in older releases).",
     )
+    def scheduler_defaults(self, gpu_name: str, memory_gb: float) -> tuple[int | None, int]:
+        """EngineArgs' usage-context batch defaults: big non-A100 GPUs get 1024 / 8192."""
+        if memory_gb >= 70 and not gpu_name.upper().startswith("A100"):
+            return 1024, 8192
+        return 256, 2048
+
     metrics_path: ClassVar[str] = "/metrics"
     # Sample names as scraped (counters carry `_total`; histograms add _bucket/_sum/_count).
     # Newest name first, then the names older releases used.

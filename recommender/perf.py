@@ -242,15 +242,9 @@ def _engine_defaults(engine: EngineKind, gpu: GPU) -> tuple[int, int, bool]:
     """(max_num_seqs, max_batched_tokens, chunked_prefill) when the config leaves them unset."""
     from engines import ENGINES
 
-    d = ENGINES[engine].defaults
-    big = gpu.memory_gb >= 70
-    if engine == "vllm":
-        a100 = gpu.name.upper().startswith("A100")
-        seqs, budget = (1024, 8192) if big and not a100 else (256, 2048)
-    else:
-        seqs = NO_CAP_SEQS
-        budget = 16384 if gpu.memory_gb >= 160 else 8192 if big else 4096
-    return d.max_num_seqs or seqs, d.max_batched_tokens or budget, d.chunked_prefill
+    plugin = ENGINES[engine]
+    seqs, budget = plugin.scheduler_defaults(gpu.name, gpu.memory_gb)
+    return seqs or NO_CAP_SEQS, budget, plugin.defaults.chunked_prefill
 
 
 @dataclass(slots=True)

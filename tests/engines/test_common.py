@@ -221,3 +221,15 @@ def test_unrenderable_values_refuse_rendering_too(
 ) -> None:
     with pytest.raises(CapabilityError, match=match):
         getattr(ENGINES[kind], render)(_config(kind, **overrides))
+
+
+@pytest.mark.parametrize("kind", sorted(ENGINES))
+def test_scheduler_defaults_are_positive_and_grow_with_memory(kind):
+    """Each plug-in states its GPU-dependent batch defaults; a bigger GPU never gets less."""
+    plugin = ENGINES[kind]
+    small_seqs, small_budget = plugin.scheduler_defaults("L4", 24.0)
+    big_seqs, big_budget = plugin.scheduler_defaults("H200-SXM", 141.0)
+    assert small_budget >= 1 and big_budget >= small_budget
+    assert (small_seqs is None) == (big_seqs is None)
+    if small_seqs is not None:
+        assert 1 <= small_seqs <= big_seqs

@@ -433,3 +433,10 @@ def test_capability_refusals(
     with pytest.raises(CapabilityError) as info:
         PLUGIN.check(config, hardware, model)
     assert info.value.reason == message
+
+
+def test_scheduler_defaults_follow_vllm_usage_context():
+    # vLLM's EngineArgs: 1024 seqs / 8192 tokens on big GPUs except A100, else 256 / 2048.
+    assert PLUGIN.scheduler_defaults("H100-SXM", 80.0) == (1024, 8192)
+    assert PLUGIN.scheduler_defaults("A100-SXM-80GB", 80.0) == (256, 2048)
+    assert PLUGIN.scheduler_defaults("L4", 24.0) == (256, 2048)
