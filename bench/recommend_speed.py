@@ -27,6 +27,24 @@ SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
 BUDGET_S = 30.0
 
 
+def timed_recommendation(trace: str = str(SAMPLE), gpu: str = "H100-SXM", gpus: int = 1,
+                         model: str = "meta-llama/Llama-3.1-8B-Instruct",
+                         repeat: int = 1) -> None:
+    """Warm up (numba caches), then time `repeat` whole recommendations and print each."""
+    request = RecommendRequest(source=trace, gpu=gpu, gpus=gpus, model=model)
+    recommend(request.model_copy(update={"max_requests": 200}))  # warm-up: numba caches
+    for _ in range(repeat):
+        start = time.perf_counter()
+        rec = recommend(request)
+        wall = time.perf_counter() - start
+        print(f"recommend {Path(trace).name} on {gpus}x {gpu}, {model}: "
+              f"{wall:.1f} s wall (budget {BUDGET_S:.0f} s, "
+              f"{'met' if wall < BUDGET_S else 'NOT met'}), "
+              f"{rec.candidates_simulated} simulations, {len(rec.candidates)} candidates "
+              f"on the whole window ({rec.window.split(';')[0]})")
+    print(f"pick: {rec.pick.label}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default=str(SAMPLE))
@@ -35,19 +53,7 @@ def main() -> int:
     parser.add_argument("--model", default="meta-llama/Llama-3.1-8B-Instruct")
     parser.add_argument("--repeat", type=int, default=1, help="timed runs after the warm-up")
     args = parser.parse_args()
-    request = RecommendRequest(source=args.trace, gpu=args.gpu, gpus=args.gpus,
-                               model=args.model)
-    recommend(request.model_copy(update={"max_requests": 200}))  # warm-up: numba caches
-    for _ in range(args.repeat):
-        start = time.perf_counter()
-        rec = recommend(request)
-        wall = time.perf_counter() - start
-        print(f"recommend {Path(args.trace).name} on {args.gpus}x {args.gpu}, {args.model}: "
-              f"{wall:.1f} s wall (budget {BUDGET_S:.0f} s, "
-              f"{'met' if wall < BUDGET_S else 'NOT met'}), "
-              f"{rec.candidates_simulated} simulations, {len(rec.candidates)} candidates "
-              f"on the whole window ({rec.window.split(';')[0]})")
-    print(f"pick: {rec.pick.label}")
+    timed_recommendation(args.trace, args.gpu, args.gpus, args.model, args.repeat)
     return 0
 
 
