@@ -71,6 +71,27 @@ def docker_target(kind: str, host_port: int, model_cache_dir: str,
     return name
 
 
+def docker_run(name: str, image: str, command: Sequence[str], *, gpus: GpuSelection,
+               host_port: int, port: int, model_cache_dir: str,
+               options: Sequence[str] = (), mounts: Sequence[str] = ()) -> list[str]:
+    """`docker run --rm` of an official image: the named container (from `docker_target`),
+    GPUs, host IPC, `options`, the server port published, the HF cache mounted (weights
+    download once) plus `mounts`, HF_TOKEN passed through, then the image and `command`."""
+    return [
+        "docker", "run", "--rm",
+        "--name", name,
+        "--gpus", docker_gpus(gpus),
+        "--ipc=host",
+        *options,
+        "-p", f"{host_port}:{port}",
+        "-v", f"{model_cache_dir}:/root/.cache/huggingface",
+        *mounts,
+        "--env", "HF_TOKEN",
+        image,
+        *command,
+    ]  # fmt: skip
+
+
 def require_own(kind: str, config: EngineConfig) -> None:
     """Raises CapabilityError when `config` is for another engine."""
     if config.engine != kind:

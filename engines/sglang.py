@@ -26,7 +26,7 @@ from engines.common import (
     check_marlin_weights,
     check_model_len,
     check_parallelism,
-    docker_gpus,
+    docker_run,
     docker_target,
     dump_yaml,
     image_ref,
@@ -219,18 +219,9 @@ class SglangEngine:
         """
         name = docker_target(self.kind, host_port, model_cache_dir, container_name)
         inside = config.model_copy(update={"host": "0.0.0.0"})
-        return [
-            "docker", "run", "--rm",
-            "--name", name,
-            "--gpus", docker_gpus(gpus),
-            "--ipc=host",
-            "--shm-size", SHM_SIZE,
-            "-p", f"{host_port}:{config.port}",
-            "-v", f"{model_cache_dir}:/root/.cache/huggingface",
-            "--env", "HF_TOKEN",
-            image,
-            *self.server_argv(inside),
-        ]  # fmt: skip
+        return docker_run(name, image, self.server_argv(inside), gpus=gpus, host_port=host_port,
+                          port=config.port, model_cache_dir=model_cache_dir,
+                          options=["--shm-size", SHM_SIZE])
 
     def readiness(self, config: EngineConfig) -> ReadinessProbe:
         """Poll `/health`, check `/v1/models`, then one 1-token completion.

@@ -32,7 +32,7 @@ from engines.common import (
     build_config,
     check_model_len,
     check_parallelism,
-    docker_gpus,
+    docker_run,
     docker_target,
     image_ref,
     load_mapping,
@@ -248,20 +248,11 @@ class TrtllmEngine:
                 f"':', got {options!r}"
             )
         inside = config.model_copy(update={"host": "0.0.0.0"})
-        return [
-            "docker", "run", "--rm",
-            "--name", name,
-            "--gpus", docker_gpus(gpus),
-            "--ipc=host",
-            "--ulimit", "memlock=-1",
-            "--ulimit", "stack=67108864",
-            "-p", f"{host_port}:{config.port}",
-            "-v", f"{model_cache_dir}:/root/.cache/huggingface",
-            "-v", f"{options}:{CONTAINER_CONFIG_PATH}:ro",
-            "--env", "HF_TOKEN",
-            image,
-            *self.serve_argv_with_config_file(inside, CONTAINER_CONFIG_PATH),
-        ]  # fmt: skip
+        return docker_run(
+            name, image, self.serve_argv_with_config_file(inside, CONTAINER_CONFIG_PATH),
+            gpus=gpus, host_port=host_port, port=config.port, model_cache_dir=model_cache_dir,
+            options=["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"],
+            mounts=["-v", f"{options}:{CONTAINER_CONFIG_PATH}:ro"])
 
     def readiness(self, config: EngineConfig) -> ReadinessProbe:
         """`/health` (200 once the executor is up), `/v1/models`, then a 1-token completion.

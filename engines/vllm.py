@@ -25,7 +25,7 @@ from engines.common import (
     check_marlin_weights,
     check_model_len,
     check_parallelism,
-    docker_gpus,
+    docker_run,
     docker_target,
     dump_yaml,
     extra_settings,
@@ -304,18 +304,9 @@ class VllmEngine:
         """
         name = docker_target(self.kind, host_port, model_cache_dir, container_name)
         inside = config.model_copy(update={"host": "0.0.0.0"})
-        return [
-            "docker", "run", "--rm",
-            "--name", name,
-            "--gpus", docker_gpus(gpus),
-            "--ipc=host",
-            "-p", f"{host_port}:{config.port}",
-            "-v", f"{model_cache_dir}:/root/.cache/huggingface",
-            "--env", "HF_TOKEN",
-            image,
-            config.model,
-            *self._flags(inside),
-        ]  # fmt: skip
+        return docker_run(name, image, [config.model, *self._flags(inside)], gpus=gpus,
+                          host_port=host_port, port=config.port,
+                          model_cache_dir=model_cache_dir)
 
     def readiness(self, config: EngineConfig) -> ReadinessProbe:
         """`/health` answers 200 once weights and KV cache are up; then one 1-token completion."""
