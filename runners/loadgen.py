@@ -4,7 +4,9 @@ One event loop per process; open-loop requests go out at their offsets, closed-l
 `concurrency` requests in flight. Bodies are built just in time from pre-encoded pieces (orjson,
 no validation on the hot path) and sent by the raw HTTP/1.1 transport (`runners.rawhttp`, for
 `http://`) or by `runners.client.send_body` over one aiohttp session; both time a stream the
-same way (`client.SSEFeed`).
+same way (`client.SSEFeed`). The raw transport opens the run's connections before the clock
+starts (one per concurrency slot) and stamps a request's send at its write, so neither a
+request's TTFT nor the first wave's send times carry TCP connection setup.
 `workers > 1` splits the schedule over processes (index `i` goes to worker `i % workers`), each
 with its own loop, sharing one start instant (perf_counter is the system monotonic clock).
 
@@ -36,6 +38,8 @@ OnResult = Callable[[int, RequestResult], None]
 PromptMode = Literal["auto", "token_ids", "text"]
 _T = TypeVar("_T")
 TEXT_POOL = 256  # distinct calibrated text prompts per length (each costs /tokenize calls)
+WARM_OPEN = 16  # connections opened ahead of an open-loop run without a concurrency bound
+WARM_TIMEOUT_S = 10.0
 
 
 class LoadOptions(BaseModel):
@@ -242,6 +246,7 @@ class _Run:
     async def run(self, stop: asyncio.Event | None, t0: float | None = None) -> None:
         limit = self.schedule.concurrency or 0
         async with _session(_share(limit, self.worker, self.n_workers) if limit else 0) as session:
+            await self._warm(_share(limit, self.worker, self.n_workers) if limit else WARM_OPEN)
             self.t0 = perf_counter() if t0 is None else t0
             dispatch = asyncio.create_task(
                 self.open_loop(session) if self.schedule.open_loop else self.closed_loop(session))
@@ -256,6 +261,17 @@ class _Run:
                 watch.cancel()
             if self.raw is not None:
                 self.raw.close()
+
+    async def _warm(self, n: int) -> None:
+        """Open the connections the first requests will use before the clock starts; a server
+        that does not accept them in time is left to fail the requests themselves."""
+        if self.raw is None:
+            return
+        try:
+            async with asyncio.timeout(min(WARM_TIMEOUT_S, self.options.timeout_s)):
+                await self.raw.warm(n)
+        except TimeoutError:
+            pass
 
     async def _drain(self, stop: asyncio.Event | None) -> None:
         """Wait for the in-flight requests; a stop meanwhile cancels them."""

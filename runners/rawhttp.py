@@ -62,7 +62,7 @@ class _Conn(asyncio.Protocol):
         self.batch = batch
         self.transport: Any = None
         self.closed = False
-        self.skip_crlf = False  # the previous response's final CRLF has not arrived yet
+        self.skip = b""  # what of the previous response's final CRLF has not arrived yet
         self.reset(None)
 
     def reset(self, feed: SSEFeed | None) -> None:
@@ -100,8 +100,8 @@ class _Conn(asyncio.Protocol):
             return  # no response in flight (finished, timed out or cancelled): nothing to do
         if self.in_head:
             data = self.buf + data
-            if self.skip_crlf and data.startswith(b"\r\n"):
-                data, self.skip_crlf = data[2:], False
+            if self.skip and data.startswith(self.skip):
+                data, self.skip = data[len(self.skip):], b""
             end = data.find(b"\r\n\r\n")
             if end < 0:
                 self.buf = data
@@ -178,8 +178,8 @@ class _Conn(asyncio.Protocol):
             self._deliver(b"".join(pieces), now)
         if finished:
             rest, self.buf = self.buf, b""
-            if rest == b"":
-                self.skip_crlf = True  # the final CRLF may come with the next read
+            if rest in (b"", b"\r"):
+                self.skip = b"\r\n"[len(rest):]  # the rest of the final CRLF comes later
             elif rest != b"\r\n":
                 self.keep_alive = False  # trailers or stray bytes: do not reuse
             self._done()
@@ -257,16 +257,38 @@ class RawClient:
         _, conn = await loop.create_connection(lambda: _Conn(batch), self.host, self.port)
         return conn, False
 
-    async def _exchange(self, body: bytes, feed: SSEFeed, used: list[_Conn]) -> str | None:
-        """Write the request and wait for the response (the connection goes into `used`); a
-        reused connection the server had already closed (nothing came back) is retried."""
+    async def warm(self, n: int) -> None:
+        """Open connections until `n` are idle, so that a run's first requests do not wait
+        for connection setup (nor time it as part of their TTFT)."""
+        missing = n - sum(not conn.closed for conn in self.idle)
+        if missing <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        if self.batch is None or self.batch.loop is not loop:
+            self.batch = _Batch(loop)
+        batch = self.batch
+        opened = await asyncio.gather(
+            *(loop.create_connection(lambda: _Conn(batch), self.host, self.port)
+              for _ in range(missing)), return_exceptions=True)
+        for item in opened:
+            if isinstance(item, BaseException):
+                continue  # the run's own requests will meet (and record) the same failure
+            self.idle.append(item[1])
+
+    async def _exchange(self, body: bytes, feed: SSEFeed, used: list[_Conn],
+                        stamp: list[float]) -> str | None:
+        """Write the request and wait for the response (the connection goes into `used`, the
+        write instant into `stamp`); a reused connection the server had already closed
+        (nothing came back) is retried."""
         loop = asyncio.get_running_loop()
         while True:
             conn, reused = await self._conn()
             used[:] = [conn]
             conn.reset(feed)
             conn.waiter = loop.create_future()
-            conn.transport.write(b"%s%d\r\n\r\n%s" % (self.head, len(body), body))
+            data = b"%s%d\r\n\r\n%s" % (self.head, len(body), body)
+            stamp[0] = perf_counter()  # TTFT runs from the send, not from connection setup
+            conn.transport.write(data)
             try:
                 error = await conn.waiter
             except BaseException:
@@ -280,15 +302,16 @@ class RawClient:
         acc = StreamState()
         used: list[_Conn] = []
         error: str | None = None
-        sent_at = perf_counter()
+        stamp = [perf_counter()]  # moved to the write; stays here if no write happens
         try:
             async with asyncio.timeout(timeout_s):
-                error = await self._exchange(body, SSEFeed(acc), used)
+                error = await self._exchange(body, SSEFeed(acc), used, stamp)
         except TimeoutError:
             acc.fail("timeout", f"no complete response within {timeout_s:g} s")
         except OSError as exc:
             acc.fail("connection", f"{type(exc).__name__}: {exc}")
         end = perf_counter()
+        sent_at = stamp[0]
         if not used:
             return acc.result(sent_at, end, None)
         conn = used[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -39,8 +40,10 @@ class WireServer:
         self.response = b""
         self.step = 0
         self.close_after = False
+        self.hold_last = 0  # write the response's last N bytes 50 ms after the rest
         self.connections = 0
         self.requests = 0
+        self.events: list[str] = []  # "conn" / "req", in the order the server saw them
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         threading.Thread(target=self._run, daemon=True).start()
@@ -48,6 +51,7 @@ class WireServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.events.append("conn")
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -55,10 +59,16 @@ class WireServer:
                               if line.lower().startswith(b"content-length"))
                 await reader.readexactly(length)
                 self.requests += 1
+                self.events.append("req")
                 data, step = self.response, self.step or len(self.response)
+                held = data[len(data) - self.hold_last:] if self.hold_last else b""
+                data = data[:len(data) - len(held)]
                 for i in range(0, len(data), step):
                     writer.write(data[i:i + step])
                     await writer.drain()
+                if held:
+                    await asyncio.sleep(0.05)
+                    writer.write(held)
                 if self.close_after:
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -106,6 +116,16 @@ def test_chunked_framing_split_anywhere(wire, step):
         assert r.success and len(r.chunk_times_s) == 3
         assert (r.prompt_tokens, r.output_tokens, r.http_status) == (4, 3, 200)
     assert wire.connections == 1 and wire.requests == 2  # kept alive and reused
+
+
+@pytest.mark.parametrize("held", [1, 2])
+def test_final_crlf_in_a_later_read_keeps_the_connection(wire, held):
+    """The body's last CRLF (or its "\\n" alone) arrives after the rest: still reusable."""
+    wire.response = HEAD_CHUNKED + _chunked(_sse("a", usage=(1, 1)))
+    wire.hold_last = held
+    results = _run(wire.url, n=2)
+    assert all(r.success for r in results)
+    assert wire.connections == 1 and wire.requests == 2
 
 
 def test_content_length_body(wire):
@@ -173,3 +193,60 @@ def test_broken_chunk_framing_is_a_connection_failure(wire, framing):
     wire.response = HEAD_CHUNKED + framing
     (r,) = _run(wire.url)
     assert not r.success and r.error_kind == "connection" and "chunked" in r.error
+
+
+def test_warm_opens_the_connections_before_any_request(wire):
+    wire.response = HEAD_CHUNKED + _chunked(_sse("a", usage=(1, 1)))
+
+    async def go():
+        client = RawClient(wire.url)
+        await client.warm(3)
+        await client.warm(3)  # already there: nothing more is opened
+        await asyncio.sleep(0.1)  # the server has accepted them
+        results = await asyncio.gather(*(client.send(b"{}", timeout_s=5) for _ in range(3)))
+        client.close()
+        return results
+
+    results = asyncio.run(go())
+    assert all(r.success for r in results)
+    assert wire.events == ["conn"] * 3 + ["req"] * 3
+
+
+def test_connection_setup_is_not_part_of_ttft(wire, monkeypatch):
+    """A connection that takes 0.3 s to open: the request's clock starts at its write."""
+    wire.response = HEAD_CHUNKED + _chunked(_sse("a", usage=(1, 1)))
+    setup_s = 0.3
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        connect = loop.create_connection
+
+        async def slow_connect(*args, **kwargs):
+            await asyncio.sleep(setup_s)
+            return await connect(*args, **kwargs)
+
+        monkeypatch.setattr(loop, "create_connection", slow_connect)
+        client = RawClient(wire.url)
+        began = time.perf_counter()
+        result = await client.send(b"{}", timeout_s=5)
+        client.close()
+        return began, result
+
+    began, r = asyncio.run(go())
+    assert r.success
+    assert r.sent_at_s - began >= setup_s
+    assert r.ttft_s < setup_s / 3  # the stub answers at once; setup would be >= 0.3 s
+
+
+def test_closed_loop_run_opens_its_connections_before_the_clock_starts(wire):
+    from runners.loadgen import LoadOptions, run_workload_sync
+    from runners.workloads import WorkloadSpec, build_schedule
+
+    wire.response = HEAD_CHUNKED + _chunked(_sse("a", usage=(1, 1)))
+    spec = WorkloadSpec(kind="concurrency", concurrency=4, duration_s=0.3, prompt_tokens=8,
+                        output_tokens=1)
+    out = run_workload_sync(build_schedule(spec), LoadOptions(
+        url=wire.url, model="m", vocab_size=32000))
+    assert out.results and all(r.success for r in out.results)
+    assert wire.connections == 4 and wire.events[:4] == ["conn"] * 4
+    assert "conn" not in wire.events[4:]
