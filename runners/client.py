@@ -80,19 +80,26 @@ class StreamState:
 
     def on_chunk(self, obj: dict[str, Any], now: float) -> None:
         """Record one decoded data chunk that arrived at `now`."""
-        if obj.get("usage") is None:  # the common one-choice chunk, without the general loop
-            choices = obj.get("choices")
-            if type(choices) is list and len(choices) == 1:
-                choice = choices[0]
-                if type(choice) is dict and "token_ids" not in choice:
-                    delta = choice.get("delta")
-                    src = delta if type(delta) is dict else choice
-                    if (src.get("text") or src.get("content") or src.get("reasoning_content")
-                            or src.get("reasoning")):
-                        self.chunk_times.append(now)
-                        self.counts_complete = False  # no count for this chunk
-                    return
-        self._on_chunk(obj, now)
+        self.on_chunks((obj,), now)
+
+    def on_chunks(self, objs: list[dict[str, Any]] | tuple[dict[str, Any], ...],
+                  now: float) -> None:
+        """Record the decoded data chunks of one read, in order, all stamped `now`."""
+        append = self.chunk_times.append
+        for obj in objs:
+            if obj.get("usage") is None:  # the common one-choice chunk, without the general loop
+                choices = obj.get("choices")
+                if type(choices) is list and len(choices) == 1:
+                    choice = choices[0]
+                    if type(choice) is dict and "token_ids" not in choice:
+                        delta = choice.get("delta")
+                        src = delta if type(delta) is dict else choice
+                        if (src.get("text") or src.get("content") or src.get("reasoning_content")
+                                or src.get("reasoning")):
+                            append(now)
+                            self.counts_complete = False  # no count for this chunk
+                        continue
+            self._on_chunk(obj, now)
 
     def _on_chunk(self, obj: dict[str, Any], now: float) -> None:
         usage = obj.get("usage")
@@ -182,16 +189,21 @@ def _fast_events(data: bytes, acc: StreamState, now: float) -> bool | None:
     payloads = data[6:-2].split(b"\n\ndata: ")
     if data.count(b"\n") != 2 * len(payloads):  # another line or field somewhere
         return None
-    on_chunk = acc.on_chunk
+    objs: list[dict[str, Any]] = []
+    keep = objs.append
     for payload in payloads:
         try:
             obj = _loads(payload)
         except ValueError:
             obj = None
         if type(obj) is dict and "error" not in obj and obj.get("object") != "error":
-            on_chunk(obj, now)
-        elif payload != b"[DONE]" and not _on_event(decode_payload(payload), acc, now):
-            return False
+            keep(obj)
+        elif payload != b"[DONE]":
+            acc.on_chunks(objs, now)  # the chunks before it, in order
+            objs.clear()
+            if not _on_event(decode_payload(payload), acc, now):
+                return False
+    acc.on_chunks(objs, now)
     return True
 
 

@@ -186,39 +186,44 @@ class _Conn(asyncio.Protocol):
 
     def _unframe(self, buf: bytes) -> tuple[int, list[bytes], bool]:
         """(bytes consumed, chunk data pieces, last chunk seen). `self.left`: data bytes
-        still due in the current chunk (> 0), its CRLF next (-2), or a size line next (-1)."""
+        still due in the current chunk (> 0), its CRLF next (-2), or a size line next (-1).
+        The common case, a whole chunk in the read, takes one pass of the loop's first branch
+        (this loop runs once per streamed token)."""
         pieces: list[bytes] = []
-        pos, n, left, find = 0, len(buf), self.left, buf.find
+        append, find, starts = pieces.append, buf.find, buf.startswith
+        pos, n, left = 0, len(buf), self.left
         while pos < n:
-            if left > 0:  # the rest of a chunk split across reads
+            if left == -1:  # a size line
+                eol = find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                try:
+                    size = int(buf[pos:eol], 16)
+                except ValueError:  # a chunk extension (";name=value"), or garbage: raises
+                    size = int(buf[pos:eol].split(b";", 1)[0], 16)
+                pos = eol + 2
+                if size == 0:
+                    self.left = -1
+                    return pos, pieces, True
+                end = pos + size
+                if starts(b"\r\n", end):  # the whole chunk and its CRLF are here
+                    append(buf[pos:end])
+                    pos = end + 2
+                else:
+                    left = size
+            elif left == -2:  # the CRLF after a chunk's data
+                if n - pos < 2:
+                    break
+                if not starts(b"\r\n", pos):
+                    raise ValueError("no CRLF after chunk data")
+                pos, left = pos + 2, -1
+            else:  # the rest of a chunk split across reads
                 take = min(left, n - pos)
-                pieces.append(buf[pos:pos + take])
+                append(buf[pos:pos + take])
                 pos, left = pos + take, left - take
                 if left:
                     break
                 left = -2
-            if left == -2:
-                if n - pos < 2:
-                    break
-                if buf[pos:pos + 2] != b"\r\n":
-                    raise ValueError("no CRLF after chunk data")
-                pos, left = pos + 2, -1
-                continue
-            eol = find(b"\r\n", pos)
-            if eol < 0:
-                break
-            line = buf[pos:eol]
-            size = int(line.split(b";", 1)[0] if b";" in line else line, 16)
-            pos = eol + 2
-            if size == 0:
-                self.left = -1
-                return pos, pieces, True
-            end = pos + size
-            if end + 2 <= n and buf[end:end + 2] == b"\r\n":  # the whole chunk is here
-                pieces.append(buf[pos:end])
-                pos = end + 2
-            else:
-                left = size
         self.left = left
         return pos, pieces, False
 
