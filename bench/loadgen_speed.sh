@@ -14,6 +14,9 @@
 #   RESULTS    JSON-lines file to append to (default: a new file under /tmp)
 #   PORT       the stub's port (default: a random one in 20000-39999)
 #   BENCH_PYTHON  python with aiohttp, uvloop and orjson for the stub (default: the repo's .venv)
+#   STUB_GC    "off" runs the stub with Python's garbage collector disabled (every client alike):
+#              the stub stamps a request when it reads it, so its own collector pauses count as
+#              client TTFT error; comparing both runs separates the two (bench/loadgen/python_nogc.sh)
 #   MAX_FOREIGN, MAX_ATTEMPTS, WAIT_QUIET  passed to measure.py (other users' CPU load: the
 #              tables show it in the "foreign %" column)
 # Each measurement pins the stub to core 0 and the client to core 1 (measure.py).
@@ -27,6 +30,11 @@ if [ ! -f "$ys/measure.py" ] || [ ! -f "$ys/stub_server.py" ]; then
 fi
 ys=$(cd "$ys" && pwd)
 py=${BENCH_PYTHON:-$root/.venv/bin/python}
+server_py=$py
+if [ "${STUB_GC:-on}" = off ]; then
+  export NOGC_PYTHON=$py
+  server_py=$root/bench/loadgen/python_nogc.sh
+fi
 SUITES=${SUITES:-"tput burst timing poisson"}
 PEERS=${PEERS:-"vllm_bench guidellm aiperf wrk"}
 DURATION=${DURATION:-15}
@@ -37,7 +45,7 @@ export TOKENIZER=${TOKENIZER:-/tmp/stub-tokenizer}
 
 has() { case " $SUITES " in *" $1 "*) return 0 ;; esac; return 1; }
 m() {
-  "$py" "$ys/measure.py" --server-python "$py" --results "$res" --duration "$DURATION" \
+  "$py" "$ys/measure.py" --server-python "$server_py" --results "$res" --duration "$DURATION" \
     --max-foreign "${MAX_FOREIGN:-10}" --max-attempts "${MAX_ATTEMPTS:-2}" \
     --wait-quiet "${WAIT_QUIET:-20}" --port "$port" "$@" | cut -c1-120
 }
@@ -76,7 +84,7 @@ suite() {  # suite NAME CMD PARSER
   fi
 }
 
-echo "results: $res   (load before: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "results: $res   (stub GC: ${STUB_GC:-on}; load before: $(cut -d' ' -f1-3 /proc/loadavg))"
 suite servefit "$root/bench/loadgen/servefit.sh" baseline
 for peer in $PEERS; do
   if ! available "$peer"; then
