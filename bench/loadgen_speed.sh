@@ -6,7 +6,9 @@
 #   YARDSTICK_DIR  the load-generator yardstick (stub_server.py, measure.py, summarize.py,
 #                  clients/); default: ../shared/tools/loadgen next to the repository root.
 # env:
-#   SUITES     any of "tput burst timing poisson" (default: all)
+#   SUITES     any of "tput burst timing poisson workers" (default: all); "workers" runs our
+#              client in burst mode at c=256 with --workers 1 and 2, allowed both cores (the stub
+#              keeps core 0 and shares it): how far --workers takes one client past one core
 #   PEERS      peer adapters to try (default "vllm_bench guidellm aiperf wrk"); each runs only
 #              when its tool is installed (vllm_bench: VLLM_PYTHON, default the repo's
 #              .venv-vllm; guidellm/aiperf: the venvs the yardstick's adapters name; wrk: PATH)
@@ -35,7 +37,7 @@ if [ "${STUB_GC:-on}" = off ]; then
   export NOGC_PYTHON=$py
   server_py=$root/bench/loadgen/python_nogc.sh
 fi
-SUITES=${SUITES:-"tput burst timing poisson"}
+SUITES=${SUITES:-"tput burst timing poisson workers"}
 PEERS=${PEERS:-"vllm_bench guidellm aiperf wrk"}
 DURATION=${DURATION:-15}
 res=${RESULTS:-$(mktemp /tmp/loadgen_speed.XXXXXX.jsonl)}
@@ -86,6 +88,13 @@ suite() {  # suite NAME CMD PARSER
 
 echo "results: $res   (stub GC: ${STUB_GC:-on}; load before: $(cut -d' ' -f1-3 /proc/loadavg))"
 suite servefit "$root/bench/loadgen/servefit.sh" baseline
+if has workers; then
+  for w in 1 2; do
+    SERVEFIT_WORKERS=$w m --label "servefit-workers$w-2cores/burst/c256" --parser baseline \
+      --client-cmd "$root/bench/loadgen/servefit.sh" --concurrency 256 --max-tokens 128 \
+      --server-args=--burst --client-cpu 0,1
+  done
+fi
 for peer in $PEERS; do
   if ! available "$peer"; then
     echo "peer $peer: not installed here, skipped"
