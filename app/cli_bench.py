@@ -51,6 +51,8 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--vocab-size", type=int, metavar="V",
                    help="top of prompt token ids, for servers without /tokenize")
     p.add_argument("--timeout-s", type=float, default=600.0, help="bound on each request")
+    p.add_argument("--warmup-s", type=float, default=0.0, metavar="W",
+                   help="unmeasured load for W seconds first (cold kernels, caches)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workspace", metavar="PATH",
                    help="DuckDB workspace for the results (default .servefit/workspace.duckdb "

@@ -106,6 +106,8 @@ def bench_argv(where: dict, load: dict, trace_path: str) -> list[str]:
         argv += ["--launch", where["where"], "--config", "rec.json"]
     kind = load["kind"]
     argv += ["--workload", kind, "--api", load["api"]]
+    if load.get("warmup_s"):
+        argv += ["--warmup-s", f"{load['warmup_s']:g}"]
     if kind == "trace":
         return [*argv, "--trace", trace_path, "--duration-s", f"{load['duration_s']:g}",
                 "--time-scale", f"{load['time_scale']:g}"]

@@ -50,6 +50,7 @@ PROGRESS_INTERVAL_S = 0.5
 HEALTH_INTERVAL_S = 1.0
 HEALTH_FAILURES = 3  # consecutive failed health checks that mean the server is gone
 DEFAULT_SWEEP_CAP = 64
+WARMUP_CONCURRENCY = 4  # warm-up load for open-loop workloads (no concurrency of their own)
 
 
 class BenchError(RunnerError):
@@ -79,6 +80,9 @@ class BenchRequest(BaseModel):
                                    "servers without /tokenize; None = ask the server.")
     timeout_s: float = Field(600.0, gt=0, description="Bound on each request.")
     scrape_interval_s: float = Field(1.0, gt=0)
+    warmup_s: float = Field(0.0, ge=0, description="Unmeasured load first: a closed loop at the "
+                            "workload's concurrency (else WARMUP_CONCURRENCY) with its median "
+                            "lengths and unrelated prompts; results are not kept.")
     seed: int = 0
     argv: list[str] = Field(default_factory=list, description="Command line, for the record.")
 
@@ -133,6 +137,7 @@ class BenchReport(BaseModel):
     summary: Summary
     scraped: ScrapeSummary
     slo_met: bool | None = Field(description="p95 TTFT and TPOT within the given SLOs.")
+    warmup_requests: int = Field(0, description="Requests sent in the unmeasured warm-up.")
     levels: list[SweepLevel] | None = None
     knee: Knee | None = None
     burst: BurstAnalysis | None = None
@@ -152,6 +157,8 @@ class _Live:
     results: list[RequestResult] = field(default_factory=list)
     metrics: list[MetricSample] = field(default_factory=list)
     level: int | None = None
+    warmup_requests: int = 0
+    measured_from_s: float = 0.0  # perf_counter when the measured load began (after warm-up)
     server_gone: str | None = None
     scraper: Scraper | None = None
 
@@ -247,6 +254,8 @@ def _meta(request: BenchRequest, run_id: str) -> RunMeta:
     workload = request.workload.model_dump(mode="json")
     if request.sweep_max_concurrency:
         workload["sweep_max_concurrency"] = request.sweep_max_concurrency
+    if request.warmup_s:
+        workload["warmup_s"] = request.warmup_s
     return RunMeta(run_id=run_id, kind="sweep" if request.sweep_max_concurrency
                    else request.workload.kind, argv=request.argv, config=config,
                    workload=workload)
@@ -295,6 +304,8 @@ async def _workloads(live: _Live, halt: asyncio.Event
     request = live.request
     outcomes: list[tuple[int | None, WorkloadOutcome]] = []
     offset = 0
+    if request.warmup_s > 0:
+        await _warmup(live, halt)
     for level, schedule in live.schedules:
         live.level = level
         options = LoadOptions(url=live.url, model=request.model, api=request.api,
@@ -307,6 +318,25 @@ async def _workloads(live: _Live, halt: asyncio.Event
         if halt.is_set() or (level is not None and find_knee(_levels(outcomes)).past_knee):
             break
     return outcomes
+
+
+async def _warmup(live: _Live, halt: asyncio.Event) -> None:
+    """The unmeasured warm-up: first kernels, allocators and caches pay their cost here.
+
+    Its prompts come from another seed, so they share no prefix with the measured ones."""
+    request = live.request
+    first = live.schedules[0][1]
+    spec = WorkloadSpec(
+        kind="concurrency", duration_s=request.warmup_s, seed=request.seed + 1,
+        concurrency=first.concurrency or WARMUP_CONCURRENCY,
+        prompt_tokens=int(np.median([r.input_tokens for r in first.requests])),
+        output_tokens=int(np.median([r.output_tokens for r in first.requests])))
+    options = LoadOptions(url=live.url, model=request.model, api=request.api,
+                          timeout_s=request.timeout_s, workers=request.workers,
+                          vocab_size=request.vocab_size, seed=request.seed + 1)
+    outcome = await run_workload(build_schedule(spec), options, stop=halt)
+    live.warmup_requests = outcome.sent
+    live.measured_from_s = perf_counter()
 
 
 def _on_result(live: _Live, schedule: Schedule, offset: int, start_s: float
@@ -412,9 +442,11 @@ def _report(live: _Live, run_id: str, outcomes: list[tuple[int | None, WorkloadO
     summary = summarize(results, started_at_s=t0, ended_at_s=t1,
                         slo_ttft_s=request.slo_ttft_p95_s, slo_tpot_s=request.slo_tpot_p95_s)
     schedule = live.schedules[0][1]
+    metrics = _since(live.metrics, live.measured_from_s)
     report = BenchReport(run_id=run_id, status="running", url=live.url, model=request.model,
-                         summary=summary, scraped=_scraped(live.metrics, live.scraper),
-                         slo_met=_slo_met(summary, request))
+                         summary=summary, scraped=_scraped(metrics, live.scraper),
+                         slo_met=_slo_met(summary, request),
+                         warmup_requests=live.warmup_requests)
     if request.sweep_max_concurrency:
         levels = _levels(outcomes)
         report.levels, report.knee = levels, find_knee(levels)
@@ -442,6 +474,14 @@ def _slo_met(summary: Summary, request: BenchRequest) -> bool | None:
         return None
     return summary.completed > 0 and all(
         slo is None or (p95 is not None and p95 <= slo) for slo, p95 in checks)
+
+
+def _since(metrics: list[MetricSample], t_s: float) -> list[MetricSample]:
+    """The samples of the measured part: from the last scrape at or before `t_s` on (the
+    counters' baseline), so a warm-up's load and prefix hits do not count."""
+    before = [m.at_s for m in metrics if m.at_s <= t_s]
+    start = max(before) if before else t_s
+    return [m for m in metrics if m.at_s >= start]
 
 
 def _scraped(metrics: list[MetricSample], scraper: Scraper | None) -> ScrapeSummary:

@@ -56,6 +56,7 @@ class BenchOptions(BaseModel):
     workers: int = Field(1, ge=1)
     vocab_size: int | None = Field(None, gt=0)
     timeout_s: float = Field(600.0, gt=0)
+    warmup_s: float = Field(0.0, ge=0)
     seed: int = 0
 
     @model_validator(mode="after")
@@ -113,7 +114,8 @@ def build_request(options: BenchOptions, *, workspace: str | None = None,
             api=options.api, slo_ttft_p95_s=_s(options.slo_ttft_p95_ms),
             slo_tpot_p95_s=_s(options.slo_tpot_p95_ms), workers=options.workers,
             vocab_size=options.vocab_size,
-            timeout_s=options.timeout_s, seed=options.seed, argv=argv or [])
+            timeout_s=options.timeout_s, warmup_s=options.warmup_s, seed=options.seed,
+            argv=argv or [])
     except ValidationError as exc:
         msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
         msg = re.sub(r"\b[a-z_]+\b", lambda m: _FLAGS.get(m.group(), m.group()), msg)
@@ -191,6 +193,7 @@ def report_json(report: BenchReport) -> dict[str, Any]:
     out: dict[str, Any] = {"run_id": report.run_id, "status": report.status, "url": report.url}
     out.update(summary_json(report.summary))
     out["slo_met"] = report.slo_met
+    out["warmup_requests"] = report.warmup_requests
     out["scraped"] = report.scraped.model_dump()
     if report.knee is not None:
         out["knee_concurrency"] = report.knee.knee_concurrency

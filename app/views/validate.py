@@ -68,6 +68,8 @@ def _workload(rec) -> dict:
     cols = st.columns(4)
     out: dict = {"kind": kind, "api": cols[3].selectbox("API", ["completions", "chat"],
                                                         key="val.api")}
+    out["warmup_s"] = cols[3].number_input("Warm-up (s, not measured)", 0.0, value=0.0,
+                                           key="val.warmup")
     if kind == "trace":
         out["duration_s"] = cols[0].number_input("Window (s of the trace)", 1.0, value=60.0,
                                                  key="val.window")
@@ -103,7 +105,7 @@ def _bench_request(rec, where: dict, load: dict):
     from runners.workloads import WorkloadSpec
 
     kind = "concurrency" if load["kind"] == "sweep" else load["kind"]
-    spec = {k: v for k, v in load.items() if k not in ("kind", "api")}
+    spec = {k: v for k, v in load.items() if k not in ("kind", "api", "warmup_s")}
     if kind == "trace":
         spec["workspace"] = str(workspace_for(current_trace()).path)
     launch = None
@@ -118,7 +120,7 @@ def _bench_request(rec, where: dict, load: dict):
         model=where.get("model"), workload=WorkloadSpec(kind=kind, **spec),
         sweep_max_concurrency=spec.get("concurrency") if load["kind"] == "sweep" else None,
         api=load["api"], slo_ttft_p95_s=rec.request.slo_ttft_p95_s,
-        slo_tpot_p95_s=rec.request.slo_tpot_p95_s)
+        slo_tpot_p95_s=rec.request.slo_tpot_p95_s, warmup_s=load.get("warmup_s", 0.0))
 
 
 @st.fragment(run_every=1.0)

@@ -67,6 +67,17 @@ def test_text_output_two_workers_and_a_given_vocabulary(fake, tmp_path):
     assert len(prompts) == 4 and all(len(p) == 16 and max(p) < 5000 for p in prompts)
 
 
+def test_warmup_requests_are_sent_first_and_left_out(fake, tmp_path):
+    before = len(fake.bodies)
+    out = run("--endpoint", fake.url, "--workload", "concurrency", "--concurrency", "2",
+              "--num-requests", "6", "--prompt-tokens", "16", "--output-tokens", "2",
+              "--warmup-s", "0.4", "--workspace", str(tmp_path / "w.duckdb"), "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["warmup_requests"] > 0 and got["completed"] == 6
+    assert len(fake.bodies) - before == got["warmup_requests"] + 6
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--workload", "poisson"], "one of the arguments --endpoint --launch is required"),
     (["--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "-1",
@@ -78,6 +89,8 @@ def test_text_output_two_workers_and_a_given_vocabulary(fake, tmp_path):
       "--concurrency", "1", "--num-requests", "1", "--prompt-tokens", "8",
       "--output-tokens", "2"], "missing.json: cannot read"),
     (["--endpoint", "http://127.0.0.1:9", "--workload", "trace"], "needs --trace"),
+    (["--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "3",
+      "--warmup-s", "-1"], "--warmup-s: Input should be greater than or equal to 0"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message, tmp_path):
     ws = tmp_path / "w.duckdb"

@@ -43,9 +43,11 @@ def test_docker_mode_without_docker_says_so_and_gives_the_command(app_home, rec,
     monkeypatch.setenv("PATH", "")  # no docker CLI, whatever this machine has
     at = _validate(rec)
     at.radio(key="val.where").set_value("docker").run()
+    at.number_input(key="val.warmup").set_value(2.0).run()
     assert any("No Docker here" in w.value for w in at.warning)
     command = at.code[0].value
     assert "--launch docker --config rec.json --workload trace" in command
+    assert "--warmup-s 2 " in command
     assert ref.SAMPLE.name in command
 
 
@@ -60,6 +62,7 @@ def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
         at.number_input(key="val.output").set_value(4)
         at.number_input(key="val.concurrency").set_value(2)
         at.number_input(key="val.per_level").set_value(8)
+        at.number_input(key="val.warmup").set_value(0.3)
         at.button(key="val.start").click().run()
         job = at.session_state[JOB_KEY]
         job._thread.join(120)
@@ -68,7 +71,9 @@ def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
         server.stop()
     assert not at.exception and job.error is None, job.error
     summary = job.report.summary
-    assert summary.count == len(server.bodies) and summary.completed == summary.count
+    warm = job.report.warmup_requests  # sent first, not measured
+    assert warm > 0 and summary.count + warm == len(server.bodies)
+    assert summary.completed == summary.count
     assert all(body["max_tokens"] == 4 for body in server.bodies)
     assert job.request.engine == "vllm" and job.report.scraped.failures == 0
     tables = [t.value for t in at.table]

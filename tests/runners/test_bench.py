@@ -131,3 +131,22 @@ def test_soak_windows_follow_the_phases(fake, tmp_path):
     assert set(phases) == {"w0", "w1", "w2", "w3"}
     # A steady server: the last window is neither slower nor less busy by much.
     assert 0.5 < soak.ttft_p50_ratio < 2 and 0.3 < soak.throughput_ratio < 3
+
+
+def test_warmup_is_sent_first_and_not_measured(fake, tmp_path):
+    ws = Workspace(tmp_path / "w.duckdb")
+    spec = WorkloadSpec(kind="poisson", rate_rps=20.0, num_requests=12, prompt_tokens=48,
+                        output_tokens=4, seed=3)
+    report = run_bench(BenchRequest(endpoint_url=fake.url, workload=spec, warmup_s=0.5,
+                                    scrape_interval_s=0.1), workspace=ws)
+    warm = report.warmup_requests
+    assert warm > 0 and len(fake.bodies) == warm + 12
+    # The warm-up is a closed loop of 4 (Poisson has no concurrency) with the same lengths, and
+    # its prompts share nothing with the measured ones.
+    first, measured = fake.bodies[:warm], fake.bodies[warm:]
+    assert all(len(b["prompt"]) == 48 and b["max_tokens"] == 4 for b in first)
+    assert not {tuple(b["prompt"]) for b in first} & {tuple(b["prompt"]) for b in measured}
+    assert report.summary.count == report.summary.completed == 12
+    record = load_run(ws, report.run_id)
+    assert sorted(r.idx for r in record.requests) == list(range(12))
+    assert record.info.workload["warmup_s"] == 0.5
