@@ -304,7 +304,7 @@ async def _workloads(live: _Live, halt: asyncio.Event
     request = live.request
     outcomes: list[tuple[int | None, WorkloadOutcome]] = []
     offset = 0
-    if request.warmup_s > 0:
+    if request.warmup_s > 0 and live.schedules[0][1].requests:
         await _warmup(live, halt)
     for level, schedule in live.schedules:
         live.level = level
