@@ -236,9 +236,9 @@ def reuse_curve(con: Any, capacities: Sequence[int] | None = None) -> ReuseCurve
     if not distinct:
         return None
     from profiler.prefix import infinite_hit_ratio, lru_hit_ratios
-    from profiler.profile import _flat_hashes
+    from profiler.profile import flat_hashes
 
-    hashes, offsets = _flat_hashes(con)
+    hashes, offsets = flat_hashes(con)
     chosen = list(capacities) if capacities is not None else reuse_capacities(int(distinct))
     ratios = lru_hit_ratios(hashes, offsets, chosen)
     return ReuseCurve(

@@ -1,12 +1,41 @@
-"""The column names of a trace file, for the app's column-mapping form.
+"""How DuckDB reads a trace file as a table: its scan function and its (typed) column names.
 
-Reads only the file's header (DuckDB DESCRIBE over the same reader ingest uses), after the same
-decompression; JSON text formats report their top-level keys.
+Ingest stages rows through `scan_sql`, and the app's column-mapping form lists `trace_columns`,
+so both see the file through the same reader, after the same decompression; JSON text formats
+report their top-level keys.
 """
+
+# ruff: noqa: S608 - SQL here is composed only of constant table-function text; the file's path
+# is a bound parameter.
 
 from __future__ import annotations
 
-from profiler.sources import open_trace
+from typing import Any
+
+from profiler.errors import TraceError
+from profiler.sources import OpenedTrace, open_trace
+
+
+def scan_sql(opened: OpenedTrace) -> str:
+    """The DuckDB table function reading the file (its path is the one `?` parameter)."""
+    return {
+        "parquet": "read_parquet(?)",
+        "csv": "read_csv(?, header = true)",
+        "jsonl": "read_json(?, format = 'newline_delimited')",
+        "json_array": "read_json(?, format = 'array')",
+    }[opened.container]
+
+
+def typed_columns(con: Any, opened: OpenedTrace) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of each column of the opened file, in file order.
+
+    Raises:
+        TraceError: the file has no columns.
+    """
+    rows = con.execute(f"DESCRIBE SELECT * FROM {scan_sql(opened)}", [opened.path]).fetchall()
+    if not rows:
+        raise TraceError("no columns", path=opened.source)
+    return [(r[0], r[1]) for r in rows]
 
 
 def trace_columns(path: str) -> list[str]:
@@ -17,13 +46,12 @@ def trace_columns(path: str) -> list[str]:
     """
     import duckdb
 
-    from profiler.ingest import _columns
     from profiler.ingest_errors import map_duckdb_error
 
     with open_trace(path) as opened:
         con = duckdb.connect()
         try:
-            return [name for name, _ in _columns(con, opened)]
+            return [name for name, _ in typed_columns(con, opened)]
         except duckdb.Error as exc:
             raise map_duckdb_error(exc, opened) from None
         finally:

@@ -4,6 +4,10 @@ Flow: open (decompress, sniff) -> detect the format -> stage rows in a TEMP tabl
 TRY_CAST, each row numbered as in the source) -> validate, naming file, row and column of the
 first bad value -> time rule -> write `requests` sorted by arrival, in one transaction. Nothing
 persistent is written before validation passes.
+
+This module owns that flow, the workspace cache and the staging of table formats (one DuckDB
+SELECT); text formats are staged by `profiler.ingest_text`, the checks on staged rows (validation,
+time rule) live in `profiler.ingest_checks`, and the file's reader in `profiler.columns`.
 """
 
 # ruff: noqa: S608 - SQL here is composed only of constants and column names passed through
@@ -15,36 +19,24 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field
 
-from profiler.errors import FormatDetectionError, TraceError, UsageError
-from profiler.formats import TABLE_FORMATS, TEXT_FORMATS, FieldMap, TableFormat, TextFormat
+from profiler.columns import scan_sql, typed_columns
+from profiler.errors import FormatDetectionError, UsageError
+from profiler.formats import TABLE_FORMATS, TEXT_FORMATS, FieldMap, TableFormat
 from profiler.formats.base import FIELDS, quote_ident
 from profiler.formats.generic import resolve as resolve_generic
-from profiler.ingest_errors import (
-    DETAIL_CHARS,
-    diagnose_structure,
-    map_duckdb_error,
-    show_columns,
-)
+from profiler.ingest_checks import count_backwards, time_spec, validate
+from profiler.ingest_errors import diagnose_structure, map_duckdb_error, show_columns
+from profiler.ingest_text import stage_text, text_format
 from profiler.schema import REQUEST_COLUMNS, REQUESTS_TABLE, FormatInfo, Record
-from profiler.sources import OpenedTrace, json_error_reason, open_trace
-from profiler.textblocks import TextMeasurer
-from profiler.timestamps import TimeSpec, TimeUnit, detect_numeric, epoch_class
+from profiler.sources import OpenedTrace, open_trace
+from profiler.timestamps import TimeSpec, TimeUnit
 from profiler.workspace import Workspace
 
-TEXT_BATCH = 2_000
-INT32_MAX = 2**31 - 1
-STAGE_DDL = """
-CREATE OR REPLACE TEMP TABLE stage (
-    src_row BIGINT, t_raw DOUBLE, in_v DOUBLE, out_v DOUBLE, session_id VARCHAR,
-    model VARCHAR, block_hashes UBIGINT[], block_size INTEGER, status VARCHAR,
-    tokens_estimated BOOLEAN)
-"""
 META_DDL = """CREATE OR REPLACE TABLE trace_meta (
     format_json VARCHAR, warnings_json VARCHAR, n_requests BIGINT, fingerprint VARCHAR)"""
 # Bump when ingestion changes what it writes, so cached workspaces are re-ingested.
@@ -146,16 +138,15 @@ def _check_options(options: IngestOptions) -> None:
 def _ingest(
     con: Any, opened: OpenedTrace, options: IngestOptions, fingerprint: str | None
 ) -> IngestResult:
-    text_format = _text_format(con, opened, options)
-    if text_format is not None:
-        con.execute(STAGE_DDL)
-        info, warnings = _stage_text(con, opened, text_format, options)
+    text = text_format(con, opened, options)
+    if text is not None:
+        info, warnings = stage_text(con, opened, text, options)
     else:
         info, warnings = _stage_table(con, opened, options)
-    n = _validate(con, opened, info)
+    n = validate(con, opened, info)
     info = _block_size(con, info)
-    spec = _time_spec(con, opened, info, options)
-    backwards = _backwards(con) if spec is not None else 0
+    spec = time_spec(con, opened, info, options)
+    backwards = count_backwards(con) if spec is not None else 0
     if backwards:
         warnings.append(f"{backwards} rows arrive earlier than the row before them: "
                         "sorted by arrival time")
@@ -178,52 +169,6 @@ def _ingest(
 
 
 # --- detection -------------------------------------------------------------------------------
-
-
-def _scan_sql(opened: OpenedTrace) -> str:
-    """The DuckDB table function reading the file (its path is the one `?` parameter)."""
-    return {
-        "parquet": "read_parquet(?)",
-        "csv": "read_csv(?, header = true)",
-        "jsonl": "read_json(?, format = 'newline_delimited')",
-        "json_array": "read_json(?, format = 'array')",
-    }[opened.container]
-
-
-def _first_object(con: Any, opened: OpenedTrace) -> dict[str, Any] | None:
-    fmt = "array" if opened.container == "json_array" else "newline_delimited"
-    row = con.execute(
-        "SELECT json FROM read_json_objects(?, format = ?) LIMIT 1", [opened.path, fmt]
-    ).fetchone()
-    if row is None:
-        raise TraceError("no data rows (the JSON holds no objects)", path=opened.source)
-    try:
-        obj = json.loads(row[0])
-    except (ValueError, RecursionError) as exc:
-        raise TraceError(json_error_reason(exc, row[0]), path=opened.source, row=1) from None
-    return obj if isinstance(obj, dict) else None
-
-
-def _text_format(con: Any, opened: OpenedTrace, options: IngestOptions) -> TextFormat | None:
-    if options.format is not None:
-        text = TEXT_FORMATS.get(options.format)
-        if text is not None and opened.container not in ("jsonl", "json_array"):
-            raise UsageError(f"{opened.source}: --format {options.format} needs a JSON or JSONL "
-                             f"file, not {opened.container}")
-        return text
-    if opened.container not in ("jsonl", "json_array") or options.column_map:
-        return None
-    first = _first_object(con, opened)
-    if first is None:
-        return None
-    return next((f for f in TEXT_FORMATS.values() if f.match(first)), None)
-
-
-def _columns(con: Any, opened: OpenedTrace) -> list[tuple[str, str]]:
-    rows = con.execute(f"DESCRIBE SELECT * FROM {_scan_sql(opened)}", [opened.path]).fetchall()
-    if not rows:
-        raise TraceError("no columns", path=opened.source)
-    return [(r[0], r[1]) for r in rows]
 
 
 def _detect_table(
@@ -264,7 +209,7 @@ def _apply_map(fm: FieldMap, column_map: dict[str, str]) -> FieldMap:
 def _stage_table(
     con: Any, opened: OpenedTrace, options: IngestOptions
 ) -> tuple[FormatInfo, list[str]]:
-    typed = _columns(con, opened)
+    typed = typed_columns(con, opened)
     names = [c for c, _ in typed]
     try:
         fmt, fm = _detect_table(names, opened, options)
@@ -310,7 +255,7 @@ def _is_datetime(
     col = quote_ident(column)
     row = con.execute(
         f"SELECT TRY_CAST({col} AS DOUBLE) IS NULL AND TRY_CAST({col} AS TIMESTAMPTZ) "
-        f"IS NOT NULL FROM {_scan_sql(opened)} WHERE {col} IS NOT NULL LIMIT 1",
+        f"IS NOT NULL FROM {scan_sql(opened)} WHERE {col} IS NOT NULL LIMIT 1",
         [opened.path],
     ).fetchone()
     return bool(row and row[0])
@@ -344,214 +289,11 @@ def _stage_select(opened: OpenedTrace, fmt: TableFormat, fm: FieldMap, dt: bool)
         CREATE OR REPLACE TEMP TABLE stage AS
         SELECT row_number() OVER () AS src_row, {time_sql} AS t_raw,
                {col(fm.input, "DOUBLE")} AS in_v, {col(fm.output, "DOUBLE")} AS out_v{extra}
-        FROM {_scan_sql(opened)}
+        FROM {scan_sql(opened)}
     """
 
 
-def _objects(con: Any, opened: OpenedTrace) -> Iterator[list[str]]:
-    fmt = "array" if opened.container == "json_array" else "newline_delimited"
-    cur = con.cursor()
-    try:
-        cur.execute("SELECT json FROM read_json_objects(?, format = ?)", [opened.path, fmt])
-        while batch := cur.fetchmany(TEXT_BATCH):
-            yield [r[0] for r in batch]
-    finally:
-        cur.close()
-
-
-def _stage_text(
-    con: Any, opened: OpenedTrace, fmt: TextFormat, options: IngestOptions
-) -> tuple[FormatInfo, list[str]]:
-    import pyarrow as pa
-
-    measurer = TextMeasurer(options.tokenizer_dir)
-    measurer.load()
-    row, src = 0, 0
-    any_time = any_estimated = False
-    for batch in _objects(con, opened):
-        records = []
-        for text in batch:
-            row += 1
-            for req in _text_requests(fmt, text, measurer, opened, row):
-                src += 1
-                any_time = any_time or req.t_raw is not None
-                any_estimated = any_estimated or req.tokens_estimated
-                records.append({"src_row": src, **_raw_dict(req, measurer)})
-        if records:
-            table = pa.Table.from_pylist(records, schema=_STAGE_ARROW())
-            con.register("stage_batch", table)
-            con.execute("INSERT INTO stage SELECT * FROM stage_batch")
-            con.unregister("stage_batch")
-    info = FormatInfo(
-        kind=fmt.kind,
-        label=fmt.label,
-        explanation=f"{fmt.label}: JSON objects with text ({opened.container}"
-        + (f", {opened.compression}" if opened.compression else "") + ")",
-        columns=fmt.columns,
-        timestamp_rule=fmt.time_reason,
-        arrivals="trace" if any_time else "undefined",
-        block_size=measurer.block_size,
-        tokens_estimated=any_estimated,
-        source=opened.source,
-    )
-    warnings = []
-    if any_estimated:
-        warnings.append(
-            "token counts estimated from text (ceil(chars/4)) where usage was absent; "
-            "pass --tokenizer DIR for exact counts"
-        )
-    return info, warnings
-
-
-def _text_requests(
-    fmt: TextFormat, text: str, measurer: TextMeasurer, opened: OpenedTrace, row: int
-) -> list[Any]:
-    try:
-        obj = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise TraceError(json_error_reason(exc, text), path=opened.source, row=row) from None
-    try:
-        if not isinstance(obj, dict):
-            raise ValueError("not a JSON object")
-        return fmt.to_requests(obj, measurer)
-    except TraceError as exc:
-        raise TraceError(" ".join(str(exc).split()), path=opened.source, row=row) from None
-    except (ValueError, TypeError, AttributeError, KeyError, ArithmeticError,
-            RecursionError) as exc:
-        detail = " ".join(str(exc).split())[:DETAIL_CHARS] or type(exc).__name__
-        raise TraceError(f"malformed {fmt.kind} object: {detail}", path=opened.source,
-                         row=row) from None
-
-
-def _raw_dict(req: Any, measurer: TextMeasurer) -> dict[str, Any]:
-    return {
-        "t_raw": req.t_raw,
-        "in_v": _as_float(req.input_tokens),
-        "out_v": _as_float(req.output_tokens),
-        "session_id": req.session_id,
-        "model": req.model,
-        "block_hashes": req.block_hashes or None,
-        "block_size": measurer.block_size if req.block_hashes else None,
-        "status": req.status,
-        "tokens_estimated": req.tokens_estimated,
-    }
-
-
-def _as_float(value: Any) -> float | None:
-    try:
-        return None if isinstance(value, bool) else float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _STAGE_ARROW() -> Any:
-    import pyarrow as pa
-
-    return pa.schema([
-        ("src_row", pa.int64()), ("t_raw", pa.float64()), ("in_v", pa.float64()),
-        ("out_v", pa.float64()), ("session_id", pa.string()), ("model", pa.string()),
-        ("block_hashes", pa.list_(pa.uint64())), ("block_size", pa.int32()),
-        ("status", pa.string()), ("tokens_estimated", pa.bool_()),
-    ])
-
-
-# --- validation and time ---------------------------------------------------------------------
-
-_BAD_COUNT = "({v} IS NULL OR isnan({v}) OR {v} < 0 OR {v} <> floor({v}) OR {v} > {m})"
-
-
-def _validate(con: Any, opened: OpenedTrace, info: FormatInfo) -> int:
-    timed = info.arrivals == "trace"
-    bad_t = "t_raw IS NULL OR isnan(t_raw) OR isinf(t_raw)" if timed else "false"
-    n, bad_time, bad_in, bad_out = con.execute(
-        f"""SELECT count(*),
-               min(src_row) FILTER (WHERE {bad_t}),
-               min(src_row) FILTER (WHERE {_BAD_COUNT.format(v="in_v", m=INT32_MAX)}),
-               min(src_row) FILTER (WHERE {_BAD_COUNT.format(v="out_v", m=INT32_MAX)})
-            FROM stage"""
-    ).fetchone()
-    if n == 0:
-        what = (f"no requests: no {info.kind} object holds a request" if info.kind in TEXT_FORMATS
-                else "no data rows (header only?)")
-        raise TraceError(what, path=opened.source, hint="the file must hold at least one request")
-    problems = [(r, f) for r, f in ((bad_time, "time"), (bad_in, "input"), (bad_out, "output"))
-                if r is not None]
-    if problems:
-        row, fld = min(problems)
-        column = info.columns.get(fld, fld)
-        raw = _raw_value(con, opened, info, fld, row)
-        what = "a valid timestamp" if fld == "time" else "a whole, non-negative token count"
-        raise TraceError(f"{raw} is not {what}", path=opened.source, row=row, column=column,
-                         hint="fix or drop that row")
-    return int(n)
-
-
-def _raw_value(con: Any, opened: OpenedTrace, info: FormatInfo, fld: str, row: int) -> str:
-    column = info.columns.get(fld, fld)
-    if info.kind in TEXT_FORMATS:  # the text is gone; the staged number is what was read
-        staged = {"time": "t_raw", "input": "in_v", "output": "out_v"}[fld]
-        (value,) = con.execute(f"SELECT {staged} FROM stage WHERE src_row = ?", [row]).fetchone()
-        return "a missing or non-numeric value" if value is None else f"{value:.10g}"
-    value = con.execute(
-        f"SELECT {quote_ident(column)}::VARCHAR FROM (SELECT row_number() OVER () AS rn, "
-        f"{quote_ident(column)} FROM {_scan_sql(opened)}) WHERE rn = ?",
-        [opened.path, row],
-    ).fetchone()
-    if value is None or value[0] is None:
-        return "an empty value"
-    return repr(value[0][:60])
-
-
-def _time_spec(
-    con: Any, opened: OpenedTrace, info: FormatInfo, options: IngestOptions
-) -> TimeSpec | None:
-    if info.arrivals != "trace":
-        return None
-    fmt = TABLE_FORMATS.get(info.kind) or TEXT_FORMATS[info.kind]
-    if options.time_unit is not None:
-        spec = TimeSpec(options.time_unit, f"--time-unit {options.time_unit} (user override)")
-    elif info.timestamp_rule == "datetime":
-        spec = TimeSpec("datetime", "datetimes (naive ones read as UTC)")
-    elif fmt.time_unit is not None:
-        spec = TimeSpec(fmt.time_unit, fmt.time_reason)
-    else:
-        (median,) = con.execute("SELECT median(t_raw) FROM stage").fetchone()
-        spec = detect_numeric(info.columns.get("time", "time"), float(median))
-        if spec.epoch:
-            _check_mixed_units(con, opened, info, spec)
-    return spec
-
-
-def _check_mixed_units(con: Any, opened: OpenedTrace, info: FormatInfo, spec: TimeSpec) -> None:
-    rows = con.execute("SELECT src_row, t_raw FROM stage WHERE abs(t_raw) < ? "
-                       "OR abs(t_raw) >= ? ORDER BY src_row LIMIT 1",
-                       list(_class_bounds(spec.unit))).fetchone()
-    if rows is not None:
-        other = epoch_class(rows[1])
-        looks = f"epoch {other}" if other else "relative time"
-        raise TraceError(
-            f"mixed time units: {rows[1]:.6g} looks like {looks} where the column is epoch "
-            f"{spec.unit}",
-            path=opened.source, row=int(rows[0]), column=info.columns.get("time"),
-            hint="convert the column to one unit, or pass --time-unit",
-        )
-
-
-def _class_bounds(unit: str) -> tuple[float, float]:
-    bounds = {"s": (1e9, 1e11), "ms": (1e11, 1e14), "us": (1e14, 1e17), "ns": (1e17, 1e300)}
-    return bounds[unit]
-
-
-def _backwards(con: Any) -> int:
-    """Rows that arrive before their predecessor in file order.
-
-    `stage` was filled in src_row order and DuckDB preserves insertion order, so a streaming
-    lag over () compares file neighbours without sorting.
-    """
-    (back,) = con.execute(
-        "SELECT count(*) FROM (SELECT t_raw < lag(t_raw) OVER () AS b FROM stage) WHERE b"
-    ).fetchone()
-    return int(back)
+# --- after validation ------------------------------------------------------------------------
 
 
 def _block_size(con: Any, info: FormatInfo) -> FormatInfo:

@@ -259,12 +259,12 @@ def _prefix_reuse(
         return None, None
     from profiler.prefix import lru_hit_ratios
 
-    hashes, offsets = _flat_hashes(con)
+    hashes, offsets = flat_hashes(con)
     ratios = lru_hit_ratios(hashes, offsets, list(capacities)) if capacities else {}
     return hits / total, {str(c): float(r) for c, r in sorted(ratios.items())}
 
 
-def _flat_hashes(con: Any) -> tuple[Any, Any]:
+def flat_hashes(con: Any) -> tuple[Any, Any]:
     """All block hashes in request order, flat, with per-request offsets (numpy)."""
     import numpy as np
     import pyarrow as pa
