@@ -13,6 +13,8 @@
 #              when its tool is installed (vllm_bench: VLLM_PYTHON, default the repo's
 #              .venv-vllm; guidellm/aiperf: the venvs the yardstick's adapters name; wrk: PATH)
 #   DURATION   seconds per measurement (default 15)
+#   TIMING_REPEAT  runs of the timing measurement per client (default 1); with more, a table of
+#              the median and range of each timing error follows (bench/loadgen/timing_spread.py)
 #   RESULTS    JSON-lines file to append to (default: a new file under /tmp)
 #   PORT       the stub's port (default: a random one in 20000-39999)
 #   BENCH_PYTHON  python with aiohttp, uvloop and orjson for the stub (default: the repo's .venv)
@@ -76,8 +78,14 @@ suite() {  # suite NAME CMD PARSER
       --concurrency "$conc" --max-tokens 128 --server-args=--burst
   done
   [ "$name" = wrk ] && return 0
-  has timing && m --label "$name/timing/c64" --parser "$parser" --client-cmd "$cmd" \
-    --concurrency 64 --max-tokens 128 --server-args="--ttft-ms 50 --itl-ms 10"
+  if has timing; then
+    local k label
+    for k in $(seq 1 "${TIMING_REPEAT:-1}"); do
+      label=$name; [ "$k" -gt 1 ] && label="$name#$k"
+      m --label "$label/timing/c64" --parser "$parser" --client-cmd "$cmd" \
+        --concurrency 64 --max-tokens 128 --server-args="--ttft-ms 50 --itl-ms 10"
+    done
+  fi
   if has poisson; then
     for r in 200 500 1000; do
       m --label "$name/poisson/r$r" --parser "$parser" --client-cmd "$cmd" --rate "$r" \
@@ -106,3 +114,7 @@ for peer in $PEERS; do
   suite "$peer" "$ys/clients/$peer.sh" "$parser"
 done
 "$py" "$ys/summarize.py" "$res" --last
+if [ "${TIMING_REPEAT:-1}" -gt 1 ]; then
+  echo
+  "$py" "$root/bench/loadgen/timing_spread.py" "$res"
+fi
