@@ -1,9 +1,10 @@
-"""The load generator's fast transport: plain-HTTP/1.1 streaming POSTs on raw asyncio protocols.
+"""The load generator's fast transport: plain-HTTP/1.1 streaming POSTs on non-blocking sockets.
 
 Why: aiohttp's response reader costs several microseconds per HTTP chunk (a streamed token is
 one chunk), which caps one core well below the stub server. Here a response is parsed with
-bytes operations inside `data_received`, each read stamped on arrival and fed to the same
-`SSEFeed`/`StreamState` as `client.send`, so results mean exactly the same. Scope: `http://`,
+bytes operations, each read stamped with the time the kernel received it
+(`runners.stamped_socket`), and fed to the same `SSEFeed`/`StreamState` as `client.send`, so
+results mean exactly the same. Scope: `http://`,
 keep-alive connections reused from an idle pool, chunked, Content-Length or close-delimited
 bodies. Anything else (https) uses `client.send_body`.
 """
@@ -13,11 +14,11 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from time import perf_counter
-from typing import Any
 from urllib.parse import urlsplit
 
 from runners.client import SSEFeed, StreamState, http_error_text
 from runners.schemas import RequestResult
+from runners.stamped_socket import StampedSocket, open_stamped
 
 _MAX_HEAD = 64 * 1024
 _MAX_ERROR_BODY = 4096
@@ -55,12 +56,12 @@ class _Batch:
             self.busy = False
 
 
-class _Conn(asyncio.Protocol):
+class _Conn:
     """One connection; parses the response to the request in flight on it."""
 
     def __init__(self, batch: _Batch) -> None:
         self.batch = batch
-        self.transport: Any = None
+        self.transport: StampedSocket | None = None
         self.closed = False
         self.skip = b""  # what of the previous response's final CRLF has not arrived yet
         self.reset(None)
@@ -72,7 +73,7 @@ class _Conn(asyncio.Protocol):
         self.waiter: asyncio.Future[str | None] | None = None
         self.got_bytes = False
 
-    def connection_made(self, transport: Any) -> None:
+    def connection_made(self, transport: StampedSocket) -> None:
         self.transport = transport
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -90,9 +91,10 @@ class _Conn(asyncio.Protocol):
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(error)
 
-    def data_received(self, data: bytes) -> None:
+    def received(self, now: float, data: bytes) -> None:
+        """A read that reached this host at `now` (the kernel's stamp, on perf_counter)."""
         self.got_bytes = True
-        self.batch.add(self, perf_counter(), data)
+        self.batch.add(self, now, data)
 
     def process(self, now: float, data: bytes) -> None:
         """Parse one read that arrived at `now` (called after the loop's I/O batch)."""
@@ -255,12 +257,15 @@ class RawClient:
             conn = self.idle.pop()
             if not conn.closed:
                 return conn, True
+        conn = _Conn(self._batch())
+        await open_stamped(self.host, self.port, conn)
+        return conn, False
+
+    def _batch(self) -> _Batch:
         loop = asyncio.get_running_loop()
         if self.batch is None or self.batch.loop is not loop:
             self.batch = _Batch(loop)
-        batch = self.batch
-        _, conn = await loop.create_connection(lambda: _Conn(batch), self.host, self.port)
-        return conn, False
+        return self.batch
 
     async def warm(self, n: int) -> None:
         """Open connections until `n` are idle, so that a run's first requests do not wait
@@ -268,17 +273,13 @@ class RawClient:
         missing = n - sum(not conn.closed for conn in self.idle)
         if missing <= 0:
             return
-        loop = asyncio.get_running_loop()
-        if self.batch is None or self.batch.loop is not loop:
-            self.batch = _Batch(loop)
-        batch = self.batch
-        opened = await asyncio.gather(
-            *(loop.create_connection(lambda: _Conn(batch), self.host, self.port)
-              for _ in range(missing)), return_exceptions=True)
-        for item in opened:
-            if isinstance(item, BaseException):
-                continue  # the run's own requests will meet (and record) the same failure
-            self.idle.append(item[1])
+        batch = self._batch()
+        conns = [_Conn(batch) for _ in range(missing)]
+        opened = await asyncio.gather(*(open_stamped(self.host, self.port, c) for c in conns),
+                                      return_exceptions=True)
+        for conn, item in zip(conns, opened, strict=True):
+            if not isinstance(item, BaseException):  # else the run's requests meet the failure
+                self.idle.append(conn)
 
     async def _exchange(self, body: bytes, feed: SSEFeed, used: list[_Conn],
                         stamp: list[float]) -> str | None:

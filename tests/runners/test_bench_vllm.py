@@ -42,9 +42,12 @@ def test_trace_replay_and_sweep_on_real_vllm(tiny_model_dir, tmp_path):
                          num_requests=N_TRACE, time_scale=0.01, max_prompt_tokens=600,
                          max_output_tokens=4, concurrency=1)
     # Enough requests per level that each lasts about a second on an idle CPU, so the 0.1 s
-    # scrapes see requests running (a 0.3 s level could fall between scrapes).
-    sweep = WorkloadSpec(kind="concurrency", concurrency=1, num_requests=24, prompt_tokens=64,
-                         output_tokens=16)
+    # scrapes see requests running (a 0.3 s level could fall between scrapes). 64 output
+    # tokens: with reads stamped by the kernel, a short request's latency no longer carries the
+    # client's own CPU wait (the engine shares the two cores), and 16-token requests left the
+    # engine too little work for a knee inside the cap.
+    sweep = WorkloadSpec(kind="concurrency", concurrency=1, num_requests=16, prompt_tokens=64,
+                         output_tokens=64)
     with launched(_two_seqs(tiny_model_dir, tmp_path)) as ep:
         replay = run_bench(BenchRequest(endpoint_url=ep.url, workload=trace,
                                         scrape_interval_s=0.25), workspace=ws)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -219,13 +220,13 @@ def test_connection_setup_is_not_part_of_ttft(wire, monkeypatch):
 
     async def go():
         loop = asyncio.get_running_loop()
-        connect = loop.create_connection
+        connect = loop.sock_connect
 
         async def slow_connect(*args, **kwargs):
             await asyncio.sleep(setup_s)
             return await connect(*args, **kwargs)
 
-        monkeypatch.setattr(loop, "create_connection", slow_connect)
+        monkeypatch.setattr(loop, "sock_connect", slow_connect)
         client = RawClient(wire.url)
         began = time.perf_counter()
         result = await client.send(b"{}", timeout_s=5)
@@ -250,3 +251,28 @@ def test_closed_loop_run_opens_its_connections_before_the_clock_starts(wire):
     assert out.results and all(r.success for r in out.results)
     assert wire.connections == 4 and wire.events[:4] == ["conn"] * 4
     assert "conn" not in wire.events[4:]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps: Linux only")
+def test_reads_carry_the_kernels_receive_time_not_the_loops(wire):
+    """The server sends token "b" 50 ms after "a" while the client's loop is blocked for
+    0.3 s: the gap recorded is the 50 ms on the wire, not the time the loop got round to it."""
+    a_event = b"data: " + json.dumps({"choices": [{"index": 0, "text": "a"}]}).encode() + b"\n\n"
+    rest = _chunked(_sse("b", usage=(1, 2)), size=4096)
+    wire.response = HEAD_CHUNKED + b"%x\r\n%s\r\n" % (len(a_event), a_event) + rest
+    wire.hold_last = len(rest)  # written 50 ms after the rest
+
+    async def go():
+        client = RawClient(wire.url)
+        await client.warm(1)
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.025, time.sleep, 0.3)  # the loop is stuck while "b" arrives
+        result = await client.send(b"{}", timeout_s=5)
+        client.close()
+        return result
+
+    r = asyncio.run(go())
+    assert r.success and len(r.chunk_times_s) == 2
+    gap = r.chunk_times_s[1] - r.chunk_times_s[0]
+    assert 0.04 <= gap < 0.15
+    assert r.end_at_s - r.chunk_times_s[1] > 0.15  # it was parsed only after the block
