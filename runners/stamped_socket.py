@@ -30,7 +30,7 @@ _TIMESPEC = struct.Struct("@ll")  # struct timespec: seconds, nanoseconds (nativ
 _ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 _READ_SIZE = 256 * 1024
 _MAX_AGE_S = 1.0  # a kernel stamp older than its read by this means a clock step: not used
-_RENEW_NS = 100_000_000
+_RENEW_S = 0.1
 
 
 class _WallToPerf:
@@ -39,7 +39,7 @@ class _WallToPerf:
 
     def __init__(self) -> None:
         self.offset_ns = 0
-        self.renew_at_ns = 0
+        self.renew_at_s = 0.0
 
     def _measure(self) -> None:
         best = None
@@ -50,10 +50,11 @@ class _WallToPerf:
             if best is None or after - before < best[0]:
                 best = (after - before, wall - (before + after) // 2)
         self.offset_ns = best[1]
-        self.renew_at_ns = time.perf_counter_ns() + _RENEW_NS
+        self.renew_at_s = perf_counter() + _RENEW_S
 
     def perf_s(self, wall_ns: int, now_s: float) -> float:
-        if time.perf_counter_ns() >= self.renew_at_ns:
+        """`wall_ns` on perf_counter; `now_s` is the read's own perf_counter (never exceeded)."""
+        if now_s >= self.renew_at_s:
             self._measure()
         stamp = (wall_ns - self.offset_ns) * 1e-9
         return stamp if now_s - _MAX_AGE_S < stamp <= now_s else now_s
