@@ -245,8 +245,9 @@ class _Run:
 
     async def run(self, stop: asyncio.Event | None, t0: float | None = None) -> None:
         limit = self.schedule.concurrency or 0
-        async with _session(_share(limit, self.worker, self.n_workers) if limit else 0) as session:
-            await self._warm(_share(limit, self.worker, self.n_workers) if limit else WARM_OPEN)
+        share = _share(limit, self.worker, self.n_workers) if limit else 0
+        async with _session(share) as session:
+            await self._warm(share or WARM_OPEN)
             self.t0 = perf_counter() if t0 is None else t0
             dispatch = asyncio.create_task(
                 self.open_loop(session) if self.schedule.open_loop else self.closed_loop(session))

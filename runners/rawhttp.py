@@ -257,15 +257,16 @@ class RawClient:
             conn = self.idle.pop()
             if not conn.closed:
                 return conn, True
-        conn = _Conn(self._batch())
-        await open_stamped(self.host, self.port, conn)
-        return conn, False
+        return await self._open(), False
 
-    def _batch(self) -> _Batch:
+    async def _open(self) -> _Conn:
+        """A new connection, its reads queued on this loop's `_Batch`."""
         loop = asyncio.get_running_loop()
         if self.batch is None or self.batch.loop is not loop:
             self.batch = _Batch(loop)
-        return self.batch
+        conn = _Conn(self.batch)
+        await open_stamped(self.host, self.port, conn)
+        return conn
 
     async def warm(self, n: int) -> None:
         """Open connections until `n` are idle, so that a run's first requests do not wait
@@ -273,13 +274,10 @@ class RawClient:
         missing = n - sum(not conn.closed for conn in self.idle)
         if missing <= 0:
             return
-        batch = self._batch()
-        conns = [_Conn(batch) for _ in range(missing)]
-        opened = await asyncio.gather(*(open_stamped(self.host, self.port, c) for c in conns),
+        opened = await asyncio.gather(*(self._open() for _ in range(missing)),
                                       return_exceptions=True)
-        for conn, item in zip(conns, opened, strict=True):
-            if not isinstance(item, BaseException):  # else the run's requests meet the failure
-                self.idle.append(conn)
+        # A connection that failed is left to the run's requests, which meet the same failure.
+        self.idle.extend(c for c in opened if isinstance(c, _Conn))
 
     async def _exchange(self, body: bytes, feed: SSEFeed, used: list[_Conn],
                         stamp: list[float]) -> str | None:
