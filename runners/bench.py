@@ -308,9 +308,7 @@ async def _workloads(live: _Live, halt: asyncio.Event
         await _warmup(live, halt)
     for level, schedule in live.schedules:
         live.level = level
-        options = LoadOptions(url=live.url, model=request.model, api=request.api,
-                              timeout_s=request.timeout_s, workers=request.workers,
-                              vocab_size=request.vocab_size, seed=request.seed)
+        options = _load_options(live, request.seed)
         on_result = _on_result(live, schedule, offset, perf_counter())
         outcome = await run_workload(schedule, options, on_result=on_result, stop=halt)
         outcomes.append((level, outcome))
@@ -318,6 +316,13 @@ async def _workloads(live: _Live, halt: asyncio.Event
         if halt.is_set() or (level is not None and find_knee(_levels(outcomes)).past_knee):
             break
     return outcomes
+
+
+def _load_options(live: _Live, seed: int) -> LoadOptions:
+    request = live.request
+    return LoadOptions(url=live.url, model=request.model, api=request.api,
+                       timeout_s=request.timeout_s, workers=request.workers,
+                       vocab_size=request.vocab_size, seed=seed)
 
 
 async def _warmup(live: _Live, halt: asyncio.Event) -> None:
@@ -331,10 +336,8 @@ async def _warmup(live: _Live, halt: asyncio.Event) -> None:
         concurrency=first.concurrency or WARMUP_CONCURRENCY,
         prompt_tokens=int(np.median([r.input_tokens for r in first.requests])),
         output_tokens=int(np.median([r.output_tokens for r in first.requests])))
-    options = LoadOptions(url=live.url, model=request.model, api=request.api,
-                          timeout_s=request.timeout_s, workers=request.workers,
-                          vocab_size=request.vocab_size, seed=request.seed + 1)
-    outcome = await run_workload(build_schedule(spec), options, stop=halt)
+    outcome = await run_workload(build_schedule(spec), _load_options(live, request.seed + 1),
+                                 stop=halt)
     live.warmup_requests = outcome.sent
     live.measured_from_s = perf_counter()
 

@@ -159,7 +159,13 @@ def _synthetic(spec: WorkloadSpec, at: list[float | None],
 def _renewal(spec: WorkloadSpec, gaps: Callable[[np.random.Generator], Callable[[int], np.ndarray]],
              ) -> Schedule:
     rng = np.random.default_rng(spec.seed)
-    at = _arrivals(gaps(rng), 0.0, spec.duration_s, spec.num_requests, 1.0 / spec.rate_rps)
+    return _one_phase(spec, _arrivals(gaps(rng), 0.0, spec.duration_s, spec.num_requests,
+                                      1.0 / spec.rate_rps))
+
+
+def _one_phase(spec: WorkloadSpec, at: np.ndarray) -> Schedule:
+    """Open-loop requests at offsets `at`, in one phase named after the kind that ends at the
+    duration (else at the last arrival)."""
     end = spec.duration_s if spec.duration_s is not None else float(at[-1]) if len(at) else 0.0
     reqs = _synthetic(spec, at.tolist(), [spec.kind] * len(at))
     return Schedule(kind=spec.kind, requests=reqs, concurrency=spec.concurrency,
@@ -185,13 +191,8 @@ def _poisson(spec: WorkloadSpec) -> Schedule:
     With a request count only: exponential gaps with mean 1/rate, arrivals at their sums."""
     if spec.duration_s is None:
         return _renewal(spec, lambda rng: lambda n: rng.exponential(1.0 / spec.rate_rps, n))
-    rng = np.random.default_rng(spec.seed)
-    at = _exact_poisson(rng, spec.rate_rps, 0.0, spec.duration_s)
-    if spec.num_requests is not None:
-        at = at[:spec.num_requests]
-    reqs = _synthetic(spec, at.tolist(), [spec.kind] * len(at))
-    return Schedule(kind=spec.kind, requests=reqs, concurrency=spec.concurrency,
-                    phases=[Phase(name=spec.kind, start_s=0.0, end_s=spec.duration_s)])
+    at = _exact_poisson(np.random.default_rng(spec.seed), spec.rate_rps, 0.0, spec.duration_s)
+    return _one_phase(spec, at[:spec.num_requests])
 
 
 def _gamma(spec: WorkloadSpec) -> Schedule:
