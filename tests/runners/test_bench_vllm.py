@@ -52,7 +52,7 @@ def test_trace_replay_and_sweep_on_real_vllm(tiny_model_dir, tmp_path):
         replay = run_bench(BenchRequest(endpoint_url=ep.url, workload=trace,
                                         scrape_interval_s=0.25), workspace=ws)
         swept = run_bench(BenchRequest(endpoint_url=ep.url, workload=sweep,
-                                       sweep_max_concurrency=16, scrape_interval_s=0.1),
+                                       sweep_max_concurrency=32, scrape_interval_s=0.1),
                           workspace=ws)
     assert not group_alive(ep.pid)
 
@@ -71,12 +71,13 @@ def test_trace_replay_and_sweep_on_real_vllm(tiny_model_dir, tmp_path):
     assert {"queue_depth", "running", "kv_cache_usage", "prefix_cache_hits_tokens",
             "prefix_cache_queries_tokens"} <= keys, keys
 
-    # The tiny model is overhead-bound on a CPU, so queued requests still raise throughput a
-    # little past max_num_seqs; the sweep must stop within the cap, right past its knee.
+    # The tiny model is overhead-bound on a CPU, so queued requests still raise throughput
+    # past max_num_seqs (with exact stamps the knee fell at 8 or 16: CI once saw +28 % from 8
+    # to 16); the sweep must stop within the cap of 32, right past its knee.
     knee = swept.knee.knee_concurrency
     levels = [lv.concurrency for lv in swept.levels]
     print(f"\nsweep levels: {[lv.model_dump() for lv in swept.levels]}", file=sys.stderr)
-    assert knee is not None and levels[-1] == 2 * knee <= 16
+    assert knee is not None and levels[-1] == 2 * knee <= 32
     tput = np.array([lv.output_throughput_tok_s for lv in swept.levels])
     e2e = np.array([lv.e2e_p50_s for lv in swept.levels])
     flat = (tput[1:] / tput[:-1] < 1.10) & (e2e[1:] / e2e[:-1] > 1.20)
