@@ -18,6 +18,7 @@ COPY requirements.txt ./
 RUN pip install --no-cache-dir -r requirements.txt
 
 # Only what the app runs: the libraries, their data and the Streamlit config.
+COPY core/ core/
 COPY app/ app/
 COPY profiler/ profiler/
 COPY engines/ engines/

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from profiler.errors import ServeFitError, UsageError
+from core.errors import ServeFitError, UsageError
 
 PROG = "python -m app"
 

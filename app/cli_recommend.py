@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from profiler.errors import UsageError
+from core.errors import UsageError
 
 
 def add_recommend(sub: Any) -> None:

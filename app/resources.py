@@ -296,7 +296,7 @@ class BenchJob:
         return self._thread.is_alive()
 
     def _run(self) -> None:
-        from profiler.errors import ServeFitError
+        from core.errors import ServeFitError
         from runners.bench import run_bench
 
         try:

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler.errors import ServeFitError
+from core.errors import ServeFitError
 from recommender.calibrate import DEFAULT_CSV, CalRow, parse_csv, predict_row
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import FIT_FILE, PerfParams, load_params

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from profiler.errors import WorkspaceError
+from core.errors import WorkspaceError
 from profiler.schema import REQUEST_COLUMNS, REQUESTS_TABLE
 from profiler.workspace import Workspace
 

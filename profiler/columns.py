@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler.errors import TraceError
+from core.errors import TraceError
 from profiler.sources import OpenedTrace, open_trace
 
 

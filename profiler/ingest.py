@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import Field
 
+from core.errors import FormatDetectionError, UsageError
 from profiler.columns import scan_sql, typed_columns
-from profiler.errors import FormatDetectionError, UsageError
 from profiler.formats import TABLE_FORMATS, TEXT_FORMATS, FieldMap, TableFormat
 from profiler.formats.base import FIELDS, quote_ident
 from profiler.formats.generic import resolve as resolve_generic

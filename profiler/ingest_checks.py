@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from core.errors import TraceError
 from profiler.columns import scan_sql
-from profiler.errors import TraceError
 from profiler.formats import TABLE_FORMATS, TEXT_FORMATS
 from profiler.formats.base import quote_ident
 from profiler.schema import FormatInfo

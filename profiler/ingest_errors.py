@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from profiler.errors import TraceError
+from core.errors import TraceError
 from profiler.sources import (
     DIAGNOSE_ROWS,
     JsonProblem,

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from profiler.errors import TraceError, UsageError
+from core.errors import TraceError, UsageError
 from profiler.formats import TEXT_FORMATS, TextFormat
 from profiler.ingest_errors import DETAIL_CHARS
 from profiler.schema import FormatInfo

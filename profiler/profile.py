@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from profiler.errors import UsageError, WorkspaceError
+from core.errors import UsageError, WorkspaceError
 from profiler.ingest import IngestOptions, ingest
 from profiler.schema import REQUESTS_TABLE, FormatInfo, LengthStats, Profile, RateSeries
 from profiler.workspace import Workspace

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from profiler.errors import TraceError
+from core.errors import TraceError
 
 Container = Literal["parquet", "csv", "jsonl", "json_array"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
-from profiler.errors import UsageError
+from core.errors import UsageError
 from profiler.schema import Profile, Record
 from profiler.synth_arrivals import CHUNK_ROWS, arrival_stream, rechunk
 from profiler.synth_prefix import (

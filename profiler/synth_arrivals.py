@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.errors import UsageError
+from core.errors import UsageError
 from profiler.schema import Profile
 
 CHUNK_ROWS = 1_000_000  # arrival times per streamed array; `profiler.synth` writes chunks this big

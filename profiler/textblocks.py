@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profiler.errors import UsageError
+from core.errors import UsageError
 
 BLOCK_TOKENS = 16
 CHARS_PER_TOKEN = 4

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from profiler.errors import UsageError
+from core.errors import UsageError
 
 TimeUnit = Literal["s", "ms", "us", "ns", "datetime"]
 

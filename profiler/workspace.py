@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from profiler.errors import WorkspaceError
+from core.errors import WorkspaceError
 
 DEFAULT_RELATIVE_PATH = Path(".servefit") / "workspace.duckdb"
 ENV_VAR = "SERVEFIT_WORKSPACE"

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from profiler.errors import ServeFitError, UsageError
+from core.errors import ServeFitError, UsageError
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import (
     FIT_FILE,

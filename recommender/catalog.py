@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from recommender.errors import CatalogError, UnknownCatalogEntryError
+from core.errors import CatalogError, UnknownCatalogEntryError
 from recommender.hf_config import load_model
 from recommender.specs import GPU, ModelSpec, estimate_params_b
 

@@ -7,10 +7,10 @@ names a GPU but carries no facts.
 
 from __future__ import annotations
 
+from core.errors import UnknownCatalogEntryError
 from engines.export import ExportRequest
 from engines.facts import HardwareFacts, ModelFacts
 from recommender.catalog import get_gpu, get_model
-from recommender.errors import UnknownCatalogEntryError
 from recommender.specs import GPU, ModelSpec
 
 GIB = 2**30

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from recommender.errors import CatalogError
+from core.errors import CatalogError
 from recommender.specs import ModelSpec, estimate_params_b
 
 # Decoder-only detection for user configs: refuse these outright...

@@ -11,9 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.errors import UsageError
 from engines import ENGINES
 from engines.config import EngineConfig, EngineKind
-from profiler.errors import UsageError
 from recommender.specs import GPU, ModelSpec
 
 GIB = 2**30

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.errors import UsageError
 from engines.config import EngineKind
-from profiler.errors import UsageError
 from recommender.specs import GPU
 
 FIT_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "fit.json"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.errors import UsageError
 from engines.config import EngineConfig, EngineKind, SpeculativeConfig
-from profiler.errors import UsageError
 from recommender.memory import plan_memory
 from recommender.params import (
     FIT_FILE,

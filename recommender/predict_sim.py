@@ -22,8 +22,8 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.errors import UsageError
 from engines.config import EngineConfig, EngineKind, SpeculativeConfig
-from profiler.errors import UsageError
 from recommender import perf
 from recommender.simulator import (
     LatencyStats,

@@ -13,9 +13,9 @@ import functools
 import json
 from dataclasses import dataclass
 
+from core.errors import ServeFitError, UsageError
 from engines import ENGINES
 from engines.config import EngineConfig
-from profiler.errors import ServeFitError, UsageError
 from profiler.schema import Profile
 from recommender.catalog import get_model, load_gpus
 from recommender.memory import WEIGHT_BYTES_PER_PARAM, plan_memory

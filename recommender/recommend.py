@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from core.errors import UsageError
 from engines.export import ExportRequest
-from profiler.errors import UsageError
 from profiler.ingest import IngestOptions
 from profiler.profile import profile_trace
 from profiler.schema import Profile

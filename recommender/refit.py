@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from profiler.errors import UsageError
+from core.errors import UsageError
 from recommender.calibrate import SCALES, CalRow, errors, fit
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import FIT_FILE, PerfParams, load_params

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.errors import UsageError
 from engines import ENGINES
 from engines.config import EngineConfig, SpeculativeConfig
 from engines.errors import EngineError
 from engines.facts import HardwareFacts, ModelFacts
-from profiler.errors import UsageError
 from recommender import perf
 from recommender.memory import SAFE_FRACTION_MAX, plan_memory
 from recommender.scoring import Evaluation, Goals, evaluate

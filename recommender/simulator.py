@@ -47,9 +47,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.errors import UsageError
 from engines import ENGINES
 from engines.config import EngineConfig
-from profiler.errors import UsageError
 from recommender import perf
 from recommender.memory import plan_memory
 from recommender.sim_result import (

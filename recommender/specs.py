@@ -11,7 +11,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from profiler.errors import UsageError
+from core.errors import UsageError
 
 Dtype = Literal["bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
 Confidence = Literal["high", "medium", "low"]

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from core.errors import UsageError
 from engines.config import SpeculativeConfig
-from profiler.errors import UsageError
 from recommender.specs import ModelSpec
 
 # Per-token acceptance rate by method: the default when the caller gives none. Chat-like load

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from profiler.errors import UsageError
+from core.errors import UsageError
 from profiler.schema import REQUESTS_TABLE
 from profiler.workspace import Workspace
 from recommender.simulator import SimRequests

@@ -23,10 +23,11 @@ from typing import Self
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.errors import RunnerError
 from engines import get_engine
 from engines.config import EngineConfig, EngineKind
 from profiler.workspace import Workspace
-from runners.errors import RunnerError, one_line
+from runners.errors import one_line
 from runners.launch import LaunchSpec, launched
 from runners.loadgen import LoadOptions, WorkloadOutcome, run_outside_loop, run_workload
 from runners.metrics import (

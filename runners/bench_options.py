@@ -12,7 +12,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from profiler.errors import UsageError
+from core.errors import UsageError
 from profiler.workspace import Workspace
 from runners.bench import DEFAULT_SWEEP_CAP, BenchReport, BenchRequest, ProgressSample, run_bench
 from runners.metrics import summary_json

@@ -1,14 +1,12 @@
-"""Errors the runners raise on purpose, and the kinds of per-request failure they record.
+"""The kinds of per-request failure the runners record, and their one-line messages.
 
 Per-request failures are never raised: they are `RequestResult(success=False, error_kind=…)`
-rows. Run-level problems (launch, readiness, bad spec) raise `RunnerError` subclasses.
+rows. Run-level problems (launch, readiness, bad spec) raise `core.errors.RunnerError`.
 """
 
 from __future__ import annotations
 
 from typing import Literal
-
-from profiler.errors import ServeFitError
 
 ErrorKind = Literal[
     "http",  # non-200 status
@@ -22,10 +20,6 @@ ErrorKind = Literal[
 ]
 
 _MAX_ERROR_CHARS = 300
-
-
-class RunnerError(ServeFitError):
-    """A run-level problem: launching, readiness, or a request spec that cannot be sent."""
 
 
 def one_line(text: str, limit: int = _MAX_ERROR_CHARS) -> str:

@@ -26,11 +26,11 @@ from typing import Any, Literal, Self, TypeVar
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.errors import RunnerError
 from engines import get_engine
 from engines.base import GpuSelection, ReadinessProbe
 from engines.config import EngineConfig
 from runners.client import send
-from runners.errors import RunnerError
 from runners.ports import free_port
 from runners.schemas import RequestSpec
 

@@ -27,9 +27,9 @@ import aiohttp
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.errors import RunnerError
 from runners import prompts
 from runners.client import endpoint_url, send_body
-from runners.errors import RunnerError
 from runners.rawhttp import RawClient
 from runners.schemas import MANAGED_KEYS, Api, RequestResult
 from runners.workloads import Schedule

@@ -17,7 +17,7 @@ import queue as queue_mod
 from time import perf_counter
 from typing import Any
 
-from runners.errors import RunnerError
+from core.errors import RunnerError
 from runners.schemas import RequestResult
 
 BATCH_S = 0.02  # how often a worker ships its finished results

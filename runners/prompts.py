@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from runners.errors import RunnerError
+from core.errors import RunnerError
 
 POOL_TOKENS = 1 << 16
 DEFAULT_LOW_ID = 100  # ids below this are often special or control tokens

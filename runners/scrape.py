@@ -18,7 +18,8 @@ from time import perf_counter
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 
-from runners.errors import RunnerError, one_line
+from core.errors import RunnerError
+from runners.errors import one_line
 
 DEFAULT_INTERVAL_S = 1.0
 # Keys whose samples are ratios or gauges per engine: averaged over label sets, not summed.

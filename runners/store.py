@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from profiler.errors import WorkspaceError
+from core.errors import WorkspaceError
 from profiler.workspace import Workspace
 from runners.metrics import summarize
 from runners.schemas import RequestResult

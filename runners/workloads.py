@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from runners.errors import RunnerError
+from core.errors import RunnerError
 
 WorkloadKind = Literal["trace", "poisson", "gamma", "concurrency", "burst", "soak"]
 

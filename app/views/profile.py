@@ -7,8 +7,8 @@ import streamlit as st
 from app import charts
 from app.render import fmt_value
 from app.resources import charts_for, current_trace, profile_for
+from core.errors import ServeFitError
 from profiler.chart_data import ChartData, segment_outlines
-from profiler.errors import ServeFitError
 from profiler.schema import Profile
 
 

@@ -17,7 +17,7 @@ from app.resources import (
     trace_path_for,
     workspace_for,
 )
-from profiler.errors import ServeFitError
+from core.errors import ServeFitError
 from profiler.ingest import IngestOptions
 
 DEFAULT_GPU = "H100-SXM"

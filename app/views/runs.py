@@ -12,8 +12,8 @@ from app.resources import (
     store_cursor,
     store_workspace,
 )
+from core.errors import ServeFitError
 from profiler import history
-from profiler.errors import ServeFitError
 from profiler.ingest import IngestOptions
 
 

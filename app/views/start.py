@@ -15,7 +15,7 @@ from app.resources import (
     sample_choice,
     store_upload,
 )
-from profiler.errors import FormatDetectionError, ServeFitError
+from core.errors import FormatDetectionError, ServeFitError
 from profiler.ingest import IngestOptions
 
 FORMATS = ["detect", "azure", "burstgpt", "mooncake", "openai", "sharegpt", "servefit",

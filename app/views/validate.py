@@ -26,8 +26,8 @@ from app.resources import (
     trace_path_for,
     workspace_for,
 )
+from core.errors import ServeFitError
 from engines.config import EngineKind
-from profiler.errors import ServeFitError
 
 JOB_KEY = "servefit.validate.job"
 WHERE = {"endpoint": "An endpoint that already runs", "local": "Launch the engine locally",

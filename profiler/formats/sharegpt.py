@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler.errors import TraceError
+from core.errors import TraceError
 from profiler.formats.base import RawRequest, TextFormat
 from profiler.textblocks import TextMeasurer, render_message
 

@@ -6,8 +6,8 @@ import duckdb
 import pandas as pd
 import pytest
 
+from core.errors import WorkspaceError
 from profiler.canonical import write_canonical
-from profiler.errors import WorkspaceError
 from profiler.ingest import IngestOptions, ingest
 from profiler.workspace import Workspace
 from tests import reference as ref

@@ -7,8 +7,8 @@ import gzip
 import pandas as pd
 import pytest
 
+from core.errors import TraceError
 from profiler.columns import trace_columns
-from profiler.errors import TraceError
 from tests import reference as ref
 
 

@@ -27,7 +27,7 @@ import zstandard
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
-from profiler.errors import ServeFitError
+from core.errors import ServeFitError
 from profiler.formats import TABLE_FORMATS, TEXT_FORMATS
 from profiler.formats.generic import ALIASES
 from profiler.ingest import IngestOptions, ingest

@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 import zstandard
 
+from core.errors import FormatDetectionError, ServeFitError, TraceError, UsageError
 from profiler import sources
-from profiler.errors import FormatDetectionError, ServeFitError, TraceError, UsageError
 from profiler.ingest import IngestOptions, ingest
 from profiler.workspace import Workspace
 

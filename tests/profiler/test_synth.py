@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from core.errors import UsageError
 from profiler import synth
-from profiler.errors import UsageError
 from profiler.ingest import ingest
 from profiler.profile import profile_trace
 from profiler.synth import SynthSummary, synthesize

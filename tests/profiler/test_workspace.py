@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.errors import WorkspaceError
+from core.errors import WorkspaceError
 from profiler.workspace import Workspace
 
 

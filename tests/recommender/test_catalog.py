@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from profiler.errors import ServeFitError, UsageError
+from core.errors import CatalogError, ServeFitError, UnknownCatalogEntryError, UsageError
 from recommender.catalog import (
     DEFAULT_CATALOG_DIR,
     GPU,
@@ -25,7 +25,6 @@ from recommender.catalog import (
     load_model,
     load_models,
 )
-from recommender.errors import CatalogError, UnknownCatalogEntryError
 
 EXPECTED_GPUS = {
     "A10G", "L4", "L40S", "A100-40GB", "A100-80GB",

@@ -11,9 +11,9 @@ import math
 
 import pytest
 
+from core.errors import UsageError
 from engines import ENGINES
 from engines.config import EngineConfig, SpeculativeConfig
-from profiler.errors import UsageError
 from recommender.catalog import get_gpu, get_model
 from recommender.memory import MemoryPlan, max_concurrent_sequences, plan_memory
 

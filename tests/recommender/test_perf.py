@@ -10,8 +10,8 @@ import itertools
 
 import pytest
 
+from core.errors import UsageError
 from engines.config import EngineConfig
-from profiler.errors import UsageError
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import (
     Batch,

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from profiler.errors import UsageError
+from core.errors import UsageError
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import predict
 from recommender.predict_sim import load_summary, simulate_load

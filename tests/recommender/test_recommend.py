@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import yaml
 
+from core.errors import ServeFitError
 from engines import ENGINES
 from engines.export import ExportRequest, export_bundle, load_request
 from engines.facts import HardwareFacts, ModelFacts
-from profiler.errors import ServeFitError
 from profiler.profile import profile_trace
 from profiler.workspace import Workspace
 from recommender.recommend import recommend

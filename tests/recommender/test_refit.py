@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from profiler.errors import UsageError
+from core.errors import UsageError
 from recommender import calibrate
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import load_params, predict

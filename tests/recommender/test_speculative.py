@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from core.errors import UsageError
 from engines.config import SpeculativeConfig
-from profiler.errors import UsageError
 from recommender.catalog import get_model
 from recommender.speculative import (
     DEFAULT_ACCEPTANCE,

@@ -18,11 +18,11 @@ import aiohttp
 import pytest
 from pydantic import ValidationError
 
+from core.errors import RunnerError
 from engines import get_engine
 from engines.common import openai_readiness
 from engines.config import EngineConfig
 from runners.client import send
-from runners.errors import RunnerError
 from runners.launch import Endpoint, LaunchError, LaunchSpec, group_alive, launched
 from runners.ports import free_port
 from runners.schemas import RequestSpec

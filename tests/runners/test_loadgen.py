@@ -204,7 +204,7 @@ def test_chat_text_prompts_have_exact_lengths():
 
 
 def test_unreachable_server_is_one_clear_error():
-    from runners.errors import RunnerError
+    from core.errors import RunnerError
 
     spec = WorkloadSpec(kind="concurrency", concurrency=1, num_requests=1, prompt_tokens=8,
                         output_tokens=2)

@@ -14,8 +14,8 @@ import aiohttp
 import pandas as pd
 import pytest
 
+from core.errors import RunnerError
 from runners import prompts
-from runners.errors import RunnerError
 from runners.prompts import TextPrompts, TokenPrompts
 from tests.runners.loadgen_server import LoadServer
 

@@ -11,7 +11,7 @@ import time
 import duckdb
 import pytest
 
-from profiler.errors import WorkspaceError
+from core.errors import WorkspaceError
 from profiler.workspace import Workspace
 from runners.schemas import RequestResult
 from runners.scrape import MetricSample

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from runners.errors import RunnerError
+from core.errors import RunnerError
 from runners.workloads import WORKLOADS, WorkloadSpec, build_schedule
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"

@@ -2,7 +2,10 @@
 
 Every error a user can cause derives from `ServeFitError` and carries one line that says what
 went wrong, where (file, row, column) and how to fix it. Front-ends print that line and exit
-with code 2; third-party errors (DuckDB, gzip, JSON) are mapped to these at the boundary.
+with code 2; third-party errors (DuckDB, gzip, JSON, HTTP) are mapped to these at the
+boundary. Each package raises the family that names its stage: `TraceError` and
+`WorkspaceError` (profiler), `CatalogError` (recommender), `RunnerError` (runners);
+`UsageError` is a bad argument anywhere.
 """
 
 from __future__ import annotations
@@ -12,6 +15,10 @@ class ServeFitError(Exception):
     """Root of every error ServeFit raises on purpose."""
 
     exit_code = 2
+
+
+class UsageError(ServeFitError):
+    """A command-line or API argument is invalid."""
 
 
 class TraceError(ServeFitError):
@@ -49,8 +56,23 @@ class FormatDetectionError(TraceError):
 
 
 class WorkspaceError(ServeFitError):
-    """The DuckDB workspace is missing what was asked for, or cannot be opened."""
+    """The DuckDB workspace or the app's store is missing what was asked for, or cannot be
+    opened or written."""
 
 
-class UsageError(ServeFitError):
-    """A command-line or API argument is invalid."""
+class CatalogError(ServeFitError):
+    """A GPU or model catalog, or a model `config.json`, is missing, malformed or inconsistent."""
+
+
+class UnknownCatalogEntryError(CatalogError, UsageError):
+    """A GPU or model name matches no catalog entry; the message suggests the closest ones."""
+
+
+class RunnerError(ServeFitError):
+    """A run-level problem: launching, readiness, or a request spec that cannot be sent."""
+
+
+__all__ = [
+    "CatalogError", "FormatDetectionError", "RunnerError", "ServeFitError", "TraceError",
+    "UnknownCatalogEntryError", "UsageError", "WorkspaceError",
+]

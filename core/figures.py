@@ -1,0 +1,139 @@
+"""The one record of serving figures, predicted and measured alike.
+
+`Latency` is the distribution of one latency (seconds; `None` where there is no value, with
+the count behind it). `ServingFigures` holds the four latencies, the throughputs and goodput,
+and, for a prediction, its error band; the simulator's summary, the recommender's predicted
+metrics, `predict`'s load prediction and a measured run's summary all extend it.
+`ServingFigures.json_ms()` is the single millisecond view the CLI prints (DESIGN §2.4 names),
+and `compare` is the one predicted-against-measured function.
+
+Percentiles interpolate linearly (numpy's default, as the profile does).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PERCENTILES = (50, 90, 95, 99)
+Quantile = Literal["mean", "p50", "p90", "p95", "p99"]
+QUANTILES: tuple[Quantile, ...] = ("mean", "p50", "p90", "p95", "p99")
+LatencyName = Literal["ttft_s", "tpot_s", "itl_s", "e2e_s"]
+LATENCIES: tuple[LatencyName, ...] = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+RateName = Literal["output_throughput_tok_s", "total_throughput_tok_s",
+                   "request_throughput_rps", "goodput_rps"]
+RATES: tuple[RateName, ...] = ("output_throughput_tok_s", "total_throughput_tok_s",
+                               "request_throughput_rps", "goodput_rps")
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Latency(_Record):
+    """Mean and percentiles of one latency, seconds (`None` without any value)."""
+
+    count: int = Field(ge=0, description="Values the figures are computed from.")
+    mean: float | None = Field(default=None, description="Mean, seconds.")
+    p50: float | None = Field(default=None, description="Median, seconds.")
+    p90: float | None = Field(default=None, description="90th percentile, seconds.")
+    p95: float | None = Field(default=None, description="95th percentile, seconds.")
+    p99: float | None = Field(default=None, description="99th percentile, seconds.")
+
+    def ms(self) -> dict[str, float | None]:
+        """{mean, p50, p90, p95, p99} in milliseconds (None stays None)."""
+        return {q: None if (v := getattr(self, q)) is None else v * 1e3 for q in QUANTILES}
+
+
+EMPTY = Latency(count=0)
+
+
+def latency_of(values: Iterable[float]) -> Latency:
+    """The `Latency` of the finite entries of `values` (an array, a list or any iterable of
+    floats); NaN and infinite entries are left out, as values that do not exist."""
+    import numpy as np
+
+    arr = np.asarray(values if hasattr(values, "__len__") else list(values), dtype=float)
+    arr = arr.ravel()
+    arr = arr[np.isfinite(arr)]
+    if arr.size == 0:
+        return EMPTY
+    p50, p90, p95, p99 = (float(v) for v in np.percentile(arr, PERCENTILES))
+    return Latency(count=int(arr.size), mean=float(arr.mean()), p50=p50, p90=p90, p95=p95,
+                   p99=p99)
+
+
+class Band(_Record):
+    """How far a predicted figure can be trusted: the cross-validated error of its cell
+    (engine × GPU family × dense/MoE × regime), measured leaving whole sources out."""
+
+    cell: str = Field(description="The calibration cell the prediction falls in.")
+    median_ape: float = Field(ge=0, description="Median absolute relative error of the cell "
+                              "on held-out sources (0.15 = 15 %).")
+    rows: int = Field(ge=0, description="Held-out measurements behind `median_ape`.")
+
+
+class ServingFigures(_Record):
+    """Latency distributions, throughputs and goodput of one serving run, predicted or
+    measured; throughputs over every GPU of the deployment."""
+
+    ttft_s: Latency = Field(description="Time to first token, per request.")
+    tpot_s: Latency = Field(description="(E2E − TTFT)/(output tokens − 1), per request.")
+    itl_s: Latency = Field(description="Gaps between a request's consecutive token "
+                           "emissions, pooled over all requests.")
+    e2e_s: Latency = Field(description="Send (arrival) to last token, per request.")
+    output_throughput_tok_s: float = Field(ge=0, description="Output tokens/s.")
+    total_throughput_tok_s: float = Field(ge=0, description="Input + output tokens/s.")
+    request_throughput_rps: float = Field(ge=0, description="Completed requests/s.")
+    goodput_rps: float | None = Field(default=None, description="Completed requests/s "
+                                      "meeting every SLO (None: no SLO was given).")
+    band: Band | None = Field(default=None, description="A prediction's error band; None for "
+                              "a measurement, or a prediction outside every calibrated cell.")
+
+    def json_ms(self) -> dict[str, object]:
+        """The JSON view (DESIGN §2.4 names): throughputs, goodput, latencies in ms."""
+        out: dict[str, object] = {name: getattr(self, name) for name in RATES}
+        out.update({f"{name[:-2]}_ms": getattr(self, name).ms() for name in LATENCIES})
+        if self.band is not None:
+            out["band"] = self.band.model_dump()
+        return out
+
+
+class FigureDelta(_Record):
+    """One figure predicted and measured (seconds, or its rate unit)."""
+
+    figure: str = Field(description="'ttft_s.p95', 'output_throughput_tok_s', ...")
+    predicted: float | None
+    measured: float | None
+    error: float | None = Field(description="(predicted − measured) / measured; None when "
+                                "either side has no value or the measurement is 0.")
+    within_band: bool | None = Field(description="|error| within the prediction's band; "
+                                     "None without a band or an error.")
+
+
+DEFAULT_COMPARE: tuple[tuple[LatencyName, tuple[Quantile, ...]], ...] = (
+    ("ttft_s", ("p50", "p95", "p99")), ("tpot_s", ("p50", "p95", "p99")),
+    ("itl_s", ("p50", "p95", "p99")), ("e2e_s", ("p50", "p95", "p99")),
+)
+
+
+def compare(predicted: ServingFigures, measured: ServingFigures,
+            latencies: Sequence[tuple[LatencyName, Sequence[Quantile]]] = DEFAULT_COMPARE,
+            ) -> list[FigureDelta]:
+    """Predicted against measured, figure by figure: the chosen latency quantiles, then the
+    throughputs and goodput."""
+    pairs: list[tuple[str, float | None, float | None]] = [
+        (f"{name}.{q}", getattr(getattr(predicted, name), q), getattr(getattr(measured, name), q))
+        for name, quantiles in latencies for q in quantiles
+    ]
+    pairs += [(name, getattr(predicted, name), getattr(measured, name)) for name in RATES]
+    return [_delta(figure, p, m, predicted.band) for figure, p, m in pairs]
+
+
+def _delta(figure: str, p: float | None, m: float | None, band: Band | None) -> FigureDelta:
+    error = None if p is None or m is None or m == 0 or not math.isfinite(p) else (p - m) / m
+    within = None if band is None or error is None else abs(error) <= band.median_ape
+    return FigureDelta(figure=figure, predicted=p, measured=m, error=error, within_band=within)

@@ -1,0 +1,109 @@
+"""The load a prediction (and, later, a benchmark) is asked about: `LoadSpec`.
+
+Two independent choices, each a plug-in keyed by `kind`:
+- the requests' lengths: `FixedLengths` (every request ISL + OSL tokens) or a `TraceWindow`
+  (the lengths and arrivals of part of a trace);
+- how they arrive: `ClosedLoop` (C users, each sending when its last request ends), `Rate`
+  (an open-loop Poisson or Gamma process) or `Offline` (all queued at t = 0).
+A trace window carries its own arrivals, so it takes no arrival process.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FixedLengths(_Record):
+    """Every request has `input_tokens` prompt and `output_tokens` generated tokens."""
+
+    kind: Literal["fixed"] = "fixed"
+    input_tokens: int = Field(ge=1, description="Prompt tokens per request (ISL).")
+    output_tokens: int = Field(ge=1, description="Generated tokens per request (OSL).")
+
+
+class TraceWindow(_Record):
+    """The requests of a trace (its lengths and arrivals) between `start_s` and
+    `start_s + duration_s`, arrivals compressed by `time_scale` (2 = twice the rate)."""
+
+    kind: Literal["trace"] = "trace"
+    path: str = Field(min_length=1, description="Trace file (any format ingest reads).")
+    start_s: float = Field(default=0.0, ge=0, description="Window start, trace seconds.")
+    duration_s: float | None = Field(default=None, gt=0,
+                                     description="Window length, trace seconds (None: to the end).")
+    time_scale: float = Field(default=1.0, gt=0, description="Arrival-rate multiplier.")
+
+
+class ClosedLoop(_Record):
+    """`concurrency` users, each sending its next request when the last one ends."""
+
+    kind: Literal["closed_loop"] = "closed_loop"
+    concurrency: int = Field(ge=1, description="Requests in flight at once.")
+
+
+class Rate(_Record):
+    """Open-loop arrivals at `rate_rps`: Poisson, or Gamma gaps with coefficient of
+    variation `cv` (1 = Poisson; > 1 burstier)."""
+
+    kind: Literal["rate"] = "rate"
+    rate_rps: float = Field(gt=0, description="Mean arrival rate, requests/s.")
+    process: Literal["poisson", "gamma"] = "poisson"
+    cv: float = Field(default=1.0, gt=0, description="Gamma gaps' coefficient of variation.")
+
+    @model_validator(mode="after")
+    def _finite(self) -> Rate:
+        if not math.isfinite(self.rate_rps):
+            raise ValueError("rate_rps must be finite")
+        return self
+
+
+class Offline(_Record):
+    """Every request queued at t = 0 (a max-throughput run)."""
+
+    kind: Literal["offline"] = "offline"
+
+
+Lengths = Annotated[FixedLengths | TraceWindow, Field(discriminator="kind")]
+Arrival = Annotated[ClosedLoop | Rate | Offline, Field(discriminator="kind")]
+
+
+class LoadSpec(_Record):
+    """What load to serve: lengths, arrivals, how many requests, and the seed of every
+    random choice (arrival draws)."""
+
+    lengths: Lengths
+    arrival: Arrival | None = Field(default=None, description="None only for a trace "
+                                    "window, which carries its own arrivals.")
+    num_requests: int | None = Field(default=None, ge=1, description="Requests in all (None: "
+                                     "the consumer's default for the arrival kind).")
+    seed: int = Field(default=0, description="Seed of every random choice.")
+
+    @model_validator(mode="after")
+    def _arrival_given(self) -> LoadSpec:
+        if self.arrival is None and self.lengths.kind != "trace":
+            raise ValueError("fixed lengths need an arrival: closed_loop, rate or offline")
+        if self.arrival is not None and self.arrival.kind == "offline" and (
+                self.num_requests is None and self.lengths.kind == "fixed"):
+            raise ValueError("an offline load of fixed lengths needs num_requests")
+        return self
+
+
+def fixed(input_tokens: int, output_tokens: int, *, concurrency: int | None = None,
+          rate_rps: float | None = None, offline: bool = False,
+          num_requests: int | None = None, seed: int = 0) -> LoadSpec:
+    """A fixed-length `LoadSpec` from exactly one of concurrency, rate or offline (the CLI's
+    and the benchmarks' way of asking); raises ValueError otherwise."""
+    chosen = [x for x in (concurrency is not None, rate_rps is not None, offline) if x]
+    if len(chosen) != 1:
+        raise ValueError("give exactly one of concurrency, rate or offline")
+    arrival: ClosedLoop | Rate | Offline = (
+        ClosedLoop(concurrency=concurrency) if concurrency is not None
+        else Rate(rate_rps=rate_rps) if rate_rps is not None else Offline())
+    return LoadSpec(lengths=FixedLengths(input_tokens=input_tokens, output_tokens=output_tokens),
+                    arrival=arrival, num_requests=num_requests, seed=seed)
