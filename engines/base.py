@@ -97,10 +97,27 @@ class DisaggregationPlan(BaseModel):
 class EnginePlugin(Protocol):
     """What `engines/<kind>.py` provides (one instance per engine, registered by `kind`)."""
 
-    kind: EngineKind
-    defaults: EngineDefaults
-    metric_names: Mapping[str, tuple[str, ...]]
-    metrics_path: str
+    # Read-only properties, so a plug-in may provide them as class constants (ClassVar) or
+    # instance attributes alike; a bare annotation would demand instance variables.
+    @property
+    def kind(self) -> EngineKind:
+        """The registry key (`engines.ENGINES[kind]`)."""
+        ...
+
+    @property
+    def defaults(self) -> EngineDefaults:
+        """What the engine does with knobs left unset."""
+        ...
+
+    @property
+    def metric_names(self) -> Mapping[str, tuple[str, ...]]:
+        """Our metric key → the engine's Prometheus sample names, newest first."""
+        ...
+
+    @property
+    def metrics_path(self) -> str:
+        """GET path of the Prometheus text."""
+        ...
 
     def check(self, config: EngineConfig, hardware: HardwareFacts, model: ModelFacts) -> None:
         """Refuse what the engine cannot do here.

@@ -253,7 +253,9 @@ def extra_settings(
 
 def dump_yaml(data: Mapping[str, Any]) -> str:
     """Block YAML in insertion order; a huge width keeps each value on one line."""
-    return yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, width=10**6)
+    # Without a stream safe_dump returns the text; str() says so to the type checker, which
+    # sees PyYAML as untyped.
+    return str(yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, width=10**6))
 
 
 # -- reading a config file back --------------------------------------------------------------

@@ -138,8 +138,9 @@ class _PlainDumper(yaml.SafeDumper):
 
 
 def _dump_yaml(*docs: Any) -> str:
-    return yaml.dump_all(docs, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True,
-                         width=10**6)
+    # Without a stream dump_all returns the text (str() for the checker: PyYAML is untyped).
+    return str(yaml.dump_all(docs, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True,
+                             width=10**6))
 
 
 def compose_yaml(c: Container, kind: str, health_path: str, gpus: int) -> str:
