@@ -236,7 +236,9 @@ def extra_settings(
     `also_check(key, name, value, so_far)` adds an engine's own refusals per item.
 
     Raises:
-        CapabilityError: an extra arg naming a flag in `reserved` (or what `also_check` refuses).
+        CapabilityError: an extra arg naming a flag in `reserved`, two extra args renamed to
+            one flag (`a_b` and `a-b`: the config file would keep only one of them), or what
+            `also_check` refuses.
     """
     out: list[Setting] = []
     for key, value in config.extra_args.items():
@@ -245,6 +247,8 @@ def extra_settings(
             raise CapabilityError(
                 f"extra_args[{key!r}] collides with a setting EngineConfig renders itself"
             )
+        if any(seen == name for seen, _ in out):
+            raise CapabilityError(f"extra_args[{key!r}] repeats flag --{name}")
         if also_check is not None:
             also_check(key, name, value, out)
         out.append((name, value))

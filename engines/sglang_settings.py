@@ -183,8 +183,6 @@ def _speculative_settings(config: EngineConfig) -> list[Setting]:
 
 
 def _sglang_extra_rules(key: str, name: str, value: Any, so_far: list[Setting]) -> None:
-    if name in {seen for seen, _ in so_far}:
-        raise CapabilityError(f"extra_args[{key!r}] repeats flag --{name}")
     if value is False:
         raise CapabilityError(
             f"extra_args[{key!r}] is false; SGLang switches are store_true flags, so "

@@ -420,7 +420,7 @@ class VllmEngine:
         reserved = managed | _RESERVED_FLAGS
         # `--no-X` is X's negation, so it collides with X too.
         negated = {f"no-{name}" for name in reserved}
-        return extra_settings(config, reserved | negated, _flag_name)
+        return extra_settings(config, reserved | negated, _flag_name, _one_switch_once)
 
 
 # Flags that EngineConfig owns even when a field is unset (so extra_args cannot sneak them in).
@@ -432,6 +432,17 @@ _RESERVED_FLAGS = frozenset(
         "speculative-config", "max-model-len", "kv-transfer-config", "host", "port",
     }
 )  # fmt: skip
+
+
+def _switch(name: str, value: Any) -> str:
+    """The flag a setting sets: `no-X: true` sets X (to false)."""
+    return name[3:] if name.startswith("no-") and value is True else name
+
+
+def _one_switch_once(key: str, name: str, value: Any, so_far: list[Setting]) -> None:
+    # `--X` and `--no-X` set one switch: the file would read back as one of them only.
+    if any(_switch(seen, was) == _switch(name, value) for seen, was in so_far):
+        raise CapabilityError(f"extra_args[{key!r}] sets flag --{_switch(name, value)} again")
 
 
 _kv_back = reverse({k: v for k, v in _KV_DTYPE.items() if v != "auto"}, "kv-cache-dtype")

@@ -1,69 +1,157 @@
-"""EngineConfig → config file (+ launch argv) → parsed back: equal up to normalisations."""
+"""EngineConfig → config file + launch argv → parsed back, for every registered plug-in.
+
+No test here branches on an engine's name: each runs over `engines.ENGINES`, and what differs
+between engines is a fact in `FACTS` (written from shared/reference/engines.md, not from the
+plug-ins' code), which the generic assertions read.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+import yaml
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engines import ENGINES
+from engines.base import EnginePlugin
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 
-KINDS = ("vllm", "sglang", "trtllm")
+KINDS = sorted(ENGINES)
 PATH = "/cfg/file.yaml"
 
 
-def _normalise(config: EngineConfig) -> EngineConfig:
-    """What each plug-in documents it cannot tell apart in its file (and argv)."""
-    upd: dict[str, Any] = {}
-    kv, quant, extra = config.kv_cache_dtype, config.weight_quantization, dict(config.extra_args)
-    if config.engine == "vllm":
-        upd["kv_cache_dtype"] = "auto" if kv in ("bf16", "fp16") else kv
-        upd["weight_quantization"] = None if quant == "none" else quant
-        out: dict[str, Any] = {}
-        for key, value in extra.items():
-            name = key.replace("_", "-")
-            negated = name.startswith("no-") and value is True
-            out[name[3:] if negated else name] = False if negated else value
-        upd["extra_args"] = out
-    elif config.engine == "sglang":
-        upd["kv_cache_dtype"] = {"fp16": "auto", "fp8_e4m3": "fp8"}.get(kv, kv)
-        upd["weight_quantization"] = None if quant == "none" else quant
-        upd["prefix_caching"] = None if config.prefix_caching else config.prefix_caching
-        upd["chunked_prefill"] = None if config.chunked_prefill else config.chunked_prefill
-        upd["extra_args"] = {k.replace("_", "-"): v for k, v in extra.items()}
-    else:
-        upd["kv_cache_dtype"] = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8"}.get(kv, kv)
-        upd["weight_quantization"] = None
-        upd["extra_args"] = {
-            k.replace("-", "_"): _cli_typed(v) for k, v in extra.items() if v is not False
-        }
-    return config.model_copy(update=upd)
+@dataclass(frozen=True)
+class Facts:
+    """What one engine can express and how its spellings read back."""
+
+    # field (or "speculative.method") → our values the engine has no spelling for.
+    refused: dict[str, frozenset[Any]] = field(default_factory=dict)
+    # field → {value given: value read back}: our spellings the engine cannot tell apart.
+    same_as: dict[str, dict[Any, Any]] = field(default_factory=dict)
+    # Fields that only declare what the checkpoint is: never rendered, read back as None.
+    declared_only: frozenset[str] = frozenset()
+    flag_sep: str = "-"  # the engine's one separator inside long-flag names
+    negation: str | None = None  # prefix of a switch's off form (`--no-X`)
+    # A `false` extra arg: kept (it has an off form), refused, or the default (switches are
+    # off unless given), so it renders nothing.
+    false_switch: Literal["kept", "refused", "default"] = "kept"
+    extras_from_cli_text: bool = False  # extra args read back from argv text, not YAML
+    argv_required: bool = False  # the file holds only part of the settings
+    # "flags": server_argv carries the file's settings as flags; "file": it reads the file.
+    server_argv_form: Literal["flags", "file"] = "flags"
 
 
-def _cli_typed(value: Any) -> Any:
-    if isinstance(value, str):
-        for kind in (int, float):
-            try:
-                if str(kind(value)) == value:
-                    return kind(value)
-            except ValueError:
-                pass
-    return value
+FACTS: dict[str, Facts] = {
+    "vllm": Facts(
+        refused={"kv_cache_dtype": frozenset({"int8", "fp4"}),
+                 "weight_quantization": frozenset({"int8", "int4"})},
+        same_as={"kv_cache_dtype": {"bf16": "auto", "fp16": "auto"},
+                 "weight_quantization": {"none": None}},
+        negation="no-",
+    ),
+    "sglang": Facts(
+        refused={"kv_cache_dtype": frozenset({"int8"}),
+                 "weight_quantization": frozenset({"int8", "int4"})},
+        same_as={"kv_cache_dtype": {"fp16": "auto", "fp8_e4m3": "fp8"},
+                 "weight_quantization": {"none": None},
+                 # On by default and switched off only: True renders nothing.
+                 "prefix_caching": {True: None}, "chunked_prefill": {True: None}},
+        false_switch="refused",
+    ),
+    "trtllm": Facts(
+        refused={"kv_cache_dtype": frozenset({"fp8_e5m2", "int8"}),
+                 "weight_quantization": frozenset({"int8", "int4", "gptq", "mxfp4"}),
+                 "speculative.method": frozenset({"eagle"})},
+        same_as={"kv_cache_dtype": {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8"}},
+        declared_only=frozenset({"weight_quantization"}),
+        flag_sep="_",
+        false_switch="default",
+        extras_from_cli_text=True,
+        argv_required=True,
+        server_argv_form="file",
+    ),
+}
 
 
-def _read_back(config: EngineConfig) -> EngineConfig:
-    plugin = ENGINES[config.engine]
-    text = plugin.config_file(config)[1]
-    return plugin.config_from_file(
-        config.model, text, plugin.serve_argv_with_config_file(config, PATH)
-    )
+def test_every_registered_engine_has_facts() -> None:
+    assert sorted(FACTS) == KINDS
 
 
-_names = st.from_regex(r"x[a-z0-9]{0,6}([-_][a-z0-9]{1,4})?", fullmatch=True)
+# -- what a config means, per the facts ---------------------------------------------------
+
+
+def _value_of(config: EngineConfig, name: str) -> Any:
+    if name == "speculative.method":
+        return None if config.speculative is None else config.speculative.method
+    return getattr(config, name)
+
+
+def _extra_meaning(extra: dict[str, Any], facts: Facts) -> tuple[dict[str, Any], bool]:
+    """(flag → value as the engine sees it, whether two extra args set one flag)."""
+    out: dict[str, Any] = {}
+    clash = False
+    for key, raw in extra.items():
+        name, value = re.sub("[-_]", facts.flag_sep, key), raw
+        if facts.negation and value is True and name.startswith(facts.negation):
+            name, value = name[len(facts.negation):], False
+        clash = clash or name in out
+        if isinstance(value, bool):
+            out[name] = value
+        elif facts.extras_from_cli_text:
+            out[name] = str(value)
+        else:
+            out[name] = (type(value), value)
+    if facts.false_switch == "default":
+        out = {name: value for name, value in out.items() if value is not False}
+    return out, clash
+
+
+def _should_refuse(config: EngineConfig, facts: Facts) -> bool:
+    if any(_value_of(config, name) in values for name, values in facts.refused.items()):
+        return True
+    if facts.false_switch == "refused" and any(v is False for v in config.extra_args.values()):
+        return True
+    return _extra_meaning(config.extra_args, facts)[1]
+
+
+def _expected_field(config: EngineConfig, name: str, facts: Facts) -> Any:
+    if name in facts.declared_only:
+        return None
+    given = getattr(config, name)
+    same = facts.same_as.get(name, {})
+    return same.get(given, given) if isinstance(given, (str, bool)) else given
+
+
+def _flag_map(argv: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
+    """(positional head, {flag: value text or True for a bare switch}) of a launch command."""
+    first = next((i for i, arg in enumerate(argv) if arg.startswith("--")), len(argv))
+    flags: dict[str, Any] = {}
+    index = first
+    while index < len(argv):
+        name = argv[index].removeprefix("--")
+        if index + 1 < len(argv) and not argv[index + 1].startswith("--"):
+            flags[name] = argv[index + 1]
+            index += 2
+        else:
+            flags[name] = True
+            index += 1
+    return list(argv[:first]), flags
+
+
+def _as_flag_value(value: Any) -> Any:
+    return True if value is True else str(value)
+
+
+# -- the round-trip property ------------------------------------------------------------------
+
+
+_names = st.from_regex(r"(no-)?x[a-z0-9]{0,3}([-_][a-z0-9]{1,2})?", fullmatch=True)
 _texts = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12).filter(
     lambda s: not s.startswith("-")
 )
@@ -104,35 +192,85 @@ def configs(draw: st.DrawFn, kind: str) -> EngineConfig:
     })
 
 
-def _renderable(config: EngineConfig) -> bool:
-    plugin = ENGINES[config.engine]
+def _render(plugin: EnginePlugin, config: EngineConfig) -> tuple[tuple[str, str], list[str],
+                                                                   list[str]]:
+    """(config file, launch argv with the file at PATH, flags-only launch argv)."""
+    return (plugin.config_file(config), plugin.serve_argv_with_config_file(config, PATH),
+            plugin.server_argv(config))
+
+
+def _check_round_trip(plugin: EnginePlugin, config: EngineConfig) -> None:
+    facts = FACTS[plugin.kind]
     try:
-        plugin.config_file(config)
-        plugin.serve_argv_with_config_file(config, PATH)
-    except CapabilityError:
-        return False
-    return True
+        (name, text), argv, flags_argv = _render(plugin, config)
+    except CapabilityError as exc:
+        # Refused exactly when the config uses what the engine cannot express, with a reason.
+        assert _should_refuse(config, facts), f"refused an expressible config: {exc.reason}"
+        assert exc.reason and "\n" not in exc.reason
+        return
+    assert not _should_refuse(config, facts), "rendered a config the engine cannot express"
+
+    # Deterministic: an equal config built afresh renders the same bytes.
+    twin = EngineConfig.model_validate(config.model_dump())
+    assert _render(plugin, twin) == ((name, text), argv, flags_argv)
+
+    # The file is plain YAML: a mapping of setting names.
+    data = yaml.safe_load(text) or {}
+    assert isinstance(data, dict) and all(isinstance(k, str) for k in data)
+
+    read = plugin.config_from_file(config.model, text, argv)
+    # Every field the engine can express comes back; the rest as the facts say.
+    for field_name in EngineConfig.model_fields:
+        if field_name != "extra_args":
+            assert getattr(read, field_name) == _expected_field(config, field_name, facts), (
+                field_name
+            )
+    assert _extra_meaning(read.extra_args, facts)[0] == _extra_meaning(config.extra_args,
+                                                                       facts)[0]
+    # What was read renders back to the very same file and commands (nothing lost either way).
+    assert _render(plugin, read) == ((name, text), argv, flags_argv)
+    if not facts.argv_required:
+        assert plugin.config_from_file(config.model, text) == read
+
+    # The flags-only launch carries the same settings as the file launch.
+    if facts.server_argv_form == "flags":
+        head, file_flags = _flag_map(argv[:-1])
+        head_flags, flags = _flag_map(flags_argv)
+        assert head_flags == head
+        path_flag = [flag for flag, value in file_flags.items() if value == True]  # noqa: E712
+        assert path_flag == [argv[-2].removeprefix("--")]  # the file's flag, bare at the end
+        del file_flags[path_flag[0]]
+        assert flags == {**file_flags, **{k: _as_flag_value(v) for k, v in data.items()}}
+    else:
+        assert flags_argv == plugin.serve_argv_with_config_file(config, name)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_round_trip_equals_up_to_normalisation(kind: str) -> None:
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+def test_round_trip_keeps_every_expressible_field(kind: str) -> None:
+    plugin = ENGINES[kind]
+
+    @settings(max_examples=150, deadline=None)
     @given(configs(kind))
     def run(config: EngineConfig) -> None:
-        assume(_renderable(config))
-        # Distinct flags after renaming, or the file would merge two extra args into one.
-        names = [k.replace("_", "-") for k in config.extra_args]
-        assume(len(set(names)) == len(names))
-        assert _read_back(config) == _normalise(config)
+        _check_round_trip(plugin, config)
 
     run()
 
 
-@pytest.mark.parametrize("kind", ["vllm", "sglang"])
-def test_argv_is_optional_where_the_file_holds_everything(kind: str) -> None:
-    config = EngineConfig(engine=kind, model="m", tp=2, max_num_seqs=64)  # type: ignore[arg-type]
+# -- examples ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_argv_is_optional_exactly_where_the_file_holds_everything(kind: str) -> None:
+    config = EngineConfig.model_validate({"engine": kind, "model": "m", "tp": 2,
+                                          "max_num_seqs": 64})
     plugin = ENGINES[kind]
-    assert plugin.config_from_file("m", plugin.config_file(config)[1]) == config
+    text = plugin.config_file(config)[1]
+    if FACTS[kind].argv_required:
+        with pytest.raises(EngineError, match="argv"):
+            plugin.config_from_file("m", text)
+    else:
+        assert plugin.config_from_file("m", text) == config
 
 
 @pytest.mark.parametrize(
@@ -156,7 +294,24 @@ def test_argv_is_optional_where_the_file_holds_everything(kind: str) -> None:
 def test_each_normalisation_is_explicit(kind: str, given_: dict[str, Any],
                                         read: dict[str, Any]) -> None:
     config = EngineConfig.model_validate({"engine": kind, "model": "m", **given_})
-    assert _read_back(config) == config.model_copy(update=read)
+    plugin = ENGINES[kind]
+    text = plugin.config_file(config)[1]
+    back = plugin.config_from_file("m", text, plugin.serve_argv_with_config_file(config, PATH))
+    assert back == config.model_copy(update=read)
+
+
+@pytest.mark.parametrize("extra", [{"x_a": 1, "x-a": 2}, {"no-x": True, "x": True}])
+@pytest.mark.parametrize("kind", KINDS)
+def test_two_extra_args_for_one_flag_are_refused_not_merged(kind: str,
+                                                            extra: dict[str, Any]) -> None:
+    config = EngineConfig.model_validate({"engine": kind, "model": "m", "extra_args": extra})
+    plugin = ENGINES[kind]
+    if not _extra_meaning(extra, FACTS[kind])[1]:
+        # Two flags to this engine: both must come back.
+        _check_round_trip(plugin, config)
+        return
+    with pytest.raises(CapabilityError, match=r"flag --"):
+        _render(plugin, config)
 
 
 @pytest.mark.parametrize(
@@ -171,7 +326,10 @@ def test_each_normalisation_is_explicit(kind: str, given_: dict[str, Any],
 @pytest.mark.parametrize("kind", KINDS)
 def test_literal_configs_round_trip(kind: str, fields: dict[str, Any]) -> None:
     config = EngineConfig.model_validate({"engine": kind, "model": "org/m", **fields})
-    assert _read_back(config) == config
+    plugin = ENGINES[kind]
+    text = plugin.config_file(config)[1]
+    argv = plugin.serve_argv_with_config_file(config, PATH)
+    assert plugin.config_from_file("org/m", text, argv) == config
 
 
 @pytest.mark.parametrize(
@@ -200,22 +358,21 @@ def test_disaggregated_files_are_refused(kind: str) -> None:
          "disaggregation": {"prefill_instances": 1, "decode_instances": 1}}
     )
     plugin = ENGINES[kind]
-    argv = plugin.serve_argv_with_config_file(config, PATH) if kind != "sglang" else None
+    text = plugin.config_file(config)[1]
+    # Where the file alone is readable, it alone must be refused; else with its argv.
+    argv = plugin.serve_argv_with_config_file(config, PATH) if FACTS[kind].argv_required else None
     with pytest.raises(EngineError, match="disaggregated"):
-        plugin.config_from_file("m", plugin.config_file(config)[1], argv)
-
-
-def test_trtllm_needs_the_launch_argv() -> None:
-    config = EngineConfig(engine="trtllm", model="m")
-    plugin = ENGINES["trtllm"]
-    with pytest.raises(EngineError, match="argv"):
-        plugin.config_from_file("m", plugin.config_file(config)[1])
+        plugin.config_from_file("m", text, argv)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_changed_value_or_argv_is_refused(kind: str) -> None:
+def test_a_changed_argv_is_refused(kind: str) -> None:
     config = EngineConfig.model_validate({"engine": kind, "model": "m", "port": 8001})
     plugin = ENGINES[kind]
+    text = plugin.config_file(config)[1]
     argv = plugin.serve_argv_with_config_file(config, PATH)
+    assert plugin.config_from_file("m", text, argv) == config  # the unchanged one reads
     with pytest.raises(EngineError):
-        plugin.config_from_file("m", plugin.config_file(config)[1], [*argv, "--zzz"])
+        plugin.config_from_file("m", text, [*argv, "--zzz"])
+    with pytest.raises(EngineError):
+        plugin.config_from_file("m", text, ["other" if arg == "m" else arg for arg in argv])
