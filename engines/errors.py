@@ -1,13 +1,16 @@
 """Exceptions raised by the engine plug-ins.
 
-`engines/` imports nothing else of ours, so it owns this tiny tree; the app maps it onto the
-project's error tree at its edge. Messages are one line: what is refused and why.
+`EngineError` is the engines' family in the project's one tree (`core.errors`, the only
+package of ours `engines/` imports), so a front end that prints a `ServeFitError` prints these
+too. Messages are one line: what is refused and why.
 """
 
 from __future__ import annotations
 
+from core.errors import ServeFitError
 
-class EngineError(Exception):
+
+class EngineError(ServeFitError):
     """Root of every error an engine plug-in raises on purpose."""
 
 
