@@ -295,3 +295,7 @@ WORKLOADS: dict[str, Builder] = {
     "burst": _burst,
     "soak": _soak,
 }
+
+# What `bench` runs: every workload kind, and the sweep (the `concurrency` kind at 1, 2, 4, …
+# up to a cap, run by runners.bench until past the knee). Front ends list these.
+BENCH_KINDS: tuple[str, ...] = (*WORKLOADS, "sweep")
