@@ -72,11 +72,18 @@ def add_bench(sub: Any) -> None:
 _NOT_OPTIONS = ("command", "handler", "workspace", "json")
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from runners.bench_options import bench, parse_options, progress_line, report_json
+def options_of(args: argparse.Namespace) -> Any:
+    """The parsed command line as `runners.bench_options.BenchOptions`."""
+    from runners.bench_options import parse_options
 
-    fields = {k: v for k, v in vars(args).items() if k not in _NOT_OPTIONS and v is not None}
-    options = parse_options(fields)
+    return parse_options({k: v for k, v in vars(args).items()
+                          if k not in _NOT_OPTIONS and v is not None})
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from runners.bench_options import bench, progress_line, report_json
+
+    options = options_of(args)
     live = sys.stderr.isatty()
 
     def progress(sample: Any) -> None:
