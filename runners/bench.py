@@ -24,12 +24,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.errors import RunnerError
+from core.loop import run_coroutine, run_outside_loop, watch_stop
 from engines import get_engine
 from engines.config import EngineConfig, EngineKind
 from profiler.workspace import Workspace
 from runners.errors import one_line
 from runners.launch import LaunchSpec, launched
-from runners.loadgen import LoadOptions, WorkloadOutcome, run_outside_loop, run_workload
+from runners.loadgen import LoadOptions, WorkloadOutcome, run_workload
 from runners.metrics import (
     BurstAnalysis,
     Knee,
@@ -229,7 +230,7 @@ def _run(live: _Live, workspace: Workspace, progress: Callable[[ProgressSample],
                                            origin_s=live.origin_s)
     recorder.start()
     try:
-        outcomes = run_outside_loop(lambda: asyncio.run(_drive(live, progress, stop)))
+        outcomes = run_outside_loop(lambda: run_coroutine(_drive(live, progress, stop)))
     except KeyboardInterrupt:
         recorder.finish("incomplete", error="interrupted")
         raise
@@ -281,7 +282,7 @@ async def _drive(live: _Live, progress: Callable[[ProgressSample], None] | None,
                                      interval_s=live.request.scrape_interval_s)
     helpers = [asyncio.create_task(scraper.run(done))]
     if stop is not None:
-        helpers.append(asyncio.create_task(_bridge(stop, halt, done)))
+        helpers.append(asyncio.create_task(watch_stop(stop, halt, done)))
     if health_url is not None:
         helpers.append(asyncio.create_task(_watchdog(health_url, live, halt, done)))
     if progress is not None:
@@ -359,15 +360,6 @@ def _on_result(live: _Live, schedule: Schedule, offset: int, start_s: float
         recorder.add_result(offset + index, result, phase)
 
     return on_result
-
-
-async def _bridge(stop: threading.Event, halt: asyncio.Event, done: asyncio.Event) -> None:
-    """A thread's stop event → the loop's (a thread event cannot wake a loop: poll it)."""
-    while not done.is_set():
-        if stop.is_set():
-            halt.set()
-            return
-        await asyncio.sleep(0.05)
 
 
 async def _healthy(url: str) -> bool:

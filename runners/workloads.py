@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.arrivals import Process, exact_count_poisson, renewal_times
 from core.errors import RunnerError
 
 WorkloadKind = Literal["trace", "poisson", "gamma", "concurrency", "burst", "soak"]
@@ -134,20 +135,6 @@ def build_schedule(spec: WorkloadSpec) -> Schedule:
     return WORKLOADS[spec.kind](spec)
 
 
-def _arrivals(gaps: Callable[[int], np.ndarray], start_s: float, end_s: float | None,
-              count: int | None, mean_gap_s: float) -> np.ndarray:
-    """Offsets `start + cumsum(gaps)`, cut at `end_s` (exclusive) or at `count` arrivals."""
-    if count is not None and end_s is None:
-        return start_s + np.cumsum(gaps(count))
-    span = (end_s or 0.0) - start_s
-    n = int(span / mean_gap_s * 1.2) + 16
-    at = start_s + np.cumsum(gaps(n))
-    while at[-1] < end_s:  # rare: draw more, continuing the same stream
-        at = np.concatenate([at, at[-1] + np.cumsum(gaps(n))])
-    at = at[at < end_s]
-    return at[:count] if count is not None else at
-
-
 def _synthetic(spec: WorkloadSpec, at: list[float | None],
                phases: list[str]) -> list[ScheduledRequest]:
     p, o = spec.prompt_tokens, spec.output_tokens
@@ -156,11 +143,13 @@ def _synthetic(spec: WorkloadSpec, at: list[float | None],
             for i, (t, ph) in enumerate(zip(at, phases, strict=True))]
 
 
-def _renewal(spec: WorkloadSpec, gaps: Callable[[np.random.Generator], Callable[[int], np.ndarray]],
-             ) -> Schedule:
-    rng = np.random.default_rng(spec.seed)
-    return _one_phase(spec, _arrivals(gaps(rng), 0.0, spec.duration_s, spec.num_requests,
-                                      1.0 / spec.rate_rps))
+def _renewal(spec: WorkloadSpec, process: Process, cv: float = 1.0) -> Schedule:
+    """Open-loop arrivals at renewal times (`core.arrivals`), cut at the duration and/or the
+    request count."""
+    assert spec.rate_rps is not None  # the spec's validator requires it for these kinds
+    at = renewal_times(np.random.default_rng(spec.seed), spec.rate_rps,
+                       count=spec.num_requests, end_s=spec.duration_s, process=process, cv=cv)
+    return _one_phase(spec, at)
 
 
 def _one_phase(spec: WorkloadSpec, at: np.ndarray) -> Schedule:
@@ -172,34 +161,22 @@ def _one_phase(spec: WorkloadSpec, at: np.ndarray) -> Schedule:
                     phases=[Phase(name=spec.kind, start_s=0.0, end_s=end)])
 
 
-def _exact_poisson(rng: np.random.Generator, rate_rps: float, start_s: float,
-                   end_s: float) -> np.ndarray:
-    """Poisson arrivals in [start_s, end_s) conditioned on their count being rate × span.
-
-    Why: an unconditioned 10 s run at 1,000 req/s offers 1,000 ± 10 req/s (± 1 sd) by chance
-    alone; given its count, a Poisson process's arrival times are independent uniforms over
-    the window (order statistics), so sorting `round(rate × span)` uniform draws keeps the
-    exponential gaps and offers exactly the rate asked for.
-    """
-    n = round(rate_rps * (end_s - start_s))
-    at = np.sort(rng.uniform(start_s, end_s, n))
-    return at[at < end_s]  # uniform() can return its upper bound through rounding
-
-
 def _poisson(spec: WorkloadSpec) -> Schedule:
-    """With a duration: exactly rate × duration arrivals at Poisson times (`_exact_poisson`).
-    With a request count only: exponential gaps with mean 1/rate, arrivals at their sums."""
+    """With a duration: exactly rate × duration arrivals at Poisson times
+    (`core.arrivals.exact_count_poisson`). With a request count only: exponential gaps with
+    mean 1/rate, arrivals at their sums."""
     if spec.duration_s is None:
-        return _renewal(spec, lambda rng: lambda n: rng.exponential(1.0 / spec.rate_rps, n))
-    at = _exact_poisson(np.random.default_rng(spec.seed), spec.rate_rps, 0.0, spec.duration_s)
+        return _renewal(spec, "poisson")
+    assert spec.rate_rps is not None
+    at = exact_count_poisson(np.random.default_rng(spec.seed), spec.rate_rps, 0.0,
+                             spec.duration_s)
     return _one_phase(spec, at[:spec.num_requests])
 
 
 def _gamma(spec: WorkloadSpec) -> Schedule:
     """Gamma gaps with mean 1/rate and coefficient of variation gamma_cv (shape 1/cv²)."""
-    shape = 1.0 / spec.gamma_cv**2
-    scale = 1.0 / (spec.rate_rps * shape)
-    return _renewal(spec, lambda rng: lambda n: rng.gamma(shape, scale, n))
+    assert spec.gamma_cv is not None
+    return _renewal(spec, "gamma", spec.gamma_cv)
 
 
 def _closed(spec: WorkloadSpec, phases: list[Phase]) -> Schedule:
@@ -220,7 +197,7 @@ def _piecewise_poisson(spec: WorkloadSpec, pieces: list[tuple[Phase, float]]) ->
     at: list[float] = []
     names: list[str] = []
     for phase, rate in pieces:
-        got = _exact_poisson(rng, rate, phase.start_s, phase.end_s)
+        got = exact_count_poisson(rng, rate, phase.start_s, phase.end_s)
         at += got.tolist()
         names += [phase.name] * len(got)
     return Schedule(kind=spec.kind, requests=_synthetic(spec, at, names),
