@@ -21,7 +21,7 @@ from profiler.workspace import Workspace
 from runners.bench import DEFAULT_SWEEP_CAP, BenchReport, BenchRequest, ProgressSample, run_bench
 from runners.metrics import summary_json
 from runners.schemas import Api
-from runners.workloads import BENCH_KINDS
+from runners.workloads import BENCH_KINDS, WorkloadSpec
 
 if TYPE_CHECKING:
     from engines.config import EngineConfig
@@ -44,32 +44,33 @@ class BenchOptions(BaseModel):
 
     endpoint: str | None = None
     launch: Literal["local", "docker"] | None = None
-    config_path: str | None = Field(None, description="rec.json (EngineConfig or {config: …}).")
-    engine_venv: str | None = Field(None, description="local: venv holding the engine.")
+    config_path: str | None = Field(default=None,
+                                    description="rec.json (EngineConfig or {config: …}).")
+    engine_venv: str | None = Field(default=None, description="local: venv holding the engine.")
     log_dir: str | None = None
-    model_cache_dir: str | None = Field(None, description="docker: host HF cache folder.")
+    model_cache_dir: str | None = Field(default=None, description="docker: host HF cache folder.")
     model: str | None = None
-    engine: EngineKind | None = Field(None, description="Plug-in whose /metrics names are "
+    engine: EngineKind | None = Field(default=None, description="Plug-in whose /metrics names are "
                                       "scraped (default: the config's engine, else vllm).")
     workload: BenchWorkload
     trace: str | None = None
-    time_scale: float = Field(1.0, gt=0)
-    concurrency: int | None = Field(None, ge=1)
-    rate_rps: float | None = Field(None, gt=0)
-    peak_rate_rps: float | None = Field(None, gt=0)
-    gamma_cv: float | None = Field(None, gt=0)
-    duration_s: float | None = Field(None, gt=0)
-    burst_s: float | None = Field(None, gt=0)
-    num_requests: int | None = Field(None, ge=1)
-    prompt_tokens: int | None = Field(None, ge=1)
-    output_tokens: int | None = Field(None, ge=1)
+    time_scale: float = Field(default=1.0, gt=0)
+    concurrency: int | None = Field(default=None, ge=1)
+    rate_rps: float | None = Field(default=None, gt=0)
+    peak_rate_rps: float | None = Field(default=None, gt=0)
+    gamma_cv: float | None = Field(default=None, gt=0)
+    duration_s: float | None = Field(default=None, gt=0)
+    burst_s: float | None = Field(default=None, gt=0)
+    num_requests: int | None = Field(default=None, ge=1)
+    prompt_tokens: int | None = Field(default=None, ge=1)
+    output_tokens: int | None = Field(default=None, ge=1)
     api: Api = "completions"
-    slo_ttft_p95_ms: float | None = Field(None, gt=0)
-    slo_tpot_p95_ms: float | None = Field(None, gt=0)
-    workers: int = Field(1, ge=1)
-    vocab_size: int | None = Field(None, gt=0)
-    timeout_s: float = Field(600.0, gt=0)
-    warmup_s: float = Field(0.0, ge=0)
+    slo_ttft_p95_ms: float | None = Field(default=None, gt=0)
+    slo_tpot_p95_ms: float | None = Field(default=None, gt=0)
+    workers: int = Field(default=1, ge=1)
+    vocab_size: int | None = Field(default=None, gt=0)
+    timeout_s: float = Field(default=600.0, gt=0)
+    warmup_s: float = Field(default=0.0, ge=0)
     seed: int = 0
 
     @model_validator(mode="after")
@@ -129,7 +130,7 @@ def build_request(options: BenchOptions, *, workspace: str | None = None,
         return BenchRequest(
             endpoint_url=options.endpoint, launch=launch, model=options.model,
             engine=options.engine,
-            workload=workload,
+            workload=WorkloadSpec.model_validate(workload),
             sweep_max_concurrency=(options.concurrency or DEFAULT_SWEEP_CAP)
             if options.workload == "sweep" else None,
             api=options.api, slo_ttft_p95_s=_s(options.slo_ttft_p95_ms),
@@ -218,7 +219,7 @@ def _launch_spec(o: BenchOptions, config: EngineConfig | None) -> LaunchSpec:
     if venv is not None and not (venv / "bin").is_dir():
         raise UsageError(f"--engine-venv {venv}: no bin/ folder there (give a virtual "
                          "environment holding the engine)")
-    cache = {"model_cache_dir": o.model_cache_dir} if o.model_cache_dir else {}
+    cache: dict[str, Any] = {"model_cache_dir": o.model_cache_dir} if o.model_cache_dir else {}
     return LaunchSpec(mode=o.launch or "local", config=config, log_dir=log_dir,
                       venv=venv if o.launch == "local" else None, **cache)
 

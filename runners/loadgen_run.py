@@ -36,12 +36,15 @@ class LoadOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str = Field(description="Server base (`http://h:p`, `.../v1`) or full endpoint URL.")
-    model: str | None = Field(None, description="Served model name; None = first of /v1/models.")
+    model: str | None = Field(default=None,
+                              description="Served model name; None = first of /v1/models.")
     api: Api = "completions"
-    timeout_s: float = Field(600.0, gt=0, description="Bound on each whole request.")
-    workers: int = Field(1, ge=1, description="Processes sharing the load.")
-    prompt_mode: PromptMode = Field("auto", description="auto: ids on completions, else text.")
-    vocab_size: int | None = Field(None, gt=0, description="Exclusive top of prompt token ids; "
+    timeout_s: float = Field(default=600.0, gt=0, description="Bound on each whole request.")
+    workers: int = Field(default=1, ge=1, description="Processes sharing the load.")
+    prompt_mode: PromptMode = Field(default="auto",
+                                    description="auto: ids on completions, else text.")
+    vocab_size: int | None = Field(default=None,
+                                   gt=0, description="Exclusive top of prompt token ids; "
                                    "None = learnt from the server's /tokenize.")
     low_token_id: int = Field(prompts.DEFAULT_LOW_ID, ge=0)
     ignore_eos: bool = True
@@ -49,7 +52,7 @@ class LoadOptions(BaseModel):
     seed: int = 0
     use_uvloop: bool = True
     transport: Literal["raw", "aiohttp"] = Field(
-        "raw", description="raw: the fast HTTP/1.1 client (http:// only, else aiohttp).")
+        default="raw", description="raw: the fast HTTP/1.1 client (http:// only, else aiohttp).")
 
 
 class WorkloadOutcome(BaseModel):

@@ -10,7 +10,7 @@ sweep is `concurrency` run at increasing levels by its caller.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -34,24 +34,38 @@ class WorkloadSpec(_Record):
     """A workload, for every kind; which fields a kind needs is checked by its builder."""
 
     kind: WorkloadKind
-    rate_rps: float | None = Field(None, gt=0, description="Mean arrival rate (poisson, gamma…).")
-    gamma_cv: float | None = Field(None, gt=0, description="Gamma inter-arrival CV (1 = Poisson).")
-    concurrency: int | None = Field(None, ge=1, description="Requests in flight (closed loop).")
-    duration_s: float | None = Field(None, gt=0, description="Run length; trace: window length.")
-    num_requests: int | None = Field(None, ge=1, description="Request count; trace: window cap.")
-    prompt_tokens: int | None = Field(None, ge=1, description="Prompt length (trace: override).")
-    output_tokens: int | None = Field(None, ge=1, description="Output length (trace: override).")
-    max_prompt_tokens: int | None = Field(None, ge=1, description="Trace: cap on prompt lengths.")
-    max_output_tokens: int | None = Field(None, ge=1, description="Trace: cap on output lengths.")
-    trace_path: str | None = Field(None, description="Trace file to ingest and replay.")
-    workspace: str | None = Field(None, description="Workspace whose `requests` table to replay.")
-    time_scale: float = Field(1.0, gt=0, description="Multiplies trace gaps (0.5 = twice as fast).")
-    start_s: float = Field(0.0, ge=0, description="Trace: window start, in trace seconds.")
-    base_rate_rps: float | None = Field(None, gt=0, description="Burst: steady rate.")
-    peak_rate_rps: float | None = Field(None, gt=0, description="Burst: rate during the burst.")
-    steady_s: float | None = Field(None, gt=0, description="Burst: steady time before and after.")
-    burst_s: float | None = Field(None, gt=0, description="Burst: length of the step up.")
-    window_s: float | None = Field(None, gt=0, description="Soak: length of each drift phase.")
+    rate_rps: float | None = Field(default=None,
+                                   gt=0, description="Mean arrival rate (poisson, gamma…).")
+    gamma_cv: float | None = Field(default=None,
+                                   gt=0, description="Gamma inter-arrival CV (1 = Poisson).")
+    concurrency: int | None = Field(default=None,
+                                    ge=1, description="Requests in flight (closed loop).")
+    duration_s: float | None = Field(default=None,
+                                     gt=0, description="Run length; trace: window length.")
+    num_requests: int | None = Field(default=None,
+                                     ge=1, description="Request count; trace: window cap.")
+    prompt_tokens: int | None = Field(default=None,
+                                      ge=1, description="Prompt length (trace: override).")
+    output_tokens: int | None = Field(default=None,
+                                      ge=1, description="Output length (trace: override).")
+    max_prompt_tokens: int | None = Field(default=None,
+                                          ge=1, description="Trace: cap on prompt lengths.")
+    max_output_tokens: int | None = Field(default=None,
+                                          ge=1, description="Trace: cap on output lengths.")
+    trace_path: str | None = Field(default=None, description="Trace file to ingest and replay.")
+    workspace: str | None = Field(default=None,
+                                  description="Workspace whose `requests` table to replay.")
+    time_scale: float = Field(default=1.0,
+                              gt=0, description="Multiplies trace gaps (0.5 = twice as fast).")
+    start_s: float = Field(default=0.0, ge=0, description="Trace: window start, in trace seconds.")
+    base_rate_rps: float | None = Field(default=None, gt=0, description="Burst: steady rate.")
+    peak_rate_rps: float | None = Field(default=None,
+                                        gt=0, description="Burst: rate during the burst.")
+    steady_s: float | None = Field(default=None,
+                                   gt=0, description="Burst: steady time before and after.")
+    burst_s: float | None = Field(default=None, gt=0, description="Burst: length of the step up.")
+    window_s: float | None = Field(default=None,
+                                   gt=0, description="Soak: length of each drift phase.")
     seed: int = 0
 
     @model_validator(mode="after")
@@ -106,9 +120,12 @@ class Schedule(_Record):
 
     kind: WorkloadKind
     requests: list[ScheduledRequest]
-    concurrency: int | None = Field(None, description="Most requests in flight; None = no cap.")
-    duration_s: float | None = Field(None, description="Closed loop: stop sending after this.")
-    cycle: bool = Field(False, description="Closed loop: reuse `requests` until duration_s.")
+    concurrency: int | None = Field(default=None,
+                                    description="Most requests in flight; None = no cap.")
+    duration_s: float | None = Field(default=None,
+                                     description="Closed loop: stop sending after this.")
+    cycle: bool = Field(default=False,
+                        description="Closed loop: reuse `requests` until duration_s.")
     phases: list[Phase] = Field(default_factory=list)
 
     @property
@@ -135,7 +152,7 @@ def build_schedule(spec: WorkloadSpec) -> Schedule:
     return WORKLOADS[spec.kind](spec)
 
 
-def _synthetic(spec: WorkloadSpec, at: list[float | None],
+def _synthetic(spec: WorkloadSpec, at: Sequence[float | None],
                phases: list[str]) -> list[ScheduledRequest]:
     p, o = spec.prompt_tokens, spec.output_tokens
     return [ScheduledRequest.model_construct(index=i, at_s=t, phase=ph, input_tokens=p,
@@ -207,18 +224,22 @@ def _piecewise_poisson(spec: WorkloadSpec, pieces: list[tuple[Phase, float]]) ->
 def _burst(spec: WorkloadSpec) -> Schedule:
     """Poisson at base rate for steady_s, at peak rate for burst_s, at base again for steady_s."""
     s, b = spec.steady_s, spec.burst_s
+    base, peak = spec.base_rate_rps, spec.peak_rate_rps
+    assert s is not None and b is not None and base is not None and peak is not None
     return _piecewise_poisson(spec, [
-        (Phase(name="steady", start_s=0.0, end_s=s), spec.base_rate_rps),
-        (Phase(name="burst", start_s=s, end_s=s + b), spec.peak_rate_rps),
-        (Phase(name="recovery", start_s=s + b, end_s=2 * s + b), spec.base_rate_rps),
+        (Phase(name="steady", start_s=0.0, end_s=s), base),
+        (Phase(name="burst", start_s=s, end_s=s + b), peak),
+        (Phase(name="recovery", start_s=s + b, end_s=2 * s + b), base),
     ])
 
 
 def _soak(spec: WorkloadSpec) -> Schedule:
     """A long steady load (rate or concurrency) split into windows `w0, w1, …` to see drift."""
-    n = int(np.ceil(spec.duration_s / spec.window_s))
-    phases = [Phase(name=f"w{k}", start_s=k * spec.window_s,
-                    end_s=min((k + 1) * spec.window_s, spec.duration_s)) for k in range(n)]
+    duration, window = spec.duration_s, spec.window_s
+    assert duration is not None and window is not None  # the spec's validator requires them
+    n = int(np.ceil(duration / window))
+    phases = [Phase(name=f"w{k}", start_s=k * window, end_s=min((k + 1) * window, duration))
+              for k in range(n)]
     if spec.rate_rps is None:
         return _closed(spec, phases)
     return _piecewise_poisson(spec, [(p, spec.rate_rps) for p in phases])
@@ -242,7 +263,9 @@ def _trace(spec: WorkloadSpec) -> Schedule:
             block_size=int(bsize) if hashes and bsize else None))
     if not reqs:
         raise RunnerError("the trace window holds no requests: check start_s and duration_s")
-    end = reqs[-1].at_s if spec.duration_s is None else spec.duration_s * spec.time_scale
+    last = reqs[-1].at_s
+    assert last is not None  # trace requests are open loop
+    end = last if spec.duration_s is None else spec.duration_s * spec.time_scale
     return Schedule(kind="trace", requests=reqs, concurrency=spec.concurrency,
                     phases=[Phase(name="trace", start_s=0.0, end_s=end)])
 
