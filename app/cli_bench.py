@@ -11,11 +11,15 @@ import json
 import sys
 from typing import Any
 
-WORKLOADS = ("trace", "poisson", "gamma", "concurrency", "sweep", "burst", "soak")
-
 
 def add_bench(sub: Any) -> None:
-    """Register the `bench` sub-command."""
+    """Register the `bench` sub-command; its workload and API kinds are the runners'
+    registries (runners.workloads.BENCH_KINDS, runners.schemas.Api)."""
+    from typing import get_args
+
+    from runners.schemas import Api
+    from runners.workloads import BENCH_KINDS
+
     p = sub.add_parser("bench", help="live benchmark of an endpoint or a launched engine")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server")
@@ -27,8 +31,12 @@ def add_bench(sub: Any) -> None:
                    help="--launch local: virtual environment holding the engine (default: "
                         "the engine's command on PATH)")
     p.add_argument("--log-dir", metavar="DIR", help="engine logs (default .servefit/logs)")
+    p.add_argument("--model-cache-dir", metavar="DIR",
+                   help="--launch docker: host Hugging Face cache (default ~/.cache/huggingface)")
     p.add_argument("--model", help="served model name (default: the server's first)")
-    p.add_argument("--workload", required=True, choices=WORKLOADS)
+    p.add_argument("--engine", help="engine serving --endpoint, for its /metrics names "
+                                    "(default: the config's engine, else vllm)")
+    p.add_argument("--workload", required=True, choices=BENCH_KINDS)
     p.add_argument("--trace", metavar="FILE", help="trace to replay (--workload trace)")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="trace: multiply gaps (0.5 = twice as fast)")
@@ -44,7 +52,7 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--num-requests", type=int, metavar="N", help="requests (sweep: per level)")
     p.add_argument("--prompt-tokens", type=int, metavar="P")
     p.add_argument("--output-tokens", type=int, metavar="M")
-    p.add_argument("--api", choices=["completions", "chat"], default="completions")
+    p.add_argument("--api", choices=get_args(Api), default="completions")
     p.add_argument("--slo-ttft-p95-ms", type=float, metavar="X")
     p.add_argument("--slo-tpot-p95-ms", type=float, metavar="Y")
     p.add_argument("--workers", type=int, default=1, help="load-generator processes")
@@ -64,11 +72,18 @@ def add_bench(sub: Any) -> None:
 _NOT_OPTIONS = ("command", "handler", "workspace", "json")
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from runners.bench_options import bench, parse_options, progress_line, report_json
+def options_of(args: argparse.Namespace) -> Any:
+    """The parsed command line as `runners.bench_options.BenchOptions`."""
+    from runners.bench_options import parse_options
 
-    fields = {k: v for k, v in vars(args).items() if k not in _NOT_OPTIONS and v is not None}
-    options = parse_options(fields)
+    return parse_options({k: v for k, v in vars(args).items()
+                          if k not in _NOT_OPTIONS and v is not None})
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from runners.bench_options import bench, progress_line, report_json
+
+    options = options_of(args)
     live = sys.stderr.isatty()
 
     def progress(sample: Any) -> None:

@@ -3,6 +3,15 @@ number formats the web views share (seconds in, ms/units on screen)."""
 
 from __future__ import annotations
 
+from core.figures import (
+    DEFAULT_COMPARE,
+    LATENCIES,
+    QUANTILES,
+    LatencyName,
+    Quantile,
+    ServingFigures,
+    compare,
+)
 from profiler.schema import LengthStats, Profile
 
 
@@ -126,25 +135,36 @@ def _ms(value: float | None, digits: int = 1) -> float | None:
     return None if value is None else round(value * 1e3, digits)
 
 
-def measured_rows(summary: object) -> dict[str, list]:
-    """A run's Summary (runners.metrics) as a table: latencies in ms, throughput, errors."""
-    names = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
-    quantiles = ("mean", "p50", "p90", "p95", "p99")
-    return {"latency (ms)": [n[:-2].upper() for n in names],
-            **{q: [_ms(getattr(getattr(summary, n), q)) for n in names] for q in quantiles},
-            "count": [getattr(summary, n).count for n in names]}
+def measured_rows(summary: ServingFigures) -> dict[str, list[object]]:
+    """A run's latencies (a measured `ServingFigures`, e.g. runners' Summary) as a ms table."""
+    rows = [getattr(summary, n) for n in LATENCIES]
+    return {"latency (ms)": [n[:-2].upper() for n in LATENCIES],
+            **{q: [_ms(getattr(lat, q)) for lat in rows] for q in QUANTILES},
+            "count": [lat.count for lat in rows]}
 
 
-def comparison_rows(predicted: object, summary: object) -> dict[str, list]:
-    """Predicted (recommender PredictedMetrics) and measured (runners Summary) side by side."""
-    rows: list[tuple[str, float | None, float | None]] = []
-    for name in ("ttft_s", "tpot_s", "e2e_s"):
-        for q in ("p50", "p95", "p99"):
-            rows.append((f"{name[:-2].upper()} {q} (ms)", _ms(getattr(getattr(predicted, name), q)),
-                         _ms(getattr(getattr(summary, name), q))))
-    for name, label in (("output_throughput_tok_s", "output tokens/s"),
-                        ("request_throughput_rps", "requests/s"), ("goodput_rps", "goodput req/s")):
-        p, m = getattr(predicted, name), getattr(summary, name)
-        rows.append((label, None if p is None else round(p, 2), None if m is None else round(m, 2)))
-    return {"figure": [r[0] for r in rows], "predicted": [r[1] for r in rows],
-            "measured": [r[2] for r in rows]}
+# What the Validate view compares: ITL is left out (the simulator's ITL is its TPOT).
+_COMPARED: tuple[tuple[LatencyName, tuple[Quantile, ...]], ...] = tuple(
+    (name, qs) for name, qs in DEFAULT_COMPARE if name != "itl_s")
+_RATE_LABELS = {"output_throughput_tok_s": "output tokens/s",
+                "total_throughput_tok_s": "total tokens/s", "request_throughput_rps": "requests/s",
+                "goodput_rps": "goodput req/s"}
+
+
+def comparison_rows(predicted: ServingFigures, measured: ServingFigures) -> dict[str, list[object]]:
+    """Predicted against measured (`core.figures.compare`), ms and units on screen, with the
+    relative error of the prediction in %."""
+    deltas = compare(predicted, measured, _COMPARED)
+    labels, pred, meas = [], [], []
+    for d in deltas:
+        if d.figure in _RATE_LABELS:
+            labels.append(_RATE_LABELS[d.figure])
+            pred.append(None if d.predicted is None else round(d.predicted, 2))
+            meas.append(None if d.measured is None else round(d.measured, 2))
+        else:
+            name, q = d.figure.split(".")
+            labels.append(f"{name[:-2].upper()} {q} (ms)")
+            pred.append(_ms(d.predicted))
+            meas.append(_ms(d.measured))
+    return {"figure": labels, "predicted": pred, "measured": meas,
+            "error (%)": [None if d.error is None else round(d.error * 100, 1) for d in deltas]}

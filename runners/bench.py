@@ -24,12 +24,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.errors import RunnerError
+from core.loop import run_coroutine, run_outside_loop, watch_stop
 from engines import get_engine
 from engines.config import EngineConfig, EngineKind
 from profiler.workspace import Workspace
 from runners.errors import one_line
 from runners.launch import LaunchSpec, launched
-from runners.loadgen import LoadOptions, WorkloadOutcome, run_outside_loop, run_workload
+from runners.loadgen import LoadOptions, WorkloadOutcome, run_workload
 from runners.metrics import (
     BurstAnalysis,
     Knee,
@@ -63,25 +64,28 @@ class BenchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    endpoint_url: str | None = Field(None, description="An already running server's base URL.")
-    launch: LaunchSpec | None = Field(None, description="Launch (local | docker) and tear down.")
+    endpoint_url: str | None = Field(default=None,
+                                     description="An already running server's base URL.")
+    launch: LaunchSpec | None = Field(default=None,
+                                      description="Launch (local | docker) and tear down.")
     engine: EngineKind | None = Field(
-        None, description="Plug-in whose metric names are scraped; default the launch config's "
-        "engine, else vllm.")
-    model: str | None = Field(None, description="Served model name; None = the server's.")
+        default=None, description="Plug-in whose metric names are scraped; default the launch "
+        "config's engine, else vllm.")
+    model: str | None = Field(default=None, description="Served model name; None = the server's.")
     workload: WorkloadSpec
     sweep_max_concurrency: int | None = Field(
-        None, ge=1, description="Sweep: run `workload` (kind concurrency) at 1, 2, 4, … up to "
-        "this cap, stopping once past the knee.")
+        default=None, ge=1, description="Sweep: run `workload` (kind concurrency) at 1, 2, 4, "
+        "… up to this cap, stopping once past the knee.")
     api: Api = "completions"
-    slo_ttft_p95_s: float | None = Field(None, gt=0)
-    slo_tpot_p95_s: float | None = Field(None, gt=0)
-    workers: int = Field(1, ge=1)
-    vocab_size: int | None = Field(None, gt=0, description="Top of prompt token ids, for "
+    slo_ttft_p95_s: float | None = Field(default=None, gt=0)
+    slo_tpot_p95_s: float | None = Field(default=None, gt=0)
+    workers: int = Field(default=1, ge=1)
+    vocab_size: int | None = Field(default=None, gt=0, description="Top of prompt token ids, for "
                                    "servers without /tokenize; None = ask the server.")
-    timeout_s: float = Field(600.0, gt=0, description="Bound on each request.")
-    scrape_interval_s: float = Field(1.0, gt=0)
-    warmup_s: float = Field(0.0, ge=0, description="Unmeasured load first: a closed loop at the "
+    timeout_s: float = Field(default=600.0, gt=0, description="Bound on each request.")
+    scrape_interval_s: float = Field(default=1.0, gt=0)
+    warmup_s: float = Field(default=0.0,
+                            ge=0, description="Unmeasured load first: a closed loop at the "
                             "workload's concurrency (else WARMUP_CONCURRENCY) with its median "
                             "lengths and unrelated prompts; results are not kept.")
     seed: int = 0
@@ -108,7 +112,7 @@ class ProgressSample(BaseModel):
     ttft_p50_s: float | None = Field(description="Median TTFT so far.")
     queue_depth: float | None = Field(description="Last scraped queue depth.")
     running: float | None = Field(description="Last scraped running requests.")
-    level: int | None = Field(None, description="Sweep: the concurrency level being run.")
+    level: int | None = Field(default=None, description="Sweep: the concurrency level being run.")
 
 
 class ScrapeSummary(BaseModel):
@@ -138,7 +142,7 @@ class BenchReport(BaseModel):
     summary: Summary
     scraped: ScrapeSummary
     slo_met: bool | None = Field(description="p95 TTFT and TPOT within the given SLOs.")
-    warmup_requests: int = Field(0, description="Requests sent in the unmeasured warm-up.")
+    warmup_requests: int = Field(default=0, description="Requests sent in the unmeasured warm-up.")
     levels: list[SweepLevel] | None = None
     knee: Knee | None = None
     burst: BurstAnalysis | None = None
@@ -188,7 +192,7 @@ def _schedules(request: BenchRequest) -> list[tuple[int | None, Schedule]]:
     while c <= request.sweep_max_concurrency:
         levels.append(c)
         c *= 2
-    out = []
+    out: list[tuple[int | None, Schedule]] = []
     for c in levels:
         n = request.workload.num_requests
         spec = request.workload.model_copy(update={
@@ -229,7 +233,7 @@ def _run(live: _Live, workspace: Workspace, progress: Callable[[ProgressSample],
                                            origin_s=live.origin_s)
     recorder.start()
     try:
-        outcomes = run_outside_loop(lambda: asyncio.run(_drive(live, progress, stop)))
+        outcomes = run_outside_loop(lambda: run_coroutine(_drive(live, progress, stop)))
     except KeyboardInterrupt:
         recorder.finish("incomplete", error="interrupted")
         raise
@@ -281,7 +285,7 @@ async def _drive(live: _Live, progress: Callable[[ProgressSample], None] | None,
                                      interval_s=live.request.scrape_interval_s)
     helpers = [asyncio.create_task(scraper.run(done))]
     if stop is not None:
-        helpers.append(asyncio.create_task(_bridge(stop, halt, done)))
+        helpers.append(asyncio.create_task(watch_stop(stop, halt, done)))
     if health_url is not None:
         helpers.append(asyncio.create_task(_watchdog(health_url, live, halt, done)))
     if progress is not None:
@@ -359,15 +363,6 @@ def _on_result(live: _Live, schedule: Schedule, offset: int, start_s: float
         recorder.add_result(offset + index, result, phase)
 
     return on_result
-
-
-async def _bridge(stop: threading.Event, halt: asyncio.Event, done: asyncio.Event) -> None:
-    """A thread's stop event → the loop's (a thread event cannot wake a loop: poll it)."""
-    while not done.is_set():
-        if stop.is_set():
-            halt.set()
-            return
-        await asyncio.sleep(0.05)
 
 
 async def _healthy(url: str) -> bool:

@@ -1,5 +1,7 @@
 """The `bench` command's options as one record (the CLI and the Validate view fill the same
-fields), their translation into a `BenchRequest`, and the JSON report.
+fields), the one translation into a `BenchRequest` (`build_request`, used by both), the one
+command line for a set of options (`bench_argv`, what the Validate view shows), and the JSON
+report.
 
 Milliseconds appear only here, at the edge: `slo_*_ms` in, `*_ms` out (DESIGN §2.4).
 """
@@ -7,18 +9,26 @@ Milliseconds appear only here, at the edge: `slo_*_ms` in, `*_ms` out (DESIGN §
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.errors import UsageError
+from engines.config import EngineKind
 from profiler.workspace import Workspace
 from runners.bench import DEFAULT_SWEEP_CAP, BenchReport, BenchRequest, ProgressSample, run_bench
 from runners.metrics import summary_json
 from runners.schemas import Api
+from runners.workloads import BENCH_KINDS, WorkloadSpec
+
+if TYPE_CHECKING:
+    from engines.config import EngineConfig
+    from runners.launch import LaunchSpec
 
 BenchWorkload = Literal["trace", "poisson", "gamma", "concurrency", "sweep", "burst", "soak"]
+assert set(get_args(BenchWorkload)) == set(BENCH_KINDS)  # the registry's kinds, typed
 DEFAULT_LOG_DIR = Path(".servefit") / "logs"
 DEFAULT_NUM_REQUESTS = 100
 DEFAULT_SWEEP_REQUESTS = 32
@@ -34,29 +44,33 @@ class BenchOptions(BaseModel):
 
     endpoint: str | None = None
     launch: Literal["local", "docker"] | None = None
-    config_path: str | None = Field(None, description="rec.json (EngineConfig or {config: …}).")
-    engine_venv: str | None = Field(None, description="local: venv holding the engine.")
+    config_path: str | None = Field(default=None,
+                                    description="rec.json (EngineConfig or {config: …}).")
+    engine_venv: str | None = Field(default=None, description="local: venv holding the engine.")
     log_dir: str | None = None
+    model_cache_dir: str | None = Field(default=None, description="docker: host HF cache folder.")
     model: str | None = None
+    engine: EngineKind | None = Field(default=None, description="Plug-in whose /metrics names are "
+                                      "scraped (default: the config's engine, else vllm).")
     workload: BenchWorkload
     trace: str | None = None
-    time_scale: float = Field(1.0, gt=0)
-    concurrency: int | None = Field(None, ge=1)
-    rate_rps: float | None = Field(None, gt=0)
-    peak_rate_rps: float | None = Field(None, gt=0)
-    gamma_cv: float | None = Field(None, gt=0)
-    duration_s: float | None = Field(None, gt=0)
-    burst_s: float | None = Field(None, gt=0)
-    num_requests: int | None = Field(None, ge=1)
-    prompt_tokens: int | None = Field(None, ge=1)
-    output_tokens: int | None = Field(None, ge=1)
+    time_scale: float = Field(default=1.0, gt=0)
+    concurrency: int | None = Field(default=None, ge=1)
+    rate_rps: float | None = Field(default=None, gt=0)
+    peak_rate_rps: float | None = Field(default=None, gt=0)
+    gamma_cv: float | None = Field(default=None, gt=0)
+    duration_s: float | None = Field(default=None, gt=0)
+    burst_s: float | None = Field(default=None, gt=0)
+    num_requests: int | None = Field(default=None, ge=1)
+    prompt_tokens: int | None = Field(default=None, ge=1)
+    output_tokens: int | None = Field(default=None, ge=1)
     api: Api = "completions"
-    slo_ttft_p95_ms: float | None = Field(None, gt=0)
-    slo_tpot_p95_ms: float | None = Field(None, gt=0)
-    workers: int = Field(1, ge=1)
-    vocab_size: int | None = Field(None, gt=0)
-    timeout_s: float = Field(600.0, gt=0)
-    warmup_s: float = Field(0.0, ge=0)
+    slo_ttft_p95_ms: float | None = Field(default=None, gt=0)
+    slo_tpot_p95_ms: float | None = Field(default=None, gt=0)
+    workers: int = Field(default=1, ge=1)
+    vocab_size: int | None = Field(default=None, gt=0)
+    timeout_s: float = Field(default=600.0, gt=0)
+    warmup_s: float = Field(default=0.0, ge=0)
     seed: int = 0
 
     @model_validator(mode="after")
@@ -94,21 +108,29 @@ _FLAGS = {"rate_rps": "--rate", "base_rate_rps": "--rate", "duration_s": "--dura
 
 
 def build_request(options: BenchOptions, *, workspace: str | None = None,
-                  argv: list[str] | None = None) -> BenchRequest:
-    """The `BenchRequest` for `options` (reads rec.json for --launch); a trace is ingested
-    into `workspace` when the run starts.
+                  argv: list[str] | None = None, config: EngineConfig | None = None,
+                  replay_workspace: bool = False) -> BenchRequest:
+    """The `BenchRequest` for `options`, for every front end: the CLI and the Validate view.
+
+    A trace is ingested into `workspace` when the run starts; `replay_workspace` replays what
+    `workspace` already holds instead (the app's per-trace workspace, ingested with the
+    trace's own options and read-only afterwards). `config` is the launch config when the
+    caller holds it already; else --launch reads it from `options.config_path`.
 
     Raises:
         UsageError: a missing field for the workload, an unreadable rec.json.
     """
-    launch = _launch_spec(options) if options.launch else None
-    workload = _workload(options)
+    launch = _launch_spec(options, config) if options.launch else None
+    workload = _WORKLOAD_FIELDS[options.workload](options)
     if workload["kind"] == "trace":
         workload["workspace"] = str(Workspace.resolve(workspace).path)
+        if replay_workspace:
+            workload["trace_path"] = None
     try:
         return BenchRequest(
             endpoint_url=options.endpoint, launch=launch, model=options.model,
-            workload=workload,
+            engine=options.engine,
+            workload=WorkloadSpec.model_validate(workload),
             sweep_max_concurrency=(options.concurrency or DEFAULT_SWEEP_CAP)
             if options.workload == "sweep" else None,
             api=options.api, slo_ttft_p95_s=_s(options.slo_ttft_p95_ms),
@@ -126,29 +148,48 @@ def _s(ms: float | None) -> float | None:
     return None if ms is None else ms / 1e3
 
 
-def _workload(o: BenchOptions) -> dict[str, Any]:
-    """WorkloadSpec fields for the chosen workload (defaults filled where the CLI allows)."""
-    base: dict[str, Any] = {"prompt_tokens": o.prompt_tokens, "output_tokens": o.output_tokens,
-                            "seed": o.seed}
-    if o.workload == "trace":
-        return {**base, "kind": "trace", "trace_path": o.trace, "time_scale": o.time_scale,
-                "num_requests": o.num_requests, "duration_s": o.duration_s,
-                "concurrency": o.concurrency}
-    if o.workload in ("poisson", "gamma"):
-        n = o.num_requests if o.num_requests or o.duration_s else DEFAULT_NUM_REQUESTS
-        return {**base, "kind": o.workload, "rate_rps": o.rate_rps, "num_requests": n,
-                "duration_s": o.duration_s, "concurrency": o.concurrency,
-                "gamma_cv": (o.gamma_cv or DEFAULT_GAMMA_CV) if o.workload == "gamma" else None}
-    if o.workload in ("concurrency", "sweep"):
-        default = DEFAULT_SWEEP_REQUESTS if o.workload == "sweep" else DEFAULT_NUM_REQUESTS
-        n = o.num_requests if o.num_requests or o.duration_s else default
-        return {**base, "kind": "concurrency", "num_requests": n, "duration_s": o.duration_s,
-                "concurrency": 1 if o.workload == "sweep" else o.concurrency}
-    if o.workload == "burst":
-        return {**base, "kind": "burst", **_burst(o)}
+def _base(o: BenchOptions) -> dict[str, Any]:
+    return {"prompt_tokens": o.prompt_tokens, "output_tokens": o.output_tokens, "seed": o.seed}
+
+
+def _trace(o: BenchOptions) -> dict[str, Any]:
+    return {**_base(o), "kind": "trace", "trace_path": o.trace, "time_scale": o.time_scale,
+            "num_requests": o.num_requests, "duration_s": o.duration_s,
+            "concurrency": o.concurrency}
+
+
+def _rate(o: BenchOptions) -> dict[str, Any]:
+    n = o.num_requests if o.num_requests or o.duration_s else DEFAULT_NUM_REQUESTS
+    return {**_base(o), "kind": o.workload, "rate_rps": o.rate_rps, "num_requests": n,
+            "duration_s": o.duration_s, "concurrency": o.concurrency,
+            "gamma_cv": (o.gamma_cv or DEFAULT_GAMMA_CV) if o.workload == "gamma" else None}
+
+
+def _closed(o: BenchOptions) -> dict[str, Any]:
+    """A closed loop; a sweep is the closed loop at 1, 2, 4, … (runners.bench) from level 1."""
+    sweep = o.workload == "sweep"
+    default = DEFAULT_SWEEP_REQUESTS if sweep else DEFAULT_NUM_REQUESTS
+    n = o.num_requests if o.num_requests or o.duration_s else default
+    return {**_base(o), "kind": "concurrency", "num_requests": n, "duration_s": o.duration_s,
+            "concurrency": 1 if sweep else o.concurrency}
+
+
+def _burst_fields(o: BenchOptions) -> dict[str, Any]:
+    return {**_base(o), "kind": "burst", **_burst(o)}
+
+
+def _soak(o: BenchOptions) -> dict[str, Any]:
     window = o.duration_s / SOAK_WINDOWS if o.duration_s else None
-    return {**base, "kind": "soak", "duration_s": o.duration_s, "window_s": window,
+    return {**_base(o), "kind": "soak", "duration_s": o.duration_s, "window_s": window,
             "rate_rps": o.rate_rps, "concurrency": o.concurrency}
+
+
+# WorkloadSpec fields of each bench kind (defaults filled where the CLI allows).
+_WORKLOAD_FIELDS: dict[str, Callable[[BenchOptions], dict[str, Any]]] = {
+    "trace": _trace, "poisson": _rate, "gamma": _rate, "concurrency": _closed,
+    "sweep": _closed, "burst": _burst_fields, "soak": _soak,
+}
+assert set(_WORKLOAD_FIELDS) == set(BENCH_KINDS)
 
 
 def _burst(o: BenchOptions) -> dict[str, Any]:
@@ -163,22 +204,52 @@ def _burst(o: BenchOptions) -> dict[str, Any]:
             "steady_s": (o.duration_s - burst) / 2, "burst_s": burst}
 
 
-def _launch_spec(o: BenchOptions) -> Any:
+def _launch_spec(o: BenchOptions, config: EngineConfig | None) -> LaunchSpec:
     from engines.errors import EngineError
     from engines.export import load_request
     from runners.launch import LaunchSpec
 
-    try:
-        config = load_request(o.config_path or "").config
-    except EngineError as exc:  # engines/ owns its own tree: map it at this edge
-        raise UsageError(str(exc)) from None
+    if config is None:
+        try:
+            config = load_request(o.config_path or "").config
+        except EngineError as exc:  # engines/ owns its own tree: map it at this edge
+            raise UsageError(str(exc)) from None
     log_dir = Path(o.log_dir) if o.log_dir else DEFAULT_LOG_DIR
     venv = Path(o.engine_venv) if o.engine_venv else None
     if venv is not None and not (venv / "bin").is_dir():
         raise UsageError(f"--engine-venv {venv}: no bin/ folder there (give a virtual "
                          "environment holding the engine)")
+    cache: dict[str, Any] = {"model_cache_dir": o.model_cache_dir} if o.model_cache_dir else {}
     return LaunchSpec(mode=o.launch or "local", config=config, log_dir=log_dir,
-                      venv=venv if o.launch == "local" else None)
+                      venv=venv if o.launch == "local" else None, **cache)
+
+
+# Where a field goes on the command line: first the server and the workload, then the rest in
+# field order (the CLI accepts any order; this one reads best).
+_ARGV_FIRST = ("endpoint", "launch", "config_path", "model", "engine", "workload")
+
+
+def bench_argv(options: BenchOptions, prefix: tuple[str, ...] = ("python", "-m", "app", "bench")
+               ) -> list[str]:
+    """The command line that asks for `options` (fields at their default are left out); the
+    CLI's parser reads it back into equal options (numbers are written exactly)."""
+    names = [*_ARGV_FIRST, *(n for n in BenchOptions.model_fields if n not in _ARGV_FIRST)]
+    argv = list(prefix)
+    for name in names:
+        value = getattr(options, name)
+        if value is None or value == BenchOptions.model_fields[name].default:
+            continue
+        flag = _OPTION_FLAGS.get(name, "--" + name.replace("_", "-"))
+        argv += [flag, _arg(value)]
+    return argv
+
+
+def _arg(value: object) -> str:
+    """A value as the CLI reads it back exactly (2.0 as "2", 0.1 as "0.1", never rounded)."""
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    return str(value)
 
 
 def bench(options: BenchOptions, *, workspace: str | None = None, argv: list[str] | None = None,

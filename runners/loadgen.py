@@ -17,84 +17,29 @@ as failures with `error_kind="cancelled"`, and every finished result is kept.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import threading
-from collections.abc import Callable, Iterator
-from time import perf_counter
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 import aiohttp
-import orjson
-from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import RunnerError
+from core.loop import run_coroutine, run_outside_loop, watch_stop
 from runners import prompts
-from runners.client import endpoint_url, send_body
-from runners.rawhttp import RawClient
-from runners.schemas import MANAGED_KEYS, Api, RequestResult
+from runners.loadgen_run import (
+    LoadOptions,
+    OnResult,
+    Prepared,
+    Run,
+    WorkloadOutcome,
+    client_session,
+    outcome,
+)
+from runners.schemas import MANAGED_KEYS
 from runners.workloads import Schedule
 
-OnResult = Callable[[int, RequestResult], None]
-PromptMode = Literal["auto", "token_ids", "text"]
-_T = TypeVar("_T")
+__all__ = ["LoadOptions", "OnResult", "Prepared", "WorkloadOutcome", "prepare", "run_workload",
+           "run_workload_sync"]
 TEXT_POOL = 256  # distinct calibrated text prompts per length (each costs /tokenize calls)
-WARM_OPEN = 16  # connections opened ahead of an open-loop run without a concurrency bound
-WARM_TIMEOUT_S = 10.0
-
-
-class LoadOptions(BaseModel):
-    """Where and how to send a schedule."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    url: str = Field(description="Server base (`http://h:p`, `.../v1`) or full endpoint URL.")
-    model: str | None = Field(None, description="Served model name; None = first of /v1/models.")
-    api: Api = "completions"
-    timeout_s: float = Field(600.0, gt=0, description="Bound on each whole request.")
-    workers: int = Field(1, ge=1, description="Processes sharing the load.")
-    prompt_mode: PromptMode = Field("auto", description="auto: ids on completions, else text.")
-    vocab_size: int | None = Field(None, gt=0, description="Exclusive top of prompt token ids; "
-                                   "None = learnt from the server's /tokenize.")
-    low_token_id: int = Field(prompts.DEFAULT_LOW_ID, ge=0)
-    ignore_eos: bool = True
-    extra_body: dict[str, Any] = Field(default_factory=dict)
-    seed: int = 0
-    use_uvloop: bool = True
-    transport: Literal["raw", "aiohttp"] = Field(
-        "raw", description="raw: the fast HTTP/1.1 client (http:// only, else aiohttp).")
-
-
-class WorkloadOutcome(BaseModel):
-    """What a run did. `results[k]` is the request sent as schedule index `indices[k]`
-    (with one worker, `indices == range(sent)`); unsent requests are absent and counted."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    results: list[RequestResult]
-    indices: list[int]
-    phases: list[str] = Field(description="Phase of each result (closed loop: at its send).")
-    started_at_s: float = Field(description="perf_counter at the run start (offset 0).")
-    ended_at_s: float
-    sent: int
-    unsent: int = Field(description="Scheduled requests never sent (stopped early); 0 for pools.")
-    interrupted: bool
-
-
-class Prepared(BaseModel):
-    """What every worker needs besides the schedule: resolved model, id range, text prompts."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str
-    high_id: int | None = None
-    texts: dict[int, list[str]] = Field(default_factory=dict, description="length -> prompts")
-
-
-def _session(limit: int) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=None,
-                                     enable_cleanup_closed=False)
-    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None),
-                                 skip_auto_headers=("User-Agent",))
 
 
 def _uses_text(options: LoadOptions) -> bool:
@@ -109,7 +54,7 @@ async def prepare(schedule: Schedule, options: LoadOptions) -> Prepared:
     clash = MANAGED_KEYS & options.extra_body.keys()
     if clash:
         raise RunnerError(f"extra_body may not set {sorted(clash)}")
-    async with _session(4) as session:
+    async with client_session(4) as session:
         try:
             model = options.model or await prompts.served_model(session, options.url)
             if _uses_text(options):
@@ -130,189 +75,6 @@ async def _texts(session: Any, schedule: Schedule, options: LoadOptions,
     return {n: [await maker.prompt(k, n) for k in range(c)] for n, c in counts.items()}
 
 
-class _Bodies:
-    """Builds each request's JSON body from pre-encoded pieces (orjson, no pydantic)."""
-
-    def __init__(self, schedule: Schedule, options: LoadOptions, prep: Prepared) -> None:
-        self.schedule, self.texts = schedule, prep.texts
-        self.tokens = None if prep.high_id is None else prompts.TokenPrompts(
-            prep.high_id, low_id=options.low_token_id, seed=options.seed)
-        extra = dict(options.extra_body)
-        extra.update(model=prep.model, ignore_eos=options.ignore_eos, stream=True,
-                     stream_options={"include_usage": True})
-        self.head = orjson.dumps(extra)[:-1] + b',"max_tokens":'
-        self.key = b',"messages":[{"role":"user","content":' if options.api == "chat" else (
-            b',"prompt":')
-        self.tail = b"}]}" if options.api == "chat" else b"}"
-
-    def body(self, index: int) -> bytes:
-        req = self.schedule.request(index)
-        if self.tokens is not None:
-            prompt: Any = self.tokens.prompt(index, req.input_tokens, req.block_hashes,
-                                             req.block_size)
-        else:
-            pool = self.texts[req.input_tokens]
-            prompt = pool[index % len(pool)]
-        return b"".join((self.head, str(req.output_tokens).encode(), self.key,
-                         orjson.dumps(prompt), self.tail))
-
-
-class _Run:
-    """One process's share of a run: the in-flight tasks, results and the stop wiring."""
-
-    def __init__(self, schedule: Schedule, options: LoadOptions, prep: Prepared,
-                 on_result: OnResult | None, part: tuple[int, int]) -> None:
-        self.schedule, self.options, self.on_result = schedule, options, on_result
-        self.bodies = _Bodies(schedule, options, prep)
-        self.target = endpoint_url(options.url, options.api)
-        self.raw = RawClient(self.target) if (
-            options.transport == "raw" and self.target.startswith("http://")) else None
-        self.worker, self.n_workers = part
-        self.results: dict[int, tuple[RequestResult, str]] = {}
-        self.inflight: set[asyncio.Task[None]] = set()
-        self.stopping = False
-        self.callback_error: BaseException | None = None
-        self.t0 = 0.0
-
-    def _record(self, index: int, result: RequestResult, phase: str) -> None:
-        self.results[index] = (result, phase)
-        if self.on_result is not None and self.callback_error is None:
-            try:
-                self.on_result(index, result)
-            except Exception as exc:  # a failing consumer stops the run; re-raised at the end
-                self.callback_error = exc
-                self.stopping = True
-
-    async def one(self, session: aiohttp.ClientSession, index: int, phase: str | None) -> None:
-        body = self.bodies.body(index)
-        sent_at = perf_counter()
-        if phase is None:
-            phase = self.schedule.phase_at(sent_at - self.t0)
-        try:
-            timeout_s = self.options.timeout_s
-            result = await (self.raw.send(body, timeout_s=timeout_s) if self.raw is not None
-                            else send_body(session, self.target, body, timeout_s=timeout_s))
-        except asyncio.CancelledError:
-            now = perf_counter()
-            self._record(index, RequestResult.model_construct(
-                success=False, error="run stopped while the request was in flight",
-                error_kind="cancelled", http_status=None, sent_at_s=sent_at,
-                first_token_at_s=None, last_token_at_s=None, end_at_s=now, chunk_times_s=[],
-                chunk_tokens=None, prompt_tokens=None, output_tokens=None), phase)
-            raise
-        self._record(index, result, phase)
-
-    def my_indices(self) -> Iterator[int]:
-        n = None if self.schedule.cycle else len(self.schedule.requests)
-        counter = itertools.count(self.worker, self.n_workers)
-        return counter if n is None else iter(range(self.worker, n, self.n_workers))
-
-    async def open_loop(self, session: aiohttp.ClientSession) -> None:
-        limit = self.schedule.concurrency
-        sem = asyncio.Semaphore(_share(limit, self.worker, self.n_workers)) if limit else None
-        reqs, loop = self.schedule.requests, asyncio.get_running_loop()
-        for i in self.my_indices():
-            if self.stopping:
-                return
-            delay = self.t0 + reqs[i].at_s - perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if sem is not None:
-                await sem.acquire()
-            task = loop.create_task(self.one(session, i, reqs[i].phase))
-            self.inflight.add(task)
-            task.add_done_callback(self.inflight.discard)
-            if sem is not None:
-                task.add_done_callback(lambda _t: sem.release())
-
-    async def closed_loop(self, session: aiohttp.ClientSession) -> None:
-        indices = self.my_indices()
-        end = self.t0 + (self.schedule.duration_s or float("inf"))
-        cycle = self.schedule.cycle
-
-        async def lane() -> None:
-            for i in indices:
-                if self.stopping or perf_counter() >= end:
-                    return
-                await self.one(session, i, None if cycle else self.schedule.request(i).phase)
-
-        n = _share(self.schedule.concurrency or 1, self.worker, self.n_workers)
-        lanes = [asyncio.create_task(lane()) for _ in range(n)]
-        for task in lanes:
-            self.inflight.add(task)
-            task.add_done_callback(self.inflight.discard)
-        await asyncio.gather(*lanes, return_exceptions=True)
-
-    async def run(self, stop: asyncio.Event | None, t0: float | None = None) -> None:
-        limit = self.schedule.concurrency or 0
-        share = _share(limit, self.worker, self.n_workers) if limit else 0
-        async with _session(share) as session:
-            await self._warm(share or WARM_OPEN)
-            self.t0 = perf_counter() if t0 is None else t0
-            dispatch = asyncio.create_task(
-                self.open_loop(session) if self.schedule.open_loop else self.closed_loop(session))
-            watch = asyncio.create_task(stop.wait()) if stop is not None else None
-            waiting = {dispatch} if watch is None else {dispatch, watch}
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if watch is not None and watch.done():
-                await self._halt(dispatch)
-            else:
-                await self._drain(stop)
-            if watch is not None:
-                watch.cancel()
-            if self.raw is not None:
-                self.raw.close()
-
-    async def _warm(self, n: int) -> None:
-        """Open the connections the first requests will use before the clock starts; a server
-        that does not accept them in time is left to fail the requests themselves."""
-        if self.raw is None:
-            return
-        try:
-            async with asyncio.timeout(min(WARM_TIMEOUT_S, self.options.timeout_s)):
-                await self.raw.warm(n)
-        except TimeoutError:
-            pass
-
-    async def _drain(self, stop: asyncio.Event | None) -> None:
-        """Wait for the in-flight requests; a stop meanwhile cancels them."""
-        while self.inflight:
-            pending = set(self.inflight)
-            watch = asyncio.ensure_future(stop.wait()) if stop is not None else None
-            await asyncio.wait(pending | ({watch} if watch else set()),
-                               return_when=asyncio.FIRST_COMPLETED)
-            if watch is not None:
-                if watch.done():
-                    await self._halt(None)
-                    return
-                watch.cancel()
-
-    async def _halt(self, dispatch: asyncio.Task[None] | None) -> None:
-        self.stopping = True
-        if dispatch is not None:
-            dispatch.cancel()
-        tasks = list(self.inflight)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, *([dispatch] if dispatch else []), return_exceptions=True)
-
-
-def _share(total: int, worker: int, n_workers: int) -> int:
-    """Worker `worker`'s part of `total` (parts differ by at most one, at least one)."""
-    return max(1, total // n_workers + (1 if worker < total % n_workers else 0))
-
-
-def _outcome(schedule: Schedule, results: dict[int, tuple[RequestResult, str]], t0: float,
-             interrupted: bool) -> WorkloadOutcome:
-    order = sorted(results)
-    sent = len(order)
-    unsent = 0 if schedule.cycle else len(schedule.requests) - sent
-    return WorkloadOutcome.model_construct(
-        results=[results[i][0] for i in order], indices=order,
-        phases=[results[i][1] for i in order], started_at_s=t0, ended_at_s=perf_counter(),
-        sent=sent, unsent=unsent, interrupted=interrupted)
-
-
 async def run_workload(schedule: Schedule, options: LoadOptions, *,
                        on_result: OnResult | None = None,
                        stop: asyncio.Event | None = None) -> WorkloadOutcome:
@@ -329,12 +91,12 @@ async def run_workload(schedule: Schedule, options: LoadOptions, *,
         from runners.loadgen_workers import run_processes
 
         return await run_processes(schedule, options, prep, on_result, stop)
-    run = _Run(schedule, options, prep, on_result, (0, 1))
+    run = Run(schedule, options, prep, on_result, (0, 1))
     await run.run(stop)
     if run.callback_error is not None:
         raise run.callback_error
     interrupted = stop is not None and stop.is_set()
-    return _outcome(schedule, run.results, run.t0, interrupted)
+    return outcome(schedule, run.results, run.t0, interrupted)
 
 
 def run_workload_sync(schedule: Schedule, options: LoadOptions, *,
@@ -343,33 +105,10 @@ def run_workload_sync(schedule: Schedule, options: LoadOptions, *,
     """`run_workload` from synchronous code (CLI, Streamlit): its own loop, in a thread when
     the caller's thread already runs one. `stop` is a threading.Event here."""
     def main() -> WorkloadOutcome:
-        return _new_loop_run(_sync_main(schedule, options, on_result, stop), options.use_uvloop)
+        return run_coroutine(_sync_main(schedule, options, on_result, stop),
+                             use_uvloop=options.use_uvloop)
 
     return run_outside_loop(main)
-
-
-def run_outside_loop(fn: Callable[[], _T]) -> _T:
-    """`fn()` here, or in a worker thread when this thread already runs an event loop (a
-    function that starts its own loop cannot run inside one); its exception is re-raised."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return fn()
-    box: list[tuple[bool, Any]] = []
-    thread = threading.Thread(target=lambda: box.append(_capture(fn)), daemon=True)
-    thread.start()
-    thread.join()
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
-
-
-def _capture(fn: Callable[[], Any]) -> tuple[bool, Any]:
-    try:
-        return True, fn()
-    except BaseException as exc:  # handed back to the caller's thread
-        return False, exc
 
 
 async def _sync_main(schedule: Schedule, options: LoadOptions, on_result: OnResult | None,
@@ -377,31 +116,8 @@ async def _sync_main(schedule: Schedule, options: LoadOptions, on_result: OnResu
     if stop is None:
         return await run_workload(schedule, options, on_result=on_result)
     event = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    async def bridge() -> None:
-        while not stop.is_set():  # a thread event cannot wake a loop: poll it
-            await asyncio.sleep(0.02)
-        loop.call_soon(event.set)
-
-    watcher = asyncio.create_task(bridge())
+    watcher = asyncio.create_task(watch_stop(stop, event))
     try:
         return await run_workload(schedule, options, on_result=on_result, stop=event)
     finally:
         watcher.cancel()
-
-
-def _new_loop_run(coro: Any, use_uvloop: bool) -> Any:
-    if use_uvloop:
-        try:
-            import uvloop
-        except ImportError:  # uvloop is optional (no Windows wheels): the stdlib loop works
-            use_uvloop = False
-    box: list[Any] = []
-
-    async def keep() -> None:  # the task returns None: asyncio would repr a big result
-        box.append(await coro)
-
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop if use_uvloop else None) as runner:
-        runner.run(keep())
-    return box[0]

@@ -18,7 +18,10 @@ from time import perf_counter
 from typing import Any
 
 from core.errors import RunnerError
+from core.loop import run_coroutine
+from runners.loadgen_run import LoadOptions, OnResult, Prepared, Run, WorkloadOutcome, outcome
 from runners.schemas import RequestResult
+from runners.workloads import Schedule
 
 BATCH_S = 0.02  # how often a worker ships its finished results
 START_DELAY_S = 0.05  # from "all ready" to the shared start instant
@@ -31,23 +34,21 @@ def _worker(job: tuple[Any, Any, Any, tuple[int, int]], chan: tuple[Any, Any, An
     `job` is (schedule, options, prepared, (worker, workers)); `chan` is (queue, go event,
     halt event, shared start instant).
     """
-    from runners.loadgen import _new_loop_run, _Run
-
     schedule, options, prep, part = job
     out, go, halt, start_at = chan
     try:
         batch: list[tuple[int, RequestResult, str]] = []
-        run = _Run(schedule, options, prep, None, part)
+        run = Run(schedule, options, prep, None, part)
         out.put(("ready", part[0], None))
         go.wait()
-        _new_loop_run(_work(run, batch, out, halt, start_at.value), options.use_uvloop)
+        run_coroutine(_work(run, batch, out, halt, start_at.value), use_uvloop=options.use_uvloop)
         out.put(("results", part[0], batch))
         out.put(("done", part[0], halt.is_set()))
     except BaseException as exc:  # shipped to the parent, which raises it as one line
         out.put(("error", part[0], f"{type(exc).__name__}: {exc}"))
 
 
-async def _work(run: Any, batch: list[Any], out: Any, halt: Any, t0: float) -> None:
+async def _work(run: Run, batch: list[Any], out: Any, halt: Any, t0: float) -> None:
     stop = asyncio.Event()
 
     def keep(index: int, result: RequestResult) -> None:
@@ -119,11 +120,10 @@ async def _pump(q: Any, procs: list[Any], merge: _Merge, halt: Any, until: str) 
             return
 
 
-async def run_processes(schedule: Any, options: Any, prep: Any, on_result: Any,
-                        stop: asyncio.Event | None) -> Any:
+async def run_processes(schedule: Schedule, options: LoadOptions, prep: Prepared,
+                        on_result: OnResult | None,
+                        stop: asyncio.Event | None) -> WorkloadOutcome:
     """`run_workload` over `options.workers` processes; the same outcome as one process."""
-    from runners.loadgen import _outcome
-
     ctx = mp.get_context("spawn")
     q, go, halt, start_at = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Value("d", 0.0)
     n = options.workers
@@ -145,8 +145,7 @@ async def run_processes(schedule: Any, options: Any, prep: Any, on_result: Any,
         _reap(procs, halt, go)
     if merge.error is not None:
         raise merge.error
-    out = _outcome(schedule, merge.results, start_at.value, merge.interrupted)
-    return out
+    return outcome(schedule, merge.results, start_at.value, merge.interrupted)
 
 
 async def _halt_on(stop: asyncio.Event, halt: Any) -> None:

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.figures import ServingFigures, latency_of
 from runners.schemas import RequestResult
 
-PERCENTILES = (50, 90, 95, 99)
 DEFAULT_WINDOW_S = 1.0
 # Knee: the step to the next concurrency level buys < KNEE_GAIN_PCT % more throughput while
 # median E2E latency grows > KNEE_LATENCY_PCT %.
@@ -27,19 +27,6 @@ KNEE_GAIN_PCT = 10.0
 KNEE_LATENCY_PCT = 20.0
 BURST_BAND = 0.25  # recovered = windowed TTFT p50 back within +25 % of the steady baseline
 SOAK_WINDOWS = 10
-
-
-class Dist(BaseModel):
-    """Mean and percentiles of one latency, in seconds (None without any value)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    count: int = Field(description="Values the figures are computed from.")
-    mean: float | None = None
-    p50: float | None = None
-    p90: float | None = None
-    p95: float | None = None
-    p99: float | None = None
 
 
 class SeriesPoint(BaseModel):
@@ -54,10 +41,9 @@ class SeriesPoint(BaseModel):
     in_flight: float = Field(description="Time-averaged requests in flight over the window.")
 
 
-class Summary(BaseModel):
-    """What a run measured (DESIGN §3)."""
-
-    model_config = ConfigDict(extra="forbid")
+class Summary(ServingFigures):
+    """What a run measured (DESIGN §3): the shared serving figures (latencies, throughputs,
+    goodput; `band` stays None for a measurement) and what only a measured run has."""
 
     count: int = Field(description="Requests sent.")
     completed: int = Field(description="Requests that succeeded.")
@@ -65,30 +51,15 @@ class Summary(BaseModel):
     error_rate: float = Field(description="Failed / sent (0 when none were sent).")
     missing_usage: int = Field(description="Successes whose stream carried no usage counts.")
     duration_s: float = Field(description="Run start → last request end.")
-    ttft_s: Dist
-    tpot_s: Dist
-    itl_s: Dist = Field(description="Pooled over every chunk gap of every success.")
-    e2e_s: Dist
-    request_throughput_rps: float = Field(description="completed / duration_s.")
-    output_throughput_tok_s: float = Field(description="Output tokens of successes / duration.")
-    total_throughput_tok_s: float = Field(description="(Prompt + output) tokens / duration.")
     achieved_rate_rps: float | None = Field(
         description="(sent − 1) / (last send − first send): the arrival rate actually produced.")
-    goodput_rps: float = Field(description="Successes meeting every SLO / duration_s.")
+    # A run always has a goodput (every success counts when no SLO is given): not optional here.
+    goodput_rps: float = Field(ge=0, description="Successes meeting every SLO / duration_s.")
     slo_ttft_s: float | None = Field(description="Per-request TTFT bound used for goodput.")
     slo_tpot_s: float | None = Field(description="Per-request TPOT bound used for goodput.")
     peak_concurrency: int = Field(description="Most requests in flight at once.")
     window_s: float = Field(description="Width of the series windows.")
     series: list[SeriesPoint] = Field(default_factory=list)
-
-
-def dist(values: Sequence[float] | np.ndarray) -> Dist:
-    """Mean and linear-interpolation percentiles of `values`."""
-    arr = np.asarray(values, dtype=float)
-    if arr.size == 0:
-        return Dist(count=0)
-    p50, p90, p95, p99 = (float(v) for v in np.percentile(arr, PERCENTILES))
-    return Dist(count=int(arr.size), mean=float(arr.mean()), p50=p50, p90=p90, p95=p95, p99=p99)
 
 
 def summarize(
@@ -124,10 +95,10 @@ def summarize(
         error_rate=(len(results) - len(ok)) / len(results) if results else 0.0,
         missing_usage=sum(1 for r in ok if r.output_tokens is None),
         duration_s=duration,
-        ttft_s=dist([r.ttft_s for r in ok if r.ttft_s is not None]),
-        tpot_s=dist([r.tpot_s for r in ok if r.tpot_s is not None]),
-        itl_s=dist([gap for r in ok for gap in r.itl_s]),
-        e2e_s=dist([r.e2e_s for r in ok if r.e2e_s is not None]),
+        ttft_s=latency_of([r.ttft_s for r in ok if r.ttft_s is not None]),
+        tpot_s=latency_of([r.tpot_s for r in ok if r.tpot_s is not None]),
+        itl_s=latency_of([gap for r in ok for gap in r.itl_s]),
+        e2e_s=latency_of([r.e2e_s for r in ok if r.e2e_s is not None]),
         request_throughput_rps=_per_s(len(ok), duration),
         output_throughput_tok_s=_per_s(out_tokens, duration),
         total_throughput_tok_s=_per_s(all_tokens, duration),
@@ -379,7 +350,7 @@ def analyze_soak(
     for r in ok:
         ttfts[idx(r.sent_at_s)].append(r.ttft_s)  # type: ignore[arg-type]
         done[idx(r.end_at_s)] += 1
-    first, last = dist(ttfts[0]), dist(ttfts[-1])
+    first, last = latency_of(ttfts[0]), latency_of(ttfts[-1])
     tput = [d / width if width else 0.0 for d in done]
     mids = [(i, float(np.median(v))) for i, v in enumerate(ttfts) if v]
     slope = (float(np.polyfit([i * width for i, _ in mids], [m for _, m in mids], 1)[0])
@@ -400,25 +371,16 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def summary_json(summary: Summary) -> dict[str, object]:
-    """The `bench --json` summary: DESIGN §2.4 names (`predict`'s), latencies in ms."""
-    def ms(d: Dist) -> dict[str, float | None]:
-        return {k: None if v is None else v * 1e3
-                for k, v in d.model_dump(exclude={"count"}).items()}
-
-    return {
+    """The `bench --json` summary: DESIGN §2.4 names (`predict`'s), latencies in ms; the
+    serving figures through their one ms view (`ServingFigures.json_ms`)."""
+    out: dict[str, object] = {
         "count": summary.count,
         "completed": summary.completed,
         "errors": summary.errors,
         "error_rate": summary.error_rate,
         "duration_s": summary.duration_s,
-        "ttft_ms": ms(summary.ttft_s),
-        "tpot_ms": ms(summary.tpot_s),
-        "itl_ms": ms(summary.itl_s),
-        "e2e_ms": ms(summary.e2e_s),
-        "request_throughput_rps": summary.request_throughput_rps,
-        "output_throughput_tok_s": summary.output_throughput_tok_s,
-        "total_throughput_tok_s": summary.total_throughput_tok_s,
-        "achieved_rate_rps": summary.achieved_rate_rps,
-        "goodput_rps": summary.goodput_rps,
-        "peak_concurrency": summary.peak_concurrency,
     }
+    out.update(summary.json_ms())
+    out["achieved_rate_rps"] = summary.achieved_rate_rps
+    out["peak_concurrency"] = summary.peak_concurrency
+    return out

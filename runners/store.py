@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import WorkspaceError
 from profiler.workspace import Workspace
-from runners.metrics import summarize
+from runners.metrics import Summary, summarize
 from runners.schemas import RequestResult
 from runners.scrape import MetricSample
 
@@ -397,18 +397,17 @@ def compare_runs(workspace: Workspace, run_ids: list[str]) -> Comparison:
     for run_id in run_ids:
         record = load_run(workspace, run_id)
         info = record.info
-        summary = info.summary or _summary_of(record)
+        summary = run_summary(record)
         out.throughput.append(ThroughputRow(
-            run_id=run_id, kind=info.kind, status=info.status, completed=summary["completed"],
-            error_rate=summary["error_rate"],
-            request_throughput_rps=summary["request_throughput_rps"],
-            output_throughput_tok_s=summary["output_throughput_tok_s"],
-            goodput_rps=summary["goodput_rps"]))
+            run_id=run_id, kind=info.kind, status=info.status, completed=summary.completed,
+            error_rate=summary.error_rate,
+            request_throughput_rps=summary.request_throughput_rps,
+            output_throughput_tok_s=summary.output_throughput_tok_s,
+            goodput_rps=summary.goodput_rps))
         for metric in ("ttft", "tpot", "itl", "e2e"):
-            d = summary[f"{metric}_s"]
-            out.latency.append(LatencyRow(run_id=run_id, metric=metric, mean_s=d["mean"],
-                                          p50_s=d["p50"], p90_s=d["p90"], p95_s=d["p95"],
-                                          p99_s=d["p99"]))
+            d = getattr(summary, f"{metric}_s")
+            out.latency.append(LatencyRow(run_id=run_id, metric=metric, mean_s=d.mean,
+                                          p50_s=d.p50, p90_s=d.p90, p95_s=d.p95, p99_s=d.p99))
         analysis = info.analysis or {}
         if "burst" in analysis:
             b = analysis["burst"]
@@ -421,6 +420,11 @@ def compare_runs(workspace: Workspace, run_ids: list[str]) -> Comparison:
     return out
 
 
-def _summary_of(record: RunRecord) -> dict[str, Any]:
+def run_summary(record: RunRecord) -> Summary:
+    """The run's `Summary`: the one stored when it finished (runs stored before `band`
+    existed load too: it defaults to None), else computed from its stored rows (a run stopped
+    before its summary was written)."""
+    if record.info.summary is not None:
+        return Summary.model_validate(record.info.summary)
     results = [r.result for r in record.requests]
-    return summarize(results, started_at_s=0.0 if results else None).model_dump()
+    return summarize(results, started_at_s=0.0 if results else None)

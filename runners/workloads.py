@@ -10,12 +10,13 @@ sweep is `concurrency` run at increasing levels by its caller.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.arrivals import Process, exact_count_poisson, renewal_times
 from core.errors import RunnerError
 
 WorkloadKind = Literal["trace", "poisson", "gamma", "concurrency", "burst", "soak"]
@@ -33,24 +34,38 @@ class WorkloadSpec(_Record):
     """A workload, for every kind; which fields a kind needs is checked by its builder."""
 
     kind: WorkloadKind
-    rate_rps: float | None = Field(None, gt=0, description="Mean arrival rate (poisson, gamma…).")
-    gamma_cv: float | None = Field(None, gt=0, description="Gamma inter-arrival CV (1 = Poisson).")
-    concurrency: int | None = Field(None, ge=1, description="Requests in flight (closed loop).")
-    duration_s: float | None = Field(None, gt=0, description="Run length; trace: window length.")
-    num_requests: int | None = Field(None, ge=1, description="Request count; trace: window cap.")
-    prompt_tokens: int | None = Field(None, ge=1, description="Prompt length (trace: override).")
-    output_tokens: int | None = Field(None, ge=1, description="Output length (trace: override).")
-    max_prompt_tokens: int | None = Field(None, ge=1, description="Trace: cap on prompt lengths.")
-    max_output_tokens: int | None = Field(None, ge=1, description="Trace: cap on output lengths.")
-    trace_path: str | None = Field(None, description="Trace file to ingest and replay.")
-    workspace: str | None = Field(None, description="Workspace whose `requests` table to replay.")
-    time_scale: float = Field(1.0, gt=0, description="Multiplies trace gaps (0.5 = twice as fast).")
-    start_s: float = Field(0.0, ge=0, description="Trace: window start, in trace seconds.")
-    base_rate_rps: float | None = Field(None, gt=0, description="Burst: steady rate.")
-    peak_rate_rps: float | None = Field(None, gt=0, description="Burst: rate during the burst.")
-    steady_s: float | None = Field(None, gt=0, description="Burst: steady time before and after.")
-    burst_s: float | None = Field(None, gt=0, description="Burst: length of the step up.")
-    window_s: float | None = Field(None, gt=0, description="Soak: length of each drift phase.")
+    rate_rps: float | None = Field(default=None,
+                                   gt=0, description="Mean arrival rate (poisson, gamma…).")
+    gamma_cv: float | None = Field(default=None,
+                                   gt=0, description="Gamma inter-arrival CV (1 = Poisson).")
+    concurrency: int | None = Field(default=None,
+                                    ge=1, description="Requests in flight (closed loop).")
+    duration_s: float | None = Field(default=None,
+                                     gt=0, description="Run length; trace: window length.")
+    num_requests: int | None = Field(default=None,
+                                     ge=1, description="Request count; trace: window cap.")
+    prompt_tokens: int | None = Field(default=None,
+                                      ge=1, description="Prompt length (trace: override).")
+    output_tokens: int | None = Field(default=None,
+                                      ge=1, description="Output length (trace: override).")
+    max_prompt_tokens: int | None = Field(default=None,
+                                          ge=1, description="Trace: cap on prompt lengths.")
+    max_output_tokens: int | None = Field(default=None,
+                                          ge=1, description="Trace: cap on output lengths.")
+    trace_path: str | None = Field(default=None, description="Trace file to ingest and replay.")
+    workspace: str | None = Field(default=None,
+                                  description="Workspace whose `requests` table to replay.")
+    time_scale: float = Field(default=1.0,
+                              gt=0, description="Multiplies trace gaps (0.5 = twice as fast).")
+    start_s: float = Field(default=0.0, ge=0, description="Trace: window start, in trace seconds.")
+    base_rate_rps: float | None = Field(default=None, gt=0, description="Burst: steady rate.")
+    peak_rate_rps: float | None = Field(default=None,
+                                        gt=0, description="Burst: rate during the burst.")
+    steady_s: float | None = Field(default=None,
+                                   gt=0, description="Burst: steady time before and after.")
+    burst_s: float | None = Field(default=None, gt=0, description="Burst: length of the step up.")
+    window_s: float | None = Field(default=None,
+                                   gt=0, description="Soak: length of each drift phase.")
     seed: int = 0
 
     @model_validator(mode="after")
@@ -105,9 +120,12 @@ class Schedule(_Record):
 
     kind: WorkloadKind
     requests: list[ScheduledRequest]
-    concurrency: int | None = Field(None, description="Most requests in flight; None = no cap.")
-    duration_s: float | None = Field(None, description="Closed loop: stop sending after this.")
-    cycle: bool = Field(False, description="Closed loop: reuse `requests` until duration_s.")
+    concurrency: int | None = Field(default=None,
+                                    description="Most requests in flight; None = no cap.")
+    duration_s: float | None = Field(default=None,
+                                     description="Closed loop: stop sending after this.")
+    cycle: bool = Field(default=False,
+                        description="Closed loop: reuse `requests` until duration_s.")
     phases: list[Phase] = Field(default_factory=list)
 
     @property
@@ -134,21 +152,7 @@ def build_schedule(spec: WorkloadSpec) -> Schedule:
     return WORKLOADS[spec.kind](spec)
 
 
-def _arrivals(gaps: Callable[[int], np.ndarray], start_s: float, end_s: float | None,
-              count: int | None, mean_gap_s: float) -> np.ndarray:
-    """Offsets `start + cumsum(gaps)`, cut at `end_s` (exclusive) or at `count` arrivals."""
-    if count is not None and end_s is None:
-        return start_s + np.cumsum(gaps(count))
-    span = (end_s or 0.0) - start_s
-    n = int(span / mean_gap_s * 1.2) + 16
-    at = start_s + np.cumsum(gaps(n))
-    while at[-1] < end_s:  # rare: draw more, continuing the same stream
-        at = np.concatenate([at, at[-1] + np.cumsum(gaps(n))])
-    at = at[at < end_s]
-    return at[:count] if count is not None else at
-
-
-def _synthetic(spec: WorkloadSpec, at: list[float | None],
+def _synthetic(spec: WorkloadSpec, at: Sequence[float | None],
                phases: list[str]) -> list[ScheduledRequest]:
     p, o = spec.prompt_tokens, spec.output_tokens
     return [ScheduledRequest.model_construct(index=i, at_s=t, phase=ph, input_tokens=p,
@@ -156,11 +160,13 @@ def _synthetic(spec: WorkloadSpec, at: list[float | None],
             for i, (t, ph) in enumerate(zip(at, phases, strict=True))]
 
 
-def _renewal(spec: WorkloadSpec, gaps: Callable[[np.random.Generator], Callable[[int], np.ndarray]],
-             ) -> Schedule:
-    rng = np.random.default_rng(spec.seed)
-    return _one_phase(spec, _arrivals(gaps(rng), 0.0, spec.duration_s, spec.num_requests,
-                                      1.0 / spec.rate_rps))
+def _renewal(spec: WorkloadSpec, process: Process, cv: float = 1.0) -> Schedule:
+    """Open-loop arrivals at renewal times (`core.arrivals`), cut at the duration and/or the
+    request count."""
+    assert spec.rate_rps is not None  # the spec's validator requires it for these kinds
+    at = renewal_times(np.random.default_rng(spec.seed), spec.rate_rps,
+                       count=spec.num_requests, end_s=spec.duration_s, process=process, cv=cv)
+    return _one_phase(spec, at)
 
 
 def _one_phase(spec: WorkloadSpec, at: np.ndarray) -> Schedule:
@@ -172,34 +178,22 @@ def _one_phase(spec: WorkloadSpec, at: np.ndarray) -> Schedule:
                     phases=[Phase(name=spec.kind, start_s=0.0, end_s=end)])
 
 
-def _exact_poisson(rng: np.random.Generator, rate_rps: float, start_s: float,
-                   end_s: float) -> np.ndarray:
-    """Poisson arrivals in [start_s, end_s) conditioned on their count being rate × span.
-
-    Why: an unconditioned 10 s run at 1,000 req/s offers 1,000 ± 10 req/s (± 1 sd) by chance
-    alone; given its count, a Poisson process's arrival times are independent uniforms over
-    the window (order statistics), so sorting `round(rate × span)` uniform draws keeps the
-    exponential gaps and offers exactly the rate asked for.
-    """
-    n = round(rate_rps * (end_s - start_s))
-    at = np.sort(rng.uniform(start_s, end_s, n))
-    return at[at < end_s]  # uniform() can return its upper bound through rounding
-
-
 def _poisson(spec: WorkloadSpec) -> Schedule:
-    """With a duration: exactly rate × duration arrivals at Poisson times (`_exact_poisson`).
-    With a request count only: exponential gaps with mean 1/rate, arrivals at their sums."""
+    """With a duration: exactly rate × duration arrivals at Poisson times
+    (`core.arrivals.exact_count_poisson`). With a request count only: exponential gaps with
+    mean 1/rate, arrivals at their sums."""
     if spec.duration_s is None:
-        return _renewal(spec, lambda rng: lambda n: rng.exponential(1.0 / spec.rate_rps, n))
-    at = _exact_poisson(np.random.default_rng(spec.seed), spec.rate_rps, 0.0, spec.duration_s)
+        return _renewal(spec, "poisson")
+    assert spec.rate_rps is not None
+    at = exact_count_poisson(np.random.default_rng(spec.seed), spec.rate_rps, 0.0,
+                             spec.duration_s)
     return _one_phase(spec, at[:spec.num_requests])
 
 
 def _gamma(spec: WorkloadSpec) -> Schedule:
     """Gamma gaps with mean 1/rate and coefficient of variation gamma_cv (shape 1/cv²)."""
-    shape = 1.0 / spec.gamma_cv**2
-    scale = 1.0 / (spec.rate_rps * shape)
-    return _renewal(spec, lambda rng: lambda n: rng.gamma(shape, scale, n))
+    assert spec.gamma_cv is not None
+    return _renewal(spec, "gamma", spec.gamma_cv)
 
 
 def _closed(spec: WorkloadSpec, phases: list[Phase]) -> Schedule:
@@ -220,7 +214,7 @@ def _piecewise_poisson(spec: WorkloadSpec, pieces: list[tuple[Phase, float]]) ->
     at: list[float] = []
     names: list[str] = []
     for phase, rate in pieces:
-        got = _exact_poisson(rng, rate, phase.start_s, phase.end_s)
+        got = exact_count_poisson(rng, rate, phase.start_s, phase.end_s)
         at += got.tolist()
         names += [phase.name] * len(got)
     return Schedule(kind=spec.kind, requests=_synthetic(spec, at, names),
@@ -230,18 +224,22 @@ def _piecewise_poisson(spec: WorkloadSpec, pieces: list[tuple[Phase, float]]) ->
 def _burst(spec: WorkloadSpec) -> Schedule:
     """Poisson at base rate for steady_s, at peak rate for burst_s, at base again for steady_s."""
     s, b = spec.steady_s, spec.burst_s
+    base, peak = spec.base_rate_rps, spec.peak_rate_rps
+    assert s is not None and b is not None and base is not None and peak is not None
     return _piecewise_poisson(spec, [
-        (Phase(name="steady", start_s=0.0, end_s=s), spec.base_rate_rps),
-        (Phase(name="burst", start_s=s, end_s=s + b), spec.peak_rate_rps),
-        (Phase(name="recovery", start_s=s + b, end_s=2 * s + b), spec.base_rate_rps),
+        (Phase(name="steady", start_s=0.0, end_s=s), base),
+        (Phase(name="burst", start_s=s, end_s=s + b), peak),
+        (Phase(name="recovery", start_s=s + b, end_s=2 * s + b), base),
     ])
 
 
 def _soak(spec: WorkloadSpec) -> Schedule:
     """A long steady load (rate or concurrency) split into windows `w0, w1, …` to see drift."""
-    n = int(np.ceil(spec.duration_s / spec.window_s))
-    phases = [Phase(name=f"w{k}", start_s=k * spec.window_s,
-                    end_s=min((k + 1) * spec.window_s, spec.duration_s)) for k in range(n)]
+    duration, window = spec.duration_s, spec.window_s
+    assert duration is not None and window is not None  # the spec's validator requires them
+    n = int(np.ceil(duration / window))
+    phases = [Phase(name=f"w{k}", start_s=k * window, end_s=min((k + 1) * window, duration))
+              for k in range(n)]
     if spec.rate_rps is None:
         return _closed(spec, phases)
     return _piecewise_poisson(spec, [(p, spec.rate_rps) for p in phases])
@@ -265,7 +263,9 @@ def _trace(spec: WorkloadSpec) -> Schedule:
             block_size=int(bsize) if hashes and bsize else None))
     if not reqs:
         raise RunnerError("the trace window holds no requests: check start_s and duration_s")
-    end = reqs[-1].at_s if spec.duration_s is None else spec.duration_s * spec.time_scale
+    last = reqs[-1].at_s
+    assert last is not None  # trace requests are open loop
+    end = last if spec.duration_s is None else spec.duration_s * spec.time_scale
     return Schedule(kind="trace", requests=reqs, concurrency=spec.concurrency,
                     phases=[Phase(name="trace", start_s=0.0, end_s=end)])
 
@@ -295,3 +295,7 @@ WORKLOADS: dict[str, Builder] = {
     "burst": _burst,
     "soak": _soak,
 }
+
+# What `bench` runs: every workload kind, and the sweep (the `concurrency` kind at 1, 2, 4, …
+# up to a cap, run by runners.bench until past the knee). Front ends list these.
+BENCH_KINDS: tuple[str, ...] = (*WORKLOADS, "sweep")

@@ -12,10 +12,9 @@ from typing import get_args
 
 import pandas as pd
 import streamlit as st
-from pydantic import ValidationError
 
 from app import charts
-from app.render import bench_argv, comparison_rows, measured_rows
+from app.render import comparison_rows, measured_rows
 from app.resources import (
     RECOMMENDATION_KEY,
     BenchJob,
@@ -27,34 +26,39 @@ from app.resources import (
     workspace_for,
 )
 from core.errors import ServeFitError
+from core.figures import LATENCIES, ServingFigures
 from engines.config import EngineKind
+from runners.bench import BenchRequest
+from runners.bench_options import BenchOptions, bench_argv, build_request, parse_options
+from runners.schemas import Api
+from runners.workloads import BENCH_KINDS
 
 JOB_KEY = "servefit.validate.job"
 WHERE = {"endpoint": "An endpoint that already runs", "local": "Launch the engine locally",
          "docker": "Launch the engine's official Docker image"}
-WORKLOADS = {"trace": "Replay my trace", "sweep": "Concurrency sweep to the knee",
-             "burst": "Burst: steady, step up, steady"}
 
 
 def _where(env, pick_engine: str) -> dict:
+    """The server fields of the run's `BenchOptions`."""
     where = st.radio("Server", list(WHERE), format_func=WHERE.get, key="val.where")
-    out: dict = {"where": where}
     if where == "endpoint":
-        out["url"] = st.text_input("Base URL", "http://127.0.0.1:8000", key="val.url")
-        out["model"] = st.text_input("Served model name (empty: the server's first)", "",
-                                     key="val.model") or None
         kinds = list(get_args(EngineKind))
-        out["engine"] = st.selectbox("Engine serving it (for its /metrics names)", kinds,
-                                     index=kinds.index(pick_engine), key="val.engine")
-    elif where == "local":
-        out["venv"] = st.text_input("Virtual environment holding the engine (empty: the "
-                                    "engine's command on PATH)", "", key="val.venv") or None
+        return {"endpoint": st.text_input("Base URL", "http://127.0.0.1:8000", key="val.url"),
+                "model": st.text_input("Served model name (empty: the server's first)", "",
+                                       key="val.model") or None,
+                "engine": st.selectbox("Engine serving it (for its /metrics names)", kinds,
+                                       index=kinds.index(pick_engine), key="val.engine")}
+    # The command shown names the recommendation saved as rec.json; the run here uses it as is.
+    out: dict = {"launch": where, "config_path": "rec.json", "log_dir": str(app_home() / "logs")}
+    if where == "local":
+        out["engine_venv"] = st.text_input("Virtual environment holding the engine (empty: the "
+                                           "engine's command on PATH)", "", key="val.venv") or None
         if not env.nvidia_gpu:
             st.warning("No NVIDIA GPU here (no nvidia-smi): only a CPU build of an engine can "
                        "start, and its figures say nothing about the GPU prediction.")
     else:
-        out["models_dir"] = st.text_input("Host folder of the Hugging Face cache",
-                                          env.host_models_dir, key="val.models_dir")
+        out["model_cache_dir"] = st.text_input("Host folder of the Hugging Face cache",
+                                               env.host_models_dir, key="val.models_dir")
         if not (env.docker_cli and env.docker_socket):
             st.warning("No Docker here (" + ("no socket" if env.docker_cli else "no docker CLI")
                        + "): run the app with the Docker socket mounted (see README, Docker), "
@@ -62,65 +66,96 @@ def _where(env, pick_engine: str) -> dict:
     return out
 
 
-def _workload(rec) -> dict:
-    profile = profile_for(current_trace())
-    kind = st.selectbox("Workload", list(WORKLOADS), format_func=WORKLOADS.get, key="val.kind")
-    cols = st.columns(4)
-    out: dict = {"kind": kind, "api": cols[3].selectbox("API", ["completions", "chat"],
-                                                        key="val.api")}
-    out["warmup_s"] = cols[3].number_input("Warm-up (s, not measured)", 0.0, value=0.0,
-                                           key="val.warmup")
-    if kind == "trace":
-        out["duration_s"] = cols[0].number_input("Window (s of the trace)", 1.0, value=60.0,
-                                                 key="val.window")
-        out["time_scale"] = cols[1].number_input("Time scale (0.5 = twice as fast)", 0.01,
-                                                 value=1.0, key="val.scale")
-        return out
-    out["prompt_tokens"] = cols[0].number_input(
-        "Prompt tokens", 1, value=max(1, int(profile.input_tokens.p50)), key="val.prompt")
-    out["output_tokens"] = cols[1].number_input(
-        "Output tokens", 1, value=max(1, int(profile.output_tokens.p50)), key="val.output")
-    if kind == "sweep":
-        out["concurrency"] = cols[2].number_input("Highest concurrency", 1, value=64,
-                                                  key="val.concurrency")
-        out["num_requests"] = cols[2].number_input("Requests per level", 1, value=64,
-                                                   key="val.per_level")
-        return out
+def _trace_form(cols, profile, trace_path: str) -> dict:
+    return {"trace": trace_path,
+            "duration_s": cols[0].number_input("Window (s of the trace)", 1.0, value=60.0,
+                                               key="val.window"),
+            "time_scale": cols[1].number_input("Time scale (0.5 = twice as fast)", 0.01,
+                                               value=1.0, key="val.scale")}
+
+
+def _lengths(cols, profile) -> dict:
+    return {"prompt_tokens": cols[0].number_input(
+                "Prompt tokens", 1, value=max(1, int(profile.input_tokens.p50)), key="val.prompt"),
+            "output_tokens": cols[1].number_input(
+                "Output tokens", 1, value=max(1, int(profile.output_tokens.p50)),
+                key="val.output")}
+
+
+def _sweep_form(cols, profile, trace_path: str) -> dict:
+    return {**_lengths(cols, profile),
+            "concurrency": cols[2].number_input("Highest concurrency", 1, value=64,
+                                                key="val.concurrency"),
+            "num_requests": cols[2].number_input("Requests per level", 1, value=64,
+                                                 key="val.per_level")}
+
+
+def _burst_form(cols, profile, trace_path: str) -> dict:
     steady = max(0.1, round(profile.mean_qps or 1.0, 2))
-    out["base_rate_rps"] = cols[2].number_input("Steady rate (req/s)", 0.01, value=steady,
-                                                key="val.rate")
-    out["peak_rate_rps"] = cols[2].number_input(
-        "Burst rate (req/s)", 0.01, value=max(steady, float(profile.peak_qps_1s or steady)),
-        key="val.peak")
-    out["steady_s"] = cols[0].number_input("Steady phases (s each)", 1.0, value=20.0,
-                                           key="val.steady")
+    out = {**_lengths(cols, profile),
+           "rate_rps": cols[2].number_input("Steady rate (req/s)", 0.01, value=steady,
+                                            key="val.rate"),
+           "peak_rate_rps": cols[2].number_input(
+               "Burst rate (req/s)", 0.01, value=max(steady, float(profile.peak_qps_1s or steady)),
+               key="val.peak")}
+    steady_s = cols[0].number_input("Steady phases (s each)", 1.0, value=20.0, key="val.steady")
     out["burst_s"] = cols[1].number_input("Burst (s)", 1.0, value=20.0, key="val.burst")
+    out["duration_s"] = 2 * steady_s + out["burst_s"]  # bench takes the whole run's length
     return out
 
 
-def _bench_request(rec, where: dict, load: dict):
-    """The runner's BenchRequest for the form values (validated by the runner's records)."""
-    from runners.bench import BenchRequest
-    from runners.launch import LaunchSpec
-    from runners.workloads import WorkloadSpec
+# The bench kinds this view has a form for (label, form); the list shown is runners' registry
+# (runners.workloads.BENCH_KINDS) narrowed to these.
+_FORMS = {"trace": ("Replay my trace", _trace_form),
+          "sweep": ("Concurrency sweep to the knee", _sweep_form),
+          "burst": ("Burst: steady, step up, steady", _burst_form)}
+WORKLOADS = {kind: _FORMS[kind][0] for kind in BENCH_KINDS if kind in _FORMS}
 
-    kind = "concurrency" if load["kind"] == "sweep" else load["kind"]
-    spec = {k: v for k, v in load.items() if k not in ("kind", "api", "warmup_s")}
-    if kind == "trace":
-        spec["workspace"] = str(workspace_for(current_trace()).path)
-    launch = None
-    if where["where"] != "endpoint":
-        launch = LaunchSpec(mode=where["where"], config=rec.pick.config,
-                            venv=where.get("venv"), log_dir=app_home() / "logs",
-                            **({"model_cache_dir": where["models_dir"]}
-                               if "models_dir" in where else {}))
-    return BenchRequest(
-        endpoint_url=where.get("url"), launch=launch,
-        engine=where.get("engine", rec.pick.config.engine),
-        model=where.get("model"), workload=WorkloadSpec(kind=kind, **spec),
-        sweep_max_concurrency=spec.get("concurrency") if load["kind"] == "sweep" else None,
-        api=load["api"], slo_ttft_p95_s=rec.request.slo_ttft_p95_s,
-        slo_tpot_p95_s=rec.request.slo_tpot_p95_s, warmup_s=load.get("warmup_s", 0.0))
+
+def _workload(trace_path: str) -> dict:
+    """The load fields of the run's `BenchOptions`."""
+    profile = profile_for(current_trace())
+    kind = st.selectbox("Workload", list(WORKLOADS), format_func=WORKLOADS.get, key="val.kind")
+    cols = st.columns(4)
+    out: dict = {"workload": kind, "api": cols[3].selectbox("API", list(get_args(Api)),
+                                                            key="val.api")}
+    out["warmup_s"] = cols[3].number_input("Warm-up (s, not measured)", 0.0, value=0.0,
+                                           key="val.warmup")
+    return {**out, **_FORMS[kind][1](cols, profile, trace_path)}
+
+
+def _slo_ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1e3, 6)  # 0.07 s → 70, not 70.00…01
+
+
+def bench_options(rec, where: dict, load: dict) -> BenchOptions:
+    """The form's values and the recommendation's SLOs as the CLI's options record.
+
+    Raises:
+        UsageError: values the options record rejects (one line).
+    """
+    return parse_options({**where, **load,
+                          "slo_ttft_p95_ms": _slo_ms(rec.request.slo_ttft_p95_s),
+                          "slo_tpot_p95_ms": _slo_ms(rec.request.slo_tpot_p95_s)})
+
+
+def bench_request(rec, options: BenchOptions) -> BenchRequest:
+    """The run for `options` through the one builder the CLI uses; the launch config is the
+    recommendation's pick, a trace replays the app's workspace of the current trace."""
+    return build_request(options, workspace=str(workspace_for(current_trace()).path),
+                         config=rec.pick.config, replay_workspace=True)
+
+
+def _as_figures(predicted) -> ServingFigures:
+    """The recommendation's predicted figures as the one serving-figures record. Why: until
+    recommender's PredictedMetrics extends ServingFigures (issue 11, another slice), its
+    latencies carry no count; once it does, this returns it unchanged."""
+    if isinstance(predicted, ServingFigures):
+        return predicted
+    fields = predicted.model_dump(include=set(ServingFigures.model_fields))
+    for name in LATENCIES:
+        fields[name] = {"count": 0, **fields[name]}
+    return ServingFigures.model_validate(fields)
 
 
 @st.fragment(run_every=1.0)
@@ -164,7 +199,8 @@ def _results(report) -> None:
     st.table(pd.DataFrame(measured_rows(s)).set_index("latency (ms)"))
     if rec is not None:
         st.markdown("**Predicted against measured**")
-        st.table(pd.DataFrame(comparison_rows(rec.pick.predicted, s)).set_index("figure"))
+        st.table(pd.DataFrame(comparison_rows(_as_figures(rec.pick.predicted), s))
+                 .set_index("figure"))
 
 
 def render() -> None:
@@ -177,8 +213,8 @@ def render() -> None:
     st.caption(f"Config: {rec.pick.label} ({rec.model}); trace: {current_trace().name}")
     env = environment()
     try:
-        where, load = _where(env, rec.pick.config.engine), _workload(rec)
-        trace_path = trace_path_for(current_trace())
+        where = _where(env, rec.pick.config.engine)
+        options = bench_options(rec, where, _workload(trace_path_for(current_trace())))
     except ServeFitError as exc:
         st.error(str(exc))
         return
@@ -186,14 +222,14 @@ def render() -> None:
         st.caption("Save the recommendation, then run the benchmark where the engine can run:")
         st.download_button("rec.json", rec.model_dump_json(indent=2), "rec.json",
                            mime="application/json", key="val.rec_json")
-        st.code(shlex.join(bench_argv(where, load, trace_path)), language="bash")
+        st.code(shlex.join(bench_argv(options)), language="bash")
     job: BenchJob | None = st.session_state.get(JOB_KEY)
     busy = job is not None and job.running
     if st.button("Start the benchmark", type="primary", disabled=busy, key="val.start"):
         try:
-            request = _bench_request(rec, where, load)
-        except ValidationError as exc:
-            st.error(f"cannot run this benchmark: {exc.errors()[0]['msg']}")
+            request = bench_request(rec, options)
+        except ServeFitError as exc:
+            st.error(f"cannot run this benchmark: {exc}")
         else:
             st.session_state[JOB_KEY] = BenchJob(request).start()
     _live()

@@ -162,3 +162,45 @@ def test_ctrl_c_stores_an_incomplete_run_and_exits_130(fake, tmp_path):
     kinds = [r.result.error_kind for r in load_run(Workspace(ws), info.run_id).requests]
     assert info.status == "incomplete" and 10 <= len(kinds) < 500
     assert kinds.count(None) >= 1 and set(kinds) <= {None, "cancelled"}
+
+
+ROUND_TRIP = [
+    {"endpoint": "http://127.0.0.1:9", "model": "m", "engine": "sglang", "workload": "sweep",
+     "prompt_tokens": 16, "output_tokens": 4, "concurrency": 8, "num_requests": 12,
+     "warmup_s": 0.3, "api": "chat"},
+    {"launch": "docker", "config_path": "REC", "log_dir": "/tmp/logs",
+     "model_cache_dir": "/models", "workload": "burst", "prompt_tokens": 100,
+     "output_tokens": 10, "rate_rps": 0.7, "peak_rate_rps": 2.9000000000000004,
+     "burst_s": 20.0, "duration_s": 60.0, "slo_ttft_p95_ms": 70.0, "slo_tpot_p95_ms": 50.0},
+    {"launch": "local", "config_path": "REC", "engine_venv": "VENV", "workload": "poisson",
+     "rate_rps": 3.3333333333333335, "duration_s": 12.5, "prompt_tokens": 8,
+     "output_tokens": 2, "seed": 7, "workers": 2, "timeout_s": 30.0},
+]
+
+
+@pytest.mark.parametrize("fields", ROUND_TRIP)
+def test_the_command_shown_builds_the_same_run(fields, tmp_path):
+    """Options (as the Validate view fills them) → the command line it shows → the CLI's
+    parser → the same BenchRequest as the options built directly."""
+    from app.cli import build_parser
+    from app.cli_bench import options_of
+    from engines.config import EngineConfig
+    from runners.bench_options import bench_argv, build_request, parse_options
+
+    config = EngineConfig(engine="vllm", model="meta-llama/Llama-3.1-8B-Instruct")
+    rec = tmp_path / "rec.json"
+    rec.write_text(config.model_dump_json())
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    swap = {"REC": str(rec), "VENV": str(tmp_path / "venv")}
+    options = parse_options({k: swap.get(v, v) if isinstance(v, str) else v
+                             for k, v in fields.items()})
+    argv = bench_argv(options)
+    assert argv[:4] == ["python", "-m", "app", "bench"]
+    parsed = options_of(build_parser().parse_args(argv[3:]))
+    assert parsed == options
+    direct = build_request(options, config=config if options.launch else None)
+    assert build_request(parsed) == direct
+    if options.launch is None:
+        assert direct.engine == fields["engine"] and direct.sweep_max_concurrency == 8
+    else:
+        assert direct.launch is not None and direct.launch.config == config

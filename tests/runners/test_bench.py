@@ -150,3 +150,52 @@ def test_warmup_is_sent_first_and_not_measured(fake, tmp_path):
     record = load_run(ws, report.run_id)
     assert sorted(r.idx for r in record.requests) == list(range(12))
     assert record.info.workload["warmup_s"] == 0.5
+
+
+def test_stored_run_compares_with_a_prediction(fake, tmp_path):
+    """A real run, stored, loaded back as a typed Summary, and set against a prediction by
+    `core.figures.compare`: errors are (predicted − measured) / measured of the stored rows."""
+    from core.figures import Latency, ServingFigures, compare
+    from runners.store import run_summary
+
+    ws = Workspace(tmp_path / "w.duckdb")
+    report = run_bench(BenchRequest(endpoint_url=fake.url, workload=_poisson(16, 40.0)),
+                       workspace=ws)
+    measured = run_summary(load_run(ws, report.run_id))
+    assert measured == report.summary
+    rows = [r.result for r in load_run(ws, report.run_id).requests]
+    ttft = np.array([r.ttft_s for r in rows])
+    e2e = np.array([r.e2e_s for r in rows])
+    pred = ServingFigures(
+        ttft_s=Latency(count=1, p50=0.03, p95=0.05, p99=0.06),
+        tpot_s=Latency(count=1), itl_s=Latency(count=1),
+        e2e_s=Latency(count=1, p50=0.1, p95=0.12, p99=0.2),
+        output_throughput_tok_s=100.0, total_throughput_tok_s=1000.0,
+        request_throughput_rps=30.0, goodput_rps=None)
+    got = {d.figure: d for d in compare(pred, measured)}
+    for q, p in (("p50", 0.03), ("p95", 0.05), ("p99", 0.06)):
+        m = np.percentile(ttft, int(q[1:]))
+        assert got[f"ttft_s.{q}"].error == pytest.approx((p - m) / m, rel=1e-9)
+    m = np.percentile(e2e, 95)
+    assert got["e2e_s.p95"].error == pytest.approx((0.12 - m) / m, rel=1e-9)
+    assert got["tpot_s.p50"].error is None  # no prediction
+    rps = 16 / measured.duration_s  # every request completed
+    assert got["request_throughput_rps"].error == pytest.approx((30.0 - rps) / rps, rel=1e-9)
+    tok = 16 * 4 / measured.duration_s
+    assert got["output_throughput_tok_s"].error == pytest.approx((100.0 - tok) / tok, rel=1e-9)
+    assert got["goodput_rps"].error is None and got["ttft_s.p50"].within_band is None
+
+
+def test_summaries_stored_before_the_band_field_still_load():
+    """A summary stored by an earlier version (Dist shapes, no `band`) loads as a Summary."""
+    from runners.metrics import Summary
+
+    lat = {"count": 2, "mean": 0.5, "p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+    old = {"count": 2, "completed": 2, "errors": {}, "error_rate": 0.0, "missing_usage": 0,
+           "duration_s": 2.0, "ttft_s": lat, "tpot_s": lat, "itl_s": lat, "e2e_s": lat,
+           "request_throughput_rps": 1.0, "output_throughput_tok_s": 8.0,
+           "total_throughput_tok_s": 40.0, "achieved_rate_rps": 1.0, "goodput_rps": 1.0,
+           "slo_ttft_s": None, "slo_tpot_s": None, "peak_concurrency": 1, "window_s": 1.0,
+           "series": []}
+    s = Summary.model_validate(old)
+    assert s.band is None and s.ttft_s.p95 == 0.95 and s.goodput_rps == 1.0

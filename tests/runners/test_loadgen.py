@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from runners.loadgen import LoadOptions, run_outside_loop, run_workload, run_workload_sync
+from core.loop import run_outside_loop
+from runners.loadgen import LoadOptions, run_workload, run_workload_sync
 from runners.workloads import WorkloadSpec, build_schedule
 from tests.runners.loadgen_server import LoadServer
 from tests.runners.test_prompts import _tokenizer
