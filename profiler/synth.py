@@ -24,6 +24,7 @@ from profiler.synth_prefix import (
     POOL_CHAINS,
     POOL_ZIPF_A,
     Chains,
+    Plan,
     Prefix,
     attach,
     build_chains,
@@ -269,21 +270,7 @@ def _draw_sessions(model: _Sessions, rng: Any, n: int, first_id: int) -> tuple[A
     return ids, multi
 
 
-# --- plan: the columns before block hashes ---------------------------------------------------
-
-
-@dataclass(slots=True)
-class Plan:
-    """One chunk of requests (request ids first_id ..) before block hashes are attached."""
-
-    first_id: int
-    arrival_s: Any
-    input_tokens: Any
-    output_tokens: Any
-    session: Any | None = None  # int64 session ids
-    multi: Any | None = None  # requests of multi-turn sessions
-    hash_offsets: Any | None = None
-    hash_values: Any | None = None
+# --- plan: the columns before block hashes (`Plan` is synth_prefix's, which fills the hashes) -
 
 
 def _plans(
