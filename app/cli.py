@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from core.errors import ServeFitError, UsageError
@@ -250,14 +247,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` via a temporary file in the same folder, then rename."""
-    target = Path(path)
+    """Write `text` to `path` whole or not at all (`core.atomic`); an OS error is the user's
+    (a bad folder, a full disk), so it becomes a UsageError naming the path."""
+    from core import atomic
+
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
+        atomic.write_atomic(path, text)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 

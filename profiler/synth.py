@@ -9,7 +9,6 @@ It reads nothing but the Profile: no workspace, no source trace, no global RNG.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
+from core.atomic import atomic_path
 from core.errors import UsageError
 from profiler.schema import Profile, Record
 from profiler.synth_arrivals import CHUNK_ROWS, arrival_stream, rechunk
@@ -391,25 +391,17 @@ def _table(plan: Plan, schema: Any, block_size: int | None) -> Any:
 
 
 def _write(plans: Any, out_path: str, block_size: int | None) -> float:
-    """Write every plan to `out_path` via a temporary file beside it; the last arrival (s)."""
-    import uuid
-
+    """Write every plan to `out_path`, whole or not at all (`core.atomic`); the last
+    arrival (s)."""
     import pyarrow.parquet as pq
 
-    path = Path(out_path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     schema = _arrow_schema()
     last = 0.0
     try:
-        with pq.ParquetWriter(tmp, schema) as writer:
+        with atomic_path(out_path) as tmp, pq.ParquetWriter(tmp, schema) as writer:
             for plan in plans:
                 writer.write_table(_table(plan, schema, block_size))
                 last = float(plan.arrival_s[-1])
-        os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"cannot write {out_path}: {exc.strerror or exc}") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return last
