@@ -235,7 +235,7 @@ def store_model_config(data: bytes) -> str:
 
 def save_recommendation(choice: TraceChoice, rec: Any) -> str:
     """Store a Recommendation in the app's history; returns its id."""
-    from profiler import history
+    from recommender import history
 
     title = f"{rec.pick.label} on {rec.gpus}× {rec.gpu}, {rec.model}"
     return history.save_recommendation(
