@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.errors import ServeFitError, UsageError
+from profiler.formats import ALL_KINDS
+from profiler.formats.base import FIELDS
+from profiler.timestamps import TIME_UNITS
 
 PROG = "python -m app"
 
@@ -51,11 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_trace_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", help="force the trace format (default: detect)")
+    p.add_argument("--format", help=f"force the trace format: {', '.join(ALL_KINDS)} "
+                                    "(default: detect)")
     p.add_argument("--map", action="append", default=[], metavar="FIELD=COLUMN",
-                   help="name the column of a field: time, input, output, session, model, "
-                        "status, hashes, block_size (repeatable)")
-    p.add_argument("--time-unit", help="override the timestamp rule: s, ms, us, ns, datetime")
+                   help=f"name the column of a field: {', '.join(FIELDS)} (repeatable)")
+    p.add_argument("--time-unit", help="override the timestamp rule: " + ", ".join(TIME_UNITS))
     p.add_argument("--tokenizer", metavar="DIR", help="local Hugging Face tokenizer folder")
     p.add_argument("--synthesize-arrivals", type=float, metavar="RATE",
                    help="Poisson arrivals at RATE req/s for traces without timestamps")

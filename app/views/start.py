@@ -16,11 +16,13 @@ from app.resources import (
     store_upload,
 )
 from core.errors import FormatDetectionError, ServeFitError
+from profiler.formats import ALL_KINDS
 from profiler.ingest import IngestOptions
+from profiler.timestamps import TIME_UNITS as UNIT_NAMES
 
-FORMATS = ["detect", "azure", "burstgpt", "mooncake", "openai", "sharegpt", "servefit",
-           "generic"]
-TIME_UNITS = ["detect", "s", "ms", "us", "ns", "datetime"]
+# The profiler's registries, in detection order, after the "let the profiler decide" choice.
+FORMATS = ["detect", *ALL_KINDS]
+TIME_UNITS = ["detect", *UNIT_NAMES]
 MAP_FIELDS = {"time": "arrival time", "input": "input (prompt) tokens",
               "output": "output tokens", "session": "session / conversation id",
               "model": "model", "status": "status"}
