@@ -296,6 +296,10 @@ def _synthesize_arrivals(con: Any, options: IngestOptions) -> tuple[TimeSpec, st
 
     u = top 53 bits of hash(src_row, seed) / 2^53 is uniform in [0, 1); gap = -ln(1 - u) / rate.
     Deterministic for a seed, and no Python per row however long the trace.
+
+    Why not `core.arrivals`: its numpy draws would pull every row's time into Python memory and
+    write it back; here DuckDB computes and stores the times in place, streaming, so ingesting
+    a trace larger than memory still works.
     """
     rate = float(options.synthesize_arrivals_rps or 0)
     con.execute(
