@@ -87,7 +87,7 @@ def current_trace() -> TraceChoice:
 
 
 def store_upload(upload: BinaryIO, name: str, size: int,
-                 progress: Callable[[float], None] | None = None) -> TraceChoice:
+                 progress: Callable[[float], object] | None = None) -> TraceChoice:
     """Keep an uploaded trace under the app home, named by its content hash.
 
     The upload (a seekable buffer: Streamlit holds it in memory) is hashed first, then copied

@@ -15,12 +15,12 @@ from profiler.timestamps import TimeUnit
 class IngestOptions(Record):
     """How to read a trace; every field is optional and has a stated default."""
 
-    format: str | None = Field(None, description="force a format kind instead of detecting")
+    format: str | None = Field(default=None, description="force a format kind instead of detecting")
     column_map: dict[str, str] = Field(default_factory=dict, description="field -> column")
-    time_unit: TimeUnit | None = Field(None, description="override the timestamp rule")
-    tokenizer_dir: str | None = Field(None, description="local HF tokenizer folder")
+    time_unit: TimeUnit | None = Field(default=None, description="override the timestamp rule")
+    tokenizer_dir: str | None = Field(default=None, description="local HF tokenizer folder")
     synthesize_arrivals_rps: float | None = Field(
-        None, gt=0, description="Poisson arrivals at this rate when the trace has no times"
+        default=None, gt=0, description="Poisson arrivals at this rate when the trace has no times"
     )
     seed: int = 0
-    max_decompressed_bytes: int | None = Field(None, gt=0)
+    max_decompressed_bytes: int | None = Field(default=None, gt=0)

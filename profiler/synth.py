@@ -371,7 +371,7 @@ def _table(plan: Plan, schema: Any, block_size: int | None) -> Any:
                                               "")
     hashes = pa.nulls(n, pa.list_(pa.uint64()))
     sizes = pa.nulls(n, pa.int32())
-    if plan.hash_values is not None:
+    if plan.hash_values is not None and plan.hash_offsets is not None:  # attached together
         hashes = pa.ListArray.from_arrays(pa.array(plan.hash_offsets.astype(np.int32)),
                                           pa.array(plan.hash_values, pa.uint64()))
         sizes = pa.array(np.full(n, block_size, dtype=np.int32))

@@ -60,7 +60,8 @@ def _arrival_tab(c: ChartData) -> None:
                 "rate under Start → Reading options to synthesize arrivals).")
         return
     st.plotly_chart(charts.arrivals(c.arrivals_1s), width="stretch")
-    st.plotly_chart(charts.arrivals(c.arrivals_60s), width="stretch")
+    if c.arrivals_60s is not None:
+        st.plotly_chart(charts.arrivals(c.arrivals_60s), width="stretch")
     if c.interarrival_s is not None:
         st.plotly_chart(charts.log_histogram(c.interarrival_s, "Inter-arrival gaps", "seconds"),
                         width="stretch")
