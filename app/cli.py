@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from core.errors import ServeFitError, UsageError
+from profiler.formats import ALL_KINDS
+from profiler.formats.base import FIELDS
+from profiler.timestamps import TIME_UNITS
 
 PROG = "python -m app"
 
@@ -54,11 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_trace_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", help="force the trace format (default: detect)")
+    p.add_argument("--format", help=f"force the trace format: {', '.join(ALL_KINDS)} "
+                                    "(default: detect)")
     p.add_argument("--map", action="append", default=[], metavar="FIELD=COLUMN",
-                   help="name the column of a field: time, input, output, session, model, "
-                        "status, hashes, block_size (repeatable)")
-    p.add_argument("--time-unit", help="override the timestamp rule: s, ms, us, ns, datetime")
+                   help=f"name the column of a field: {', '.join(FIELDS)} (repeatable)")
+    p.add_argument("--time-unit", help="override the timestamp rule: " + ", ".join(TIME_UNITS))
     p.add_argument("--tokenizer", metavar="DIR", help="local Hugging Face tokenizer folder")
     p.add_argument("--synthesize-arrivals", type=float, metavar="RATE",
                    help="Poisson arrivals at RATE req/s for traces without timestamps")
@@ -250,14 +250,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` via a temporary file in the same folder, then rename."""
-    target = Path(path)
+    """Write `text` to `path` whole or not at all (`core.atomic`); an OS error is the user's
+    (a bad folder, a full disk), so it becomes a UsageError naming the path."""
+    from core import atomic
+
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
+        atomic.write_atomic(path, text)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 import streamlit as st
 from pydantic import Field
 
+from core.atomic import atomic_path, write_atomic
 from profiler.chart_data import ChartData
 from profiler.ingest import IngestOptions
 from profiler.schema import Profile, Record
@@ -86,36 +87,36 @@ def current_trace() -> TraceChoice:
 
 
 def store_upload(upload: BinaryIO, name: str, size: int,
-                 progress: Callable[[float], None] | None = None) -> TraceChoice:
+                 progress: Callable[[float], object] | None = None) -> TraceChoice:
     """Keep an uploaded trace under the app home, named by its content hash.
 
-    Written to a temporary name then renamed, so a concurrent session never reads half a file;
-    an already stored content is not written again (its mtime, part of the ingest cache key,
-    stays put).
+    The upload (a seekable buffer: Streamlit holds it in memory) is hashed first, then copied
+    whole or not at all (`core.atomic`), so a concurrent session never reads half a file; an
+    already stored content is not written again (its mtime, part of the ingest cache key,
+    stays put). `progress` sees the fraction done, hashing the first half, copying the second.
     """
-    uploads = app_home() / "uploads"
-    uploads.mkdir(parents=True, exist_ok=True)
+    def step(done: int, half: int) -> None:
+        if progress is not None and size:
+            progress(min(1.0, (half + done / size) / 2))
+
     digest = hashlib.sha256()
-    tmp = uploads / f".incoming-{os.getpid()}-{id(upload)}"
     done = 0
-    try:
-        with open(tmp, "wb") as out:
+    while chunk := upload.read(COPY_CHUNK_BYTES):
+        digest.update(chunk)
+        done += len(chunk)
+        step(done, 0)
+    short = digest.hexdigest()[:16]
+    target = app_home() / "uploads" / short / (Path(name).name or "trace")
+    if not target.exists():
+        upload.seek(0)
+        done = 0
+        with atomic_path(target) as tmp, open(tmp, "wb") as out:
             while chunk := upload.read(COPY_CHUNK_BYTES):
-                digest.update(chunk)
                 out.write(chunk)
                 done += len(chunk)
-                if progress is not None and size:
-                    progress(min(1.0, done / size))
-    except BaseException:  # a full disk or a closed session: leave no partial file behind
-        tmp.unlink(missing_ok=True)
-        raise
-    short = digest.hexdigest()[:16]
-    target = uploads / short / (Path(name).name or "trace")
-    if target.exists():
-        tmp.unlink()
-    else:
-        target.parent.mkdir(exist_ok=True)
-        os.replace(tmp, target)
+                step(done, 1)
+    if progress is not None:
+        progress(1.0)
     return TraceChoice(name=Path(name).name, digest=short, path=str(target))
 
 
@@ -228,16 +229,13 @@ def store_model_config(data: bytes) -> str:
     digest = hashlib.sha256(data).hexdigest()[:16]
     target = app_home() / "models" / digest / "config.json"
     if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
+        write_atomic(target, data)
     return str(target)
 
 
 def save_recommendation(choice: TraceChoice, rec: Any) -> str:
     """Store a Recommendation in the app's history; returns its id."""
-    from profiler import history
+    from recommender import history
 
     title = f"{rec.pick.label} on {rec.gpus}× {rec.gpu}, {rec.model}"
     return history.save_recommendation(

@@ -7,6 +7,7 @@ name; a failed write leaves the old file, if any, untouched and no temporary beh
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +19,9 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     ends normally, removed when it raises. The parent folder is created if missing."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    # Unique per call, not only per process: threads of one process (Streamlit sessions) may
+    # write the same target at once, and each must rename its own whole file.
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
     try:
         yield tmp
         os.replace(tmp, target)

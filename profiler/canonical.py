@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from core.atomic import atomic_path
 from core.errors import WorkspaceError
 from profiler.schema import REQUEST_COLUMNS, REQUESTS_TABLE
 from profiler.workspace import Workspace
@@ -26,17 +27,13 @@ def write_canonical(workspace: Workspace, out_path: str | os.PathLike[str]) -> P
     import duckdb
 
     target = Path(out_path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     columns = ", ".join(f'"{c}"' for c in REQUEST_COLUMNS)
-    # COPY takes no bound parameters: the path goes in as a string literal, quotes doubled.
-    literal = "'" + str(tmp).replace("'", "''") + "'"
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with workspace.connect(read_only=True) as con:
+        with atomic_path(target) as tmp, workspace.connect(read_only=True) as con:
+            # COPY takes no bound parameters: the path goes in as a string literal, quotes doubled.
+            literal = "'" + str(tmp).replace("'", "''") + "'"
             con.execute(f'COPY (SELECT {columns} FROM "{REQUESTS_TABLE}" ORDER BY request_id) '  # noqa: S608
                         f"TO {literal} (FORMAT parquet)")
-        os.replace(tmp, target)
     except (duckdb.Error, OSError) as exc:
-        tmp.unlink(missing_ok=True)
         raise WorkspaceError(f"cannot write {target}: {exc}") from None
     return target

@@ -7,7 +7,8 @@ persistent is written before validation passes.
 
 This module owns that flow, the workspace cache and the staging of table formats (one DuckDB
 SELECT); text formats are staged by `profiler.ingest_text`, the checks on staged rows (validation,
-time rule) live in `profiler.ingest_checks`, and the file's reader in `profiler.columns`.
+time rule) live in `profiler.ingest_checks`, the file's reader in `profiler.columns`, and the
+options every stage takes in `profiler.ingest_options`.
 """
 
 # ruff: noqa: S608 - SQL here is composed only of constants and column names passed through
@@ -22,8 +23,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field
-
 from core.errors import FormatDetectionError, UsageError
 from profiler.columns import scan_sql, typed_columns
 from profiler.formats import TABLE_FORMATS, TEXT_FORMATS, FieldMap, TableFormat
@@ -31,30 +30,17 @@ from profiler.formats.base import FIELDS, quote_ident
 from profiler.formats.generic import resolve as resolve_generic
 from profiler.ingest_checks import count_backwards, time_spec, validate
 from profiler.ingest_errors import diagnose_structure, map_duckdb_error, show_columns
+from profiler.ingest_options import IngestOptions  # also callers' way to reach it
 from profiler.ingest_text import stage_text, text_format
-from profiler.schema import REQUEST_COLUMNS, REQUESTS_TABLE, FormatInfo, Record
+from profiler.schema import REQUEST_COLUMNS, REQUESTS_TABLE, FormatInfo
 from profiler.sources import OpenedTrace, open_trace
-from profiler.timestamps import TimeSpec, TimeUnit
+from profiler.timestamps import TimeSpec
 from profiler.workspace import Workspace
 
 META_DDL = """CREATE OR REPLACE TABLE trace_meta (
     format_json VARCHAR, warnings_json VARCHAR, n_requests BIGINT, fingerprint VARCHAR)"""
 # Bump when ingestion changes what it writes, so cached workspaces are re-ingested.
 INGEST_VERSION = 2
-
-
-class IngestOptions(Record):
-    """How to read a trace; every field is optional and has a stated default."""
-
-    format: str | None = Field(None, description="force a format kind instead of detecting")
-    column_map: dict[str, str] = Field(default_factory=dict, description="field -> column")
-    time_unit: TimeUnit | None = Field(None, description="override the timestamp rule")
-    tokenizer_dir: str | None = Field(None, description="local HF tokenizer folder")
-    synthesize_arrivals_rps: float | None = Field(
-        None, gt=0, description="Poisson arrivals at this rate when the trace has no times"
-    )
-    seed: int = 0
-    max_decompressed_bytes: int | None = Field(None, gt=0)
 
 
 @dataclass
@@ -310,6 +296,10 @@ def _synthesize_arrivals(con: Any, options: IngestOptions) -> tuple[TimeSpec, st
 
     u = top 53 bits of hash(src_row, seed) / 2^53 is uniform in [0, 1); gap = -ln(1 - u) / rate.
     Deterministic for a seed, and no Python per row however long the trace.
+
+    Why not `core.arrivals`: its numpy draws would pull every row's time into Python memory and
+    write it back; here DuckDB computes and stores the times in place, streaming, so ingesting
+    a trace larger than memory still works.
     """
     rate = float(options.synthesize_arrivals_rps or 0)
     con.execute(

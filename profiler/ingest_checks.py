@@ -20,8 +20,8 @@ from profiler.schema import FormatInfo
 from profiler.sources import OpenedTrace
 from profiler.timestamps import TimeSpec, detect_numeric, epoch_class
 
-if TYPE_CHECKING:  # ingest imports this module; the options type is needed only for hints
-    from profiler.ingest import IngestOptions
+if TYPE_CHECKING:
+    from profiler.ingest_options import IngestOptions
 
 INT32_MAX = 2**31 - 1
 _BAD_COUNT = "({v} IS NULL OR isnan({v}) OR {v} < 0 OR {v} <> floor({v}) OR {v} > {m})"

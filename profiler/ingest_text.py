@@ -19,8 +19,8 @@ from profiler.schema import FormatInfo
 from profiler.sources import OpenedTrace, json_error_reason
 from profiler.textblocks import TextMeasurer
 
-if TYPE_CHECKING:  # ingest imports this module; the options type is needed only for hints
-    from profiler.ingest import IngestOptions
+if TYPE_CHECKING:
+    from profiler.ingest_options import IngestOptions
 
 TEXT_BATCH = 2_000
 STAGE_DDL = """

@@ -9,7 +9,6 @@ It reads nothing but the Profile: no workspace, no source trace, no global RNG.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
+from core.atomic import atomic_path
 from core.errors import UsageError
 from profiler.schema import Profile, Record
 from profiler.synth_arrivals import CHUNK_ROWS, arrival_stream, rechunk
@@ -24,6 +24,7 @@ from profiler.synth_prefix import (
     POOL_CHAINS,
     POOL_ZIPF_A,
     Chains,
+    Plan,
     Prefix,
     attach,
     build_chains,
@@ -269,21 +270,7 @@ def _draw_sessions(model: _Sessions, rng: Any, n: int, first_id: int) -> tuple[A
     return ids, multi
 
 
-# --- plan: the columns before block hashes ---------------------------------------------------
-
-
-@dataclass(slots=True)
-class Plan:
-    """One chunk of requests (request ids first_id ..) before block hashes are attached."""
-
-    first_id: int
-    arrival_s: Any
-    input_tokens: Any
-    output_tokens: Any
-    session: Any | None = None  # int64 session ids
-    multi: Any | None = None  # requests of multi-turn sessions
-    hash_offsets: Any | None = None
-    hash_values: Any | None = None
+# --- plan: the columns before block hashes (`Plan` is synth_prefix's, which fills the hashes) -
 
 
 def _plans(
@@ -384,7 +371,7 @@ def _table(plan: Plan, schema: Any, block_size: int | None) -> Any:
                                               "")
     hashes = pa.nulls(n, pa.list_(pa.uint64()))
     sizes = pa.nulls(n, pa.int32())
-    if plan.hash_values is not None:
+    if plan.hash_values is not None and plan.hash_offsets is not None:  # attached together
         hashes = pa.ListArray.from_arrays(pa.array(plan.hash_offsets.astype(np.int32)),
                                           pa.array(plan.hash_values, pa.uint64()))
         sizes = pa.array(np.full(n, block_size, dtype=np.int32))
@@ -404,25 +391,17 @@ def _table(plan: Plan, schema: Any, block_size: int | None) -> Any:
 
 
 def _write(plans: Any, out_path: str, block_size: int | None) -> float:
-    """Write every plan to `out_path` via a temporary file beside it; the last arrival (s)."""
-    import uuid
-
+    """Write every plan to `out_path`, whole or not at all (`core.atomic`); the last
+    arrival (s)."""
     import pyarrow.parquet as pq
 
-    path = Path(out_path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     schema = _arrow_schema()
     last = 0.0
     try:
-        with pq.ParquetWriter(tmp, schema) as writer:
+        with atomic_path(out_path) as tmp, pq.ParquetWriter(tmp, schema) as writer:
             for plan in plans:
                 writer.write_table(_table(plan, schema, block_size))
                 last = float(plan.arrival_s[-1])
-        os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"cannot write {out_path}: {exc.strerror or exc}") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return last

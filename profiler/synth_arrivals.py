@@ -1,5 +1,8 @@
 """Arrival times for `profiler.synth`: the profile's rate envelope, looped, with Gamma renewal
 gaps calibrated to its inter-arrival CV (or a Poisson process), and helpers on array streams.
+
+The plain Poisson process is `core.arrivals`'; the envelope placement (a fixed count per
+window, split by Gamma gaps) is this module's own algorithm.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from core.arrivals import renewal_times
 from core.errors import UsageError
 from profiler.schema import Profile
 
@@ -171,14 +175,12 @@ def _calibrate_shape(env: _Envelope, n: int, target_cv: float, rng: Any) -> tupl
 
 
 def _poisson_stream(rng: Any, rate: float) -> Iterator[Any]:
-    import numpy as np
-
-    t = 0.0
+    """Poisson arrivals (`core.arrivals`, the one implementation), first at 0, in arrays of
+    CHUNK_ROWS that continue one another."""
+    at = renewal_times(rng, rate, count=CHUNK_ROWS, first_at_start=True)
     while True:
-        gaps = rng.exponential(1.0 / rate, CHUNK_ROWS)
-        out = t + np.concatenate([[0.0], np.cumsum(gaps[:-1])])
-        t = float(out[-1] + gaps[-1])
-        yield out
+        yield at
+        at = renewal_times(rng, rate, count=CHUNK_ROWS, start_s=float(at[-1]))
 
 
 def _shift_to_zero(stream: Iterator[Any]) -> Iterator[Any]:

@@ -6,18 +6,30 @@ and the hashing (DESIGN §2.2).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from profiler.schema import Profile
-
-if TYPE_CHECKING:
-    from profiler.synth import Plan
 
 DEFAULT_BLOCK_SIZE = 16
 POOL_CHAINS = 512  # shared system-prompt chains, drawn with Zipf popularity
 POOL_ZIPF_A = 0.8
 
 _POOL_TAG, _SESSION_TAG, _UNIQUE_TAG, _ROOT_TAG = (t << 60 for t in (1, 2, 3, 4))
+
+
+@dataclass(slots=True)
+class Plan:
+    """One chunk of requests (request ids first_id ..): `profiler.synth` draws its columns,
+    `attach` fills its block hashes."""
+
+    first_id: int
+    arrival_s: Any
+    input_tokens: Any
+    output_tokens: Any
+    session: Any | None = None  # int64 session ids
+    multi: Any | None = None  # requests of multi-turn sessions
+    hash_offsets: Any | None = None
+    hash_values: Any | None = None
 
 
 @dataclass(slots=True)

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from core.errors import UsageError
 
 TimeUnit = Literal["s", "ms", "us", "ns", "datetime"]
+# The names a user may give (`--time-unit`, the app's choice), in this order.
+TIME_UNITS: tuple[TimeUnit, ...] = get_args(TimeUnit)
 
 SECONDS_PER_UNIT: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
@@ -55,10 +57,10 @@ class TimeSpec:
 
 def parse_unit(text: str) -> TimeUnit:
     """Validate a user's `--time-unit` value."""
-    allowed = ("s", "ms", "us", "ns", "datetime")
-    if text not in allowed:
-        raise UsageError(f"--time-unit must be one of {', '.join(allowed)}, not {text!r}")
-    return text  # type: ignore[return-value]
+    for unit in TIME_UNITS:
+        if text == unit:
+            return unit
+    raise UsageError(f"--time-unit must be one of {', '.join(TIME_UNITS)}, not {text!r}")
 
 
 def unit_from_name(column: str) -> str | None:

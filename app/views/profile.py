@@ -11,25 +11,47 @@ from core.errors import ServeFitError
 from profiler.chart_data import ChartData, segment_outlines
 from profiler.schema import Profile
 
+TILES_PER_ROW = 4  # five cut values and labels short at common window widths
+
+
+def _blocks(n: int) -> str:
+    """A cache size in blocks, compact for a tile label (1000 -> 1k, 1500 -> 1,500)."""
+    return f"{n // 1000:,}k" if n >= 1000 and n % 1000 == 0 else f"{n:,}"
+
 
 def _headline(p: Profile) -> None:
-    cols = st.columns(5)
-    cols[0].metric("Requests", f"{p.n_requests:,}")
-    cols[1].metric("Duration", fmt_value(p.duration_s, "{:,.0f} s"))
-    cols[2].metric("Mean QPS", fmt_value(p.mean_qps))
-    cols[3].metric("Peak QPS (1 s)", fmt_value(p.peak_qps_1s, "{:,.0f}"))
-    cols[4].metric("Peak QPS (60 s)", fmt_value(p.peak_qps_60s))
-    cols = st.columns(5)
-    cols[0].metric("Burstiness (inter-arrival CV)", fmt_value(p.interarrival_cv))
-    cols[1].metric("Peak/mean (1 s)", fmt_value(p.peak_to_mean_1s, "{:,.1f}"))
-    cols[2].metric("Input p50 / p99", f"{p.input_tokens.p50:,.0f} / {p.input_tokens.p99:,.0f}")
-    cols[3].metric("Output p50 / p99",
-                   f"{p.output_tokens.p50:,.0f} / {p.output_tokens.p99:,.0f}")
-    cols[4].metric("Multi-turn share", fmt_value(p.multi_turn_share, "{:.1%}"))
-    cols = st.columns(5)
-    cols[0].metric("Prefix reuse (unbounded cache)", fmt_value(p.prefix_reuse_infinite, "{:.1%}"))
-    for col, (blocks, ratio) in zip(cols[1:], (p.prefix_reuse_lru or {}).items(), strict=False):
-        col.metric(f"Prefix reuse (LRU {int(blocks):,} blocks)", f"{ratio:.1%}")
+    """Metric tiles: short labels, one figure each, the detail in the tile's help."""
+    tiles: list[tuple[str, str, str]] = [
+        ("Requests", f"{p.n_requests:,}", "Requests in the trace."),
+        ("Duration", fmt_value(p.duration_s, "{:,.0f} s"),
+         "First to last arrival, seconds."),
+        ("Mean QPS", fmt_value(p.mean_qps), "Requests per second over the whole trace."),
+        ("Peak QPS (1 s)", fmt_value(p.peak_qps_1s, "{:,.0f}"),
+         "Most arrivals in any 1 s window."),
+        ("Peak QPS (60 s)", fmt_value(p.peak_qps_60s),
+         "Most arrivals in any 60 s window, per second."),
+        ("Burstiness (CV)", fmt_value(p.interarrival_cv),
+         "Coefficient of variation of the inter-arrival gaps: 1 is Poisson, above 1 burstier."),
+        ("Peak/mean (1 s)", fmt_value(p.peak_to_mean_1s, "{:,.1f}"),
+         "Peak 1 s arrivals over the mean rate."),
+        ("Multi-turn share", fmt_value(p.multi_turn_share, "{:.1%}"),
+         "Requests in sessions of more than one turn."),
+        ("Input p50", f"{p.input_tokens.p50:,.0f}", "Median prompt length, tokens."),
+        ("Input p99", f"{p.input_tokens.p99:,.0f}", "99th-percentile prompt length, tokens."),
+        ("Output p50", f"{p.output_tokens.p50:,.0f}", "Median output length, tokens."),
+        ("Output p99", f"{p.output_tokens.p99:,.0f}", "99th-percentile output length, tokens."),
+        ("Prefix reuse", fmt_value(p.prefix_reuse_infinite, "{:.1%}"),
+         "Share of prompt blocks already seen earlier in the trace: the hit ratio of an "
+         "unbounded prefix cache."),
+    ]
+    tiles += [(f"Reuse, LRU {_blocks(int(blocks))}", f"{ratio:.1%}",
+               f"Prefix-cache hit ratio of an LRU cache holding {int(blocks):,} blocks.")
+              for blocks, ratio in (p.prefix_reuse_lru or {}).items()]
+    for row in range(0, len(tiles), TILES_PER_ROW):
+        cols = st.columns(TILES_PER_ROW)
+        for col, (label, value, detail) in zip(cols, tiles[row:row + TILES_PER_ROW],
+                                               strict=False):
+            col.metric(label, value, help=detail)
 
 
 def _arrival_tab(c: ChartData) -> None:
@@ -38,7 +60,8 @@ def _arrival_tab(c: ChartData) -> None:
                 "rate under Start → Reading options to synthesize arrivals).")
         return
     st.plotly_chart(charts.arrivals(c.arrivals_1s), width="stretch")
-    st.plotly_chart(charts.arrivals(c.arrivals_60s), width="stretch")
+    if c.arrivals_60s is not None:
+        st.plotly_chart(charts.arrivals(c.arrivals_60s), width="stretch")
     if c.interarrival_s is not None:
         st.plotly_chart(charts.log_histogram(c.interarrival_s, "Inter-arrival gaps", "seconds"),
                         width="stretch")

@@ -13,13 +13,14 @@ from app.resources import (
     store_workspace,
 )
 from core.errors import ServeFitError
-from profiler import history
+from profiler import history as profiles
 from profiler.ingest import IngestOptions
+from recommender import history as recommendations
 
 
 def _profiles() -> None:
     st.subheader("Profiled traces")
-    entries = history.list_profiles(store_cursor())
+    entries = profiles.list_profiles(store_cursor())
     if not entries:
         st.info("No trace profiled yet.")
         return
@@ -41,7 +42,7 @@ def _recommendations() -> None:
     from recommender.recommendation import Recommendation
 
     st.subheader("Recommendations")
-    entries = history.list_recommendations(store_cursor())
+    entries = recommendations.list_recommendations(store_cursor())
     if not entries:
         st.info("No recommendation yet.")
         return
@@ -52,7 +53,7 @@ def _recommendations() -> None:
     labels = {f"{e.title} — {e.trace_name} ({e.rec_id[:6]})": e for e in entries}
     picked = st.selectbox("Recommendation", list(labels), key="runs.rec")
     if st.button("Open it in Recommend"):
-        stored = history.load_recommendation(store_cursor(), labels[picked].rec_id)
+        stored = recommendations.load_recommendation(store_cursor(), labels[picked].rec_id)
         if stored is not None:
             st.session_state[RECOMMENDATION_KEY] = Recommendation.model_validate_json(stored[1])
             st.page_link("views/recommend.py", label="Go to Recommend")

@@ -16,11 +16,14 @@ from app.resources import (
     store_upload,
 )
 from core.errors import FormatDetectionError, ServeFitError
+from profiler.formats import ALL_KINDS
 from profiler.ingest import IngestOptions
+from profiler.timestamps import TIME_UNITS as UNIT_NAMES
+from profiler.timestamps import parse_unit
 
-FORMATS = ["detect", "azure", "burstgpt", "mooncake", "openai", "sharegpt", "servefit",
-           "generic"]
-TIME_UNITS = ["detect", "s", "ms", "us", "ns", "datetime"]
+# The profiler's registries, in detection order, after the "let the profiler decide" choice.
+FORMATS = ["detect", *ALL_KINDS]
+TIME_UNITS = ["detect", *UNIT_NAMES]
 MAP_FIELDS = {"time": "arrival time", "input": "input (prompt) tokens",
               "output": "output tokens", "session": "session / conversation id",
               "model": "model", "status": "status"}
@@ -80,7 +83,7 @@ def _options_form(choice: TraceChoice) -> IngestOptions | None:
     return IngestOptions(
         format=None if fmt == "detect" else fmt,
         column_map={k: v for k, v in mapping.items() if v != NONE},
-        time_unit=None if unit == "detect" else unit,
+        time_unit=None if unit == "detect" else parse_unit(unit),
         synthesize_arrivals_rps=rate or None,
     )
 
@@ -99,10 +102,10 @@ def render() -> None:
         "(Azure, BurstGPT, Mooncake, OpenAI logs, ShareGPT, or any table)")
     if upload is not None and st.session_state.get(UPLOAD_ID_KEY) != upload.file_id:
         st.session_state[UPLOAD_ID_KEY] = upload.file_id
-        pending = _store(upload)
-        st.session_state[PENDING_KEY] = pending
-        _try_profile(pending)
-    pending = st.session_state.get(PENDING_KEY)
+        stored = _store(upload)
+        st.session_state[PENDING_KEY] = stored
+        _try_profile(stored)
+    pending: TraceChoice | None = st.session_state.get(PENDING_KEY)
     target = pending or current_trace()
     with st.expander("Reading options (column names, format, time unit)", expanded=bool(pending)):
         options = _options_form(target)

@@ -76,7 +76,8 @@ def _time(obj: dict[str, Any], req: dict[str, Any]) -> float | None:
 
 
 def _session(obj: dict[str, Any], req: dict[str, Any]) -> str | None:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    metadata = obj.get("metadata")
+    meta: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
     for source in (obj, meta, req):
         for key in SESSION_KEYS:
             if source.get(key) not in (None, ""):

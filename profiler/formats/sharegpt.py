@@ -42,7 +42,8 @@ def to_requests(obj: dict[str, Any], measurer: TextMeasurer) -> list[RawRequest]
             RawRequest(
                 t_raw=None,
                 input_tokens=tokens,
-                output_tokens=measurer.count(str(reply.get("value") or "")) if answered else 0,
+                output_tokens=measurer.count(str(reply.get("value") or ""))
+                if answered and reply is not None else 0,
                 block_hashes=hashes,
                 tokens_estimated=measurer.estimated,
                 session_id=session,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from profiler.formats import TABLE_FORMATS, TEXT_FORMATS
 from tests import reference as ref
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +26,15 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env.pop("SERVEFIT_WORKSPACE", None)
     return subprocess.run([sys.executable, "-m", "app", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_trace_option_help_names_the_profilers_formats_and_units(tmp_path):
+    out = run_cli("profile", "--help", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())  # argparse wraps help lines
+    listed = text.split("force the trace format: ")[1].split(" (default: detect)")[0]
+    assert sorted(listed.split(", ")) == sorted([*TABLE_FORMATS, *TEXT_FORMATS])
+    assert "override the timestamp rule: s, ms, us, ns, datetime" in text
 
 
 def test_profile_json_has_exactly_the_design_keys(tmp_path):

@@ -37,11 +37,13 @@ def test_headline_figures_of_the_sample(app_home):
     assert metrics["Mean QPS"] == f"{timing['mean_qps']:,.2f}"
     assert metrics["Peak QPS (1 s)"] == f"{timing['peak_qps_1s']:,.0f}"
     assert metrics["Peak QPS (60 s)"] == f"{timing['peak_qps_60s']:,.2f}"
-    assert metrics["Burstiness (inter-arrival CV)"] == f"{timing['interarrival_cv']:,.2f}"
-    assert metrics["Input p50 / p99"] == f"{inp['p50']:,.0f} / {inp['p99']:,.0f}"
-    assert metrics["Output p50 / p99"] == f"{out['p50']:,.0f} / {out['p99']:,.0f}"
+    assert metrics["Burstiness (CV)"] == f"{timing['interarrival_cv']:,.2f}"
+    assert metrics["Input p50"] == f"{inp['p50']:,.0f}"
+    assert metrics["Input p99"] == f"{inp['p99']:,.0f}"
+    assert metrics["Output p50"] == f"{out['p50']:,.0f}"
+    assert metrics["Output p99"] == f"{out['p99']:,.0f}"
     assert metrics["Multi-turn share"] == "n/a"  # the Azure trace has no sessions
-    assert metrics["Prefix reuse (unbounded cache)"] == "n/a"  # nor prompt blocks
+    assert metrics["Prefix reuse"] == "n/a"  # nor prompt blocks
 
 
 def test_charts_carry_the_trace_figures(app_home):
@@ -88,3 +90,27 @@ def test_concurrent_sessions_share_one_intact_workspace(app_home):
     assert sum(results[0][1].input_tokens.counts) + results[0][1].input_tokens.zeros == n
     with duckdb.connect(str(workspace_for(choice).path), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM requests").fetchone()[0] == n
+
+
+def test_reuse_tiles_are_short_with_their_detail_in_help(app_home):
+    """A trace with prompt blocks: one tile per LRU size, labels short enough for a tile."""
+    import io
+
+    from app.resources import TRACE_KEY, store_upload
+
+    data = (ref.TRACES / "mooncake_conversation_trace.jsonl.gz").read_bytes()
+    choice = store_upload(io.BytesIO(data), "mooncake.jsonl.gz", len(data))
+    at = AppTest.from_file(str(ENTRY), default_timeout=180)
+    at.session_state[TRACE_KEY] = choice
+    at.run()
+    at.switch_page("views/profile.py").run()
+    assert not at.exception and not at.error
+    labels = [m.label for m in at.metric]
+    assert [x for x in labels if x.startswith("Reuse, LRU")] == [
+        "Reuse, LRU 1k", "Reuse, LRU 10k", "Reuse, LRU 100k"]
+    assert max(map(len, labels)) <= 16
+    assert all(m.value == "n/a" or len(m.value) <= 9 for m in at.metric)
+    assert all(m.help for m in at.metric)
+    assert next(m.help for m in at.metric if m.label == "Reuse, LRU 10k").endswith(
+        "holding 10,000 blocks.")
+    assert next(m.value for m in at.metric if m.label == "Prefix reuse").endswith("%")

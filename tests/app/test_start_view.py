@@ -8,6 +8,7 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from app.resources import PENDING_KEY, TRACE_KEY, store_upload
+from profiler.formats import TABLE_FORMATS, TEXT_FORMATS
 from tests import reference as ref
 from tests.app.conftest import ENTRY
 
@@ -36,6 +37,11 @@ def test_unknown_columns_get_a_mapping_form(app_home):
     at.session_state[PENDING_KEY] = choice
     at.run()
     assert at.selectbox(key="map.input").options[1:] == list(df.columns)
+    formats = next(s for s in at.selectbox if s.label == "Format").options
+    assert formats[0] == "detect"  # then every format plug-in the profiler registers
+    assert sorted(formats[1:]) == sorted([*TABLE_FORMATS, *TEXT_FORMATS])
+    units = next(s for s in at.selectbox if s.label == "Timestamp unit").options
+    assert units == ["detect", "s", "ms", "us", "ns", "datetime"]
     _button(at, "Read the file with these options").click().run()
     assert not at.exception
     assert len(at.error) == 1 and "unknown columns" in at.error[0].value

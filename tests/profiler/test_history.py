@@ -1,4 +1,4 @@
-"""The app's history tables in a real DuckDB file: round trips, order, replacement."""
+"""The profiles history table in a real DuckDB file: order, replacement, round trip."""
 
 from __future__ import annotations
 
@@ -33,23 +33,3 @@ def test_profiles_newest_first_and_replaced_per_content_and_options(con):
     assert entries[1].n_requests == 11
     assert json.loads(history.load_profile_json(con, "a", "{}")) == {"n_requests": 11}
     assert history.load_profile_json(con, "zzz", "{}") is None
-
-
-def test_recommendations_round_trip(con):
-    ids = [history.save_recommendation(con, trace_digest="a", trace_name="a.csv", title=f"t{i}",
-                                       request_json=f'{{"i": {i}}}', body_json='{"same": 1}')
-           for i in range(3)]
-    assert len(set(ids)) == 3  # identical bodies still get distinct ids
-    entries = history.list_recommendations(con)
-    assert [e.title for e in entries] == ["t2", "t1", "t0"]
-    assert history.load_recommendation(con, ids[1]) == ('{"i": 1}', '{"same": 1}')
-    assert history.load_recommendation(con, "nope") is None
-    assert history.list_recommendations(con, limit=1)[0].rec_id == ids[2]
-
-
-def test_values_are_bound_not_interpolated(con):
-    title = "x'); DROP TABLE recommendations; --"
-    rec_id = history.save_recommendation(con, trace_digest="a", trace_name="a.csv", title=title,
-                                         request_json="{}", body_json="{}")
-    assert history.list_recommendations(con)[0].title == title
-    assert history.load_recommendation(con, rec_id) == ("{}", "{}")
