@@ -19,10 +19,8 @@ from core.errors import UsageError
 from engines import ENGINES
 from engines.config import EngineConfig, SpeculativeConfig
 from engines.errors import EngineError
-from engines.facts import HardwareFacts, ModelFacts
-from recommender import perf
 from recommender.memory import SAFE_FRACTION_MAX, plan_memory
-from recommender.scoring import Evaluation, Goals, evaluate
+from recommender.scoring import Evaluation, Goals, Target, evaluate
 from recommender.simulator import SimRequests
 from recommender.specs import GPU, ModelSpec
 
@@ -39,18 +37,6 @@ MAX_MODEL_LEN_STEP = 1024
 LEN_MARGIN = 1.1  # max_model_len leaves 10 % above the longest request in the window
 
 Progress = Callable[[float, str], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """The hardware and model a search runs for, and the facts the plug-ins check."""
-
-    gpu: GPU
-    model: ModelSpec
-    gpus: int
-    hardware: HardwareFacts
-    model_facts: ModelFacts
-    params: perf.PerfParams
 
 
 @dataclass(slots=True)
@@ -171,6 +157,8 @@ def simulator_models_speculative(target: Target, model_len: int) -> bool:
             for c in (base, base.model_copy(update={"speculative": SPECULATIVE}))
         )
     except UsageError:
+        return False
+    if plain is None or spec is None:
         return False
     return not math.isclose(plain, spec, rel_tol=1e-9)
 
