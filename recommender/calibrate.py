@@ -175,9 +175,9 @@ def parse_csv(path: str | Path = DEFAULT_CSV) -> tuple[list[CalRow], list[tuple[
     rows, skipped = [], []
     for i, raw in frame.iterrows():
         try:
-            rows.append(parse_row(int(i), raw))  # type: ignore[arg-type]
+            rows.append(parse_row(int(i), raw))
         except ValueError as exc:
-            skipped.append((int(i), str(exc)))  # type: ignore[arg-type]
+            skipped.append((int(i), str(exc)))
     return rows, skipped
 
 

@@ -163,8 +163,9 @@ def _prediction(
 ) -> LoadPrediction:
     isl, osl = lengths
     rps = sum(r.summary.request_throughput_rps * c for r, c in runs)
-    hist = sum(r.itl_histogram * c for r, c in runs)  # type: ignore[operator]
-    hist[-1] = max(r.itl_histogram[-1] for r, _ in runs)  # type: ignore[index]
+    hists = [(r.itl_histogram, c) for r, c in runs if r.itl_histogram is not None]
+    hist = np.sum([h * c for h, c in hists], axis=0)
+    hist[-1] = max(h[-1] for h, _ in hists)  # the largest gap: a maximum, not a sum
     return LoadPrediction(
         engine=engine, mode=mode, replicas=replicas,
         requests=sum(len(r.ttft_s) * c for r, c in runs),

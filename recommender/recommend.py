@@ -111,8 +111,8 @@ def _load(request: RecommendRequest, workspace: Workspace | None, tmp: Path
     profile = _read_profile(request.source)
     if profile is None:
         ws = workspace or Workspace(tmp / "workspace.duckdb")
-        options = IngestOptions(synthesize_arrivals_rps=request.arrival_rate_rps,
-                                seed=request.seed)
+        options = IngestOptions.model_validate(
+            {"synthesize_arrivals_rps": request.arrival_rate_rps, "seed": request.seed})
         profile = profile_trace(request.source, workspace=ws, options=options,
                                 seed=request.seed)
         if profile.format.arrivals == "undefined":

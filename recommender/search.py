@@ -180,8 +180,8 @@ class _Runner:
             key = (config.model_dump_json() + f"|{replicas}", window)
             if key not in self._cache:
                 self._cache[key] = self._one(config, requests, replicas)
-            if self._cache[key] is not None:
-                out.append(self._cache[key])
+            if (evaluation := self._cache[key]) is not None:
+                out.append(evaluation)
         return out
 
     def _one(self, config: EngineConfig, requests: SimRequests, replicas: int
