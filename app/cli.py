@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from app.cli_common import usage_error
 from core.errors import ServeFitError, UsageError
 from profiler.formats import ALL_KINDS
 from profiler.formats.base import FIELDS
@@ -104,14 +105,16 @@ def _add_export(sub: Any) -> None:
 
 
 def _add_predict(sub: Any) -> None:
+    from engines import ENGINES  # the choices come from the registries
+    from recommender.perf import PRECISIONS
+
     p = sub.add_parser("predict", help="the performance model alone, for a fixed-length load")
-    p.add_argument("--engine", required=True, choices=["vllm", "sglang", "trtllm"])
+    p.add_argument("--engine", required=True, choices=list(ENGINES))
     p.add_argument("--model", required=True, help="catalog name, HF id or config.json path")
     p.add_argument("--gpu", required=True, help="catalog GPU name, e.g. H100-SXM")
     p.add_argument("--gpus", type=int, help="GPUs in total (default: tp)")
     p.add_argument("--tp", type=int, default=1)
-    p.add_argument("--precision", default="bf16",
-                   choices=["bf16", "fp8", "int8", "int4", "awq", "gptq", "nvfp4", "mxfp4"])
+    p.add_argument("--precision", default="bf16", choices=list(PRECISIONS))
     p.add_argument("--kv-cache-dtype", default="auto")
     p.add_argument("--isl", type=int, required=True, help="input tokens per request")
     p.add_argument("--osl", type=int, required=True, help="output tokens per request")
@@ -136,8 +139,13 @@ def _add_predict(sub: Any) -> None:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from core.load import fixed
+    from engines.config import EngineConfig
     from recommender.catalog import get_gpu, get_model
-    from recommender.predict_sim import load_summary, simulate_load
+    from recommender.perf import weight_quantization
+    from recommender.predict_sim import simulate_load
     from recommender.speculative import speculative_config
 
     if args.offline and not args.num_requests:
@@ -150,20 +158,24 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     spec = None
     if args.speculative:
         spec = speculative_config(args.speculative, args.spec_tokens, args.draft_model)
-    prediction = simulate_load(
-        args.engine, get_model(args.model), get_gpu(args.gpu), isl=args.isl, osl=args.osl,
-        concurrency=args.concurrency, rate_rps=args.rate, num_requests=args.num_requests,
-        offline=args.offline, gpus=args.gpus, tp=args.tp, precision=args.precision,
-        kv_cache_dtype=args.kv_cache_dtype, max_num_seqs=args.max_num_seqs,
-        max_batched_tokens=args.max_batched_tokens, speculative=spec,
-        spec_acceptance=args.spec_acceptance, seed=args.seed)
-    summary = load_summary(prediction)
+    model = get_model(args.model)
+    try:
+        config = EngineConfig(
+            engine=args.engine, model=model.name, tp=args.tp, max_num_seqs=args.max_num_seqs,
+            max_batched_tokens=args.max_batched_tokens, kv_cache_dtype=args.kv_cache_dtype,
+            weight_quantization=weight_quantization(args.precision), speculative=spec)
+        load = fixed(args.isl, args.osl, concurrency=args.concurrency, rate_rps=args.rate,
+                     offline=args.offline, num_requests=args.num_requests, seed=args.seed)
+    except ValidationError as exc:
+        raise usage_error(exc) from None
+    prediction = simulate_load(config, model, get_gpu(args.gpu), load, gpus=args.gpus,
+                               spec_acceptance=args.spec_acceptance)
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(prediction.json_ms(), indent=2))
     else:
         from app.render import prediction_text
 
-        print(prediction_text(summary))
+        print(prediction_text(prediction))
     return 0
 
 

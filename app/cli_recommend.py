@@ -1,6 +1,6 @@
 """`python -m app recommend`: parse, call `recommender.recommend`, print the pick and why.
 
-The human view shows the figures of the export view (already in ms); `--json` prints the
+The human view shows the pick's predicted figures in ms; `--json` prints the
 whole Recommendation; `-o` writes it atomically (nothing is written when the command fails).
 """
 
@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.errors import UsageError
+from app.cli_common import usage_error, write_output
+
+if TYPE_CHECKING:
+    from recommender.recommendation import Candidate, PredictedMetrics, Recommendation
 
 
 def add_recommend(sub: Any) -> None:
@@ -40,7 +43,6 @@ def add_recommend(sub: Any) -> None:
 def cmd_recommend(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from app.cli import write_atomic
     from profiler.workspace import Workspace
     from recommender.recommend import recommend
     from recommender.recommendation import RecommendRequest
@@ -53,14 +55,13 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             max_requests=args.max_requests, seed=args.seed,
             arrival_rate_rps=args.arrival_rate)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UsageError(f"--{'-'.join(map(str, first['loc']))}: {first['msg']}") from None
+        raise usage_error(exc, option=True) from None
     workspace = Workspace.resolve(args.workspace) if args.workspace else None
     progress = _progress if args.progress else None
     rec = recommend(request, workspace=workspace, progress=progress)
     text = rec.model_dump_json(indent=2)
     if args.output:
-        write_atomic(args.output, text + "\n")
+        write_output(args.output, text + "\n")
     print(text if args.json else recommendation_text(rec))
     return 0
 
@@ -73,20 +74,20 @@ def _progress(fraction: float, what: str) -> None:
     print(f"[{fraction:4.0%}] {what}", file=sys.stderr)
 
 
-def recommendation_text(rec: Any) -> str:
+def recommendation_text(rec: Recommendation) -> str:
     """The pick, its predicted figures in ms, the reasons, warnings and alternatives."""
-    fig = rec.export["predicted"]
     pick = rec.pick
+    fig = pick.predicted
     lines = [
         f"Pick      {pick.label}  ({rec.gpus}× {rec.gpu}, {rec.model})",
         f"Window    {rec.window}",
         f"Search    {rec.candidates_simulated} simulations in {rec.search_time_s:.1f} s, "
         f"{len(rec.candidates)} candidates on the whole window",
         "Predicted " + _latencies(fig),
-        f"          {fig['output_throughput_tok_s']:,.0f} output tok/s, "
-        f"{fig['request_throughput_rps']:,.2f} req/s"
-        + (f", goodput {fig['goodput_rps']:,.2f} req/s" if "goodput_rps" in fig else "")
-        + f", KV headroom {fig['kv_headroom_fraction']:.0%}",
+        f"          {fig.output_throughput_tok_s:,.0f} output tok/s, "
+        f"{fig.request_throughput_rps:,.2f} req/s"
+        + (f", goodput {fig.goodput_rps:,.2f} req/s" if fig.goodput_rps is not None else "")
+        + f", KV headroom {fig.kv_headroom_fraction:.0%}",
         "Why",
         *(f"  - {r.text}" for r in rec.reasons),
     ]
@@ -101,13 +102,18 @@ def recommendation_text(rec: Any) -> str:
     return "\n".join(lines)
 
 
-def _latencies(fig: dict) -> str:
-    return "  ".join(f"{name.upper()} p50 {fig[f'{name}_p50_ms']:,.1f} / p95 "
-                     f"{fig[f'{name}_p95_ms']:,.1f} ms" for name in ("ttft", "tpot", "e2e"))
+def _ms(seconds: float | None, spec: str) -> str:
+    return "n/a" if seconds is None else spec.format(seconds * 1e3)
 
 
-def _alt_row(c: Any) -> str:
+def _latencies(fig: PredictedMetrics) -> str:
+    return "  ".join(f"{label} p50 {_ms(lat.p50, '{:,.1f}')} / p95 {_ms(lat.p95, '{:,.1f}')} ms"
+                     for label, lat in (("TTFT", fig.ttft_s), ("TPOT", fig.tpot_s),
+                                        ("E2E", fig.e2e_s)))
+
+
+def _alt_row(c: Candidate) -> str:
     p = c.predicted
     status = "ok" if c.feasible else f"infeasible: {c.rejected_reason}"
-    return (f"  {c.label:<58} p95 TTFT {p.ttft_s.p95 * 1e3:>8,.0f} ms  p95 TPOT "
-            f"{p.tpot_s.p95 * 1e3:>6,.1f} ms  score {c.score:.4f}  {status}")
+    return (f"  {c.label:<58} p95 TTFT {_ms(p.ttft_s.p95, '{:>8,.0f}')} ms  p95 TPOT "
+            f"{_ms(p.tpot_s.p95, '{:>6,.1f}')} ms  score {c.score:.4f}  {status}")

@@ -3,16 +3,23 @@ number formats the web views share (seconds in, ms/units on screen)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from core.figures import (
     DEFAULT_COMPARE,
     LATENCIES,
     QUANTILES,
+    Latency,
     LatencyName,
     Quantile,
     ServingFigures,
     compare,
 )
 from profiler.schema import LengthStats, Profile
+
+if TYPE_CHECKING:
+    from recommender.predict_sim import LoadPrediction
+    from recommender.recommendation import Candidate
 
 
 def _num(value: float | None, fmt: str = "{:,.3g}") -> str:
@@ -57,39 +64,43 @@ def profile_text(p: Profile) -> str:
     return "\n".join(lines)
 
 
-def prediction_text(summary: dict) -> str:
+def prediction_text(prediction: LoadPrediction) -> str:
     """A short human view of `predict` (the JSON has every field)."""
-    def row(key: str) -> str:
-        v = summary[key]
-        cells = "  ".join(f"{q} {_num(v[q], '{:>9,.1f}')}" for q in ("mean", "p50", "p90", "p99"))
-        return f"  {key[:-3].upper():<5} {cells} ms"
+    def row(name: str, latency: Latency) -> str:
+        ms = latency.ms()
+        cells = "  ".join(f"{q} {_num(ms[q], '{:>9,.1f}')}" for q in ("mean", "p50", "p90", "p99"))
+        return f"  {name:<5} {cells} ms"
 
+    p = prediction
     return "\n".join([
-        f"Throughput  {summary['output_throughput_tok_s']:,.0f} output tok/s, "
-        f"{summary['total_throughput_tok_s']:,.0f} total tok/s, "
-        f"{summary['request_throughput_rps']:,.2f} req/s",
-        f"Latency     simulated {summary['requests']:,} requests ({summary['mode']}, "
-        f"{summary['replicas']} replica(s))",
-        *(row(k) for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")),
-        f"KV cache    {summary['kv_capacity_tokens']:,} tokens per replica, "
-        f"{summary['preemptions']:,} preemptions",
+        f"Throughput  {p.output_throughput_tok_s:,.0f} output tok/s, "
+        f"{p.total_throughput_tok_s:,.0f} total tok/s, "
+        f"{p.request_throughput_rps:,.2f} req/s",
+        f"Latency     simulated {p.requests:,} requests ({p.mode}, "
+        f"{p.replicas} replica(s))",
+        *(row(name[:-2].upper(), getattr(p, name)) for name in LATENCIES),
+        f"KV cache    {p.kv_capacity_tokens:,} tokens per replica, "
+        f"{p.preemptions:,} preemptions",
     ])
 
 
-def latency_rows(figures: dict[str, object]) -> dict[str, list[str]]:
-    """Latency percentiles (LatencyFigures by name, seconds) as a ms table for the screen."""
-    quantiles = ("mean", "p50", "p90", "p95", "p99")
+def latency_rows(figures: dict[str, Latency]) -> dict[str, list[str]]:
+    """Latency percentiles (`core.figures.Latency` by name, seconds) as a ms table for the
+    screen."""
     return {"": list(figures), **{q: [fmt_ms(getattr(f, q), "{:,.1f}") for f in figures.values()]
-                                  for q in quantiles}}
+                                  for q in QUANTILES}}
 
 
-def candidate_rows(candidates: list) -> dict[str, list]:
+def candidate_rows(candidates: list[Candidate]) -> dict[str, list]:
     """Candidates (recommender.recommendation.Candidate) as a table, ms and units on screen."""
+    def ms(seconds: float | None, digits: int) -> float | None:
+        return None if seconds is None else round(seconds * 1e3, digits)
+
     return {
         "config": [c.label for c in candidates],
         "feasible": [c.feasible for c in candidates],
-        "TTFT p95 (ms)": [round(c.predicted.ttft_s.p95 * 1e3, 1) for c in candidates],
-        "TPOT p95 (ms)": [round(c.predicted.tpot_s.p95 * 1e3, 2) for c in candidates],
+        "TTFT p95 (ms)": [ms(c.predicted.ttft_s.p95, 1) for c in candidates],
+        "TPOT p95 (ms)": [ms(c.predicted.tpot_s.p95, 2) for c in candidates],
         "output tok/s": [round(c.predicted.output_throughput_tok_s) for c in candidates],
         "goodput req/s": [None if c.predicted.goodput_rps is None
                           else round(c.predicted.goodput_rps, 2) for c in candidates],
@@ -98,11 +109,13 @@ def candidate_rows(candidates: list) -> dict[str, list]:
     }
 
 
-def candidate_points(candidates: list, pick_label: str) -> list[dict]:
-    """Chart points: output tok/s against p95 TTFT (ms), grouped by engine."""
+def candidate_points(candidates: list[Candidate], pick_label: str) -> list[dict]:
+    """Chart points: output tok/s against p95 TTFT (ms), grouped by engine (a candidate
+    without a p95 TTFT has no point)."""
     return [{"x": c.predicted.output_throughput_tok_s, "y": c.predicted.ttft_s.p95 * 1e3,
              "label": c.label, "group": c.config.engine, "pareto": c.pareto,
-             "picked": c.label == pick_label} for c in candidates]
+             "picked": c.label == pick_label} for c in candidates
+            if c.predicted.ttft_s.p95 is not None]
 
 
 def bench_argv(where: dict, load: dict, trace_path: str) -> list[str]:

@@ -15,7 +15,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recommender.calibrate import DEFAULT_CSV, errors, parse_csv
+from recommender.calibrate import DEFAULT_CSV, parse_csv
+from recommender.fitting import errors
 from recommender.perf import FIT_FILE, load_params
 
 BUDGET_MEDIAN_PCT = 15.0

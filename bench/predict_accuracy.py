@@ -22,8 +22,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.errors import ServeFitError
-from recommender.calibrate import DEFAULT_CSV, CalRow, parse_csv, predict_row
+from recommender.calibrate import DEFAULT_CSV, parse_csv
 from recommender.catalog import get_gpu, get_model
+from recommender.fitting import CalRow, predict_row
 from recommender.perf import FIT_FILE, PerfParams, load_params
 from recommender.predict_sim import simulate_load
 
@@ -33,14 +34,9 @@ LATENCIES = {"ttft_s", "tpot_s", "itl_s", "e2e_s"}
 
 def simulated(row: CalRow, params: PerfParams) -> float:
     """The CLI's answer for the row's metric (latencies: the mean, as the rows report)."""
-    pred = simulate_load(
-        row.engine, get_model(row.model), get_gpu(row.gpu), isl=row.isl, osl=row.osl,  # type: ignore[arg-type]
-        concurrency=row.concurrency, num_requests=row.num_requests,
-        offline=row.num_requests is not None, gpus=row.gpus, tp=row.tp,
-        precision=row.precision, kv_cache_dtype=row.kv_cache_dtype,
-        max_num_seqs=row.max_num_seqs, gpu_memory_fraction=row.gpu_memory_fraction,
-        params=params,
-    )
+    model = get_model(row.model)
+    pred = simulate_load(row.engine_config(model), model, get_gpu(row.gpu), row.load(),
+                         gpus=row.gpus, params=params)
     value = getattr(pred, row.metric)
     return float(value.mean if row.metric in LATENCIES else value)
 

@@ -13,25 +13,25 @@ import argparse
 import datetime as dt
 import hashlib
 import json
-import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from core.errors import ServeFitError, UsageError
-from recommender.catalog import get_gpu, get_model
-from recommender.perf import (
-    FIT_FILE,
-    EngineParams,
-    GpuScales,
-    PerfParams,
-    default_params,
-    predict,
+from recommender.catalog import get_model
+from recommender.fitting import (
+    FITTED,
+    PRIOR_WEIGHT,
+    REFERENCE_ARCH,
+    SCALES,
+    CalRow,
+    errors,
+    fit,
 )
+from recommender.perf import FIT_FILE, EngineParams, PerfParams
+from recommender.refit import refit_measured, report
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CSV = REPO / "data" / "calibration" / "published_calibration.csv"
@@ -39,25 +39,6 @@ TEST_RULE = (
     "test iff int(sha256(setup)[:8], 16) % 4 == 0, setup = source|engine|model|gpu|num_gpus|"
     "tp|precision|isl|osl|dataset|concurrency|notes (all metrics of one run stay together)"
 )
-FITTED = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "per_seq_overhead_s",
-          "request_overhead_s")
-BOUNDS = {  # (low, high) of each fitted parameter
-    "compute_efficiency": (0.05, 1.0),
-    "bandwidth_efficiency": (0.05, 1.0),
-    "step_overhead_s": (1e-5, 0.05),
-    "per_seq_overhead_s": (1e-8, 1e-3),
-    "request_overhead_s": (1e-4, 0.5),
-}
-SCALES = ("compute_scale", "bandwidth_scale")
-# A family's kernels reach at most the share of its datasheet peaks that Hopper's reach (the
-# per-engine efficiencies are Hopper's); above 1 a scale would only absorb other errors.
-SCALE_BOUNDS = (0.3, 1.0)
-REFERENCE_ARCH = "hopper"  # GPU family whose datasheet peaks are taken as they are
-# Residual weight pulling log(param) towards its prior: stage 1 fits one parameter set shared
-# by all engines (prior: the defaults); stage 2 fits each engine (prior: the shared set), so an
-# engine with few rows stays near what all engines show instead of drifting.
-PRIOR_WEIGHT = 0.1
-
 # CSV engine → engine kind. NIM's engine is not stated; NIM 1.8 serves Llama-3.3-70B FP8 on
 # H100 with its TensorRT-LLM profile, so its rows count as trtllm (an assumption, reported).
 ENGINE_NAMES = {
@@ -102,29 +83,6 @@ METRICS = {
     ("mean_itl", "ms"): ("itl_s", 1e-3),
     ("end_to_end_batch_latency", "s"): ("e2e_s", 1.0),
 }
-
-
-@dataclass(slots=True, frozen=True)
-class CalRow:
-    """One usable measurement: the workload `predict` needs and the SI-normalised value."""
-
-    index: int
-    engine: str
-    model: str
-    gpu: str
-    gpus: int
-    tp: int
-    precision: str
-    kv_cache_dtype: str
-    isl: int
-    osl: int
-    concurrency: int | None
-    num_requests: int | None
-    max_num_seqs: int | None
-    gpu_memory_fraction: float | None
-    metric: str
-    value: float
-    split: str  # "train" or "test"
 
 
 def _split(raw: pd.Series) -> str:
@@ -217,110 +175,10 @@ def parse_csv(path: str | Path = DEFAULT_CSV) -> tuple[list[CalRow], list[tuple[
     rows, skipped = [], []
     for i, raw in frame.iterrows():
         try:
-            rows.append(parse_row(int(i), raw))  # type: ignore[arg-type]
+            rows.append(parse_row(int(i), raw))
         except ValueError as exc:
-            skipped.append((int(i), str(exc)))  # type: ignore[arg-type]
+            skipped.append((int(i), str(exc)))
     return rows, skipped
-
-
-def predict_row(row: CalRow, params: PerfParams) -> float:
-    """The model's value for `row.metric` (SI units, all GPUs)."""
-    pred = predict(
-        row.engine, get_model(row.model), get_gpu(row.gpu), isl=row.isl, osl=row.osl,  # type: ignore[arg-type]
-        concurrency=row.concurrency, num_requests=row.num_requests, gpus=row.gpus, tp=row.tp,
-        precision=row.precision, kv_cache_dtype=row.kv_cache_dtype,
-        max_num_seqs=row.max_num_seqs, gpu_memory_fraction=row.gpu_memory_fraction,
-        params=params,
-    )
-    return float(getattr(pred, row.metric))
-
-
-@dataclass(slots=True, frozen=True)
-class _Layout:
-    """Where each fitted parameter sits in the optimiser's vector (all in log space)."""
-
-    engines: list[str]  # one FITTED block each, or one shared block when `shared`
-    families: list[str]  # one SCALES block each
-    shared: bool = False
-
-    def size(self) -> int:
-        blocks = 1 if self.shared else len(self.engines)
-        return blocks * len(FITTED) + len(self.families) * len(SCALES)
-
-    def params(self, base: PerfParams, x: np.ndarray) -> PerfParams:
-        new, values = dict(base.engines), np.exp(x)
-        n = len(FITTED)
-        for j, engine in enumerate(self.engines):
-            block = values[:n] if self.shared else values[n * j : n * j + n]
-            new[engine] = base.engines[engine].model_copy(  # type: ignore[index]
-                update=dict(zip(FITTED, block, strict=True)))
-        off = (1 if self.shared else len(self.engines)) * n
-        fams = dict(base.gpu_families)
-        for j, fam in enumerate(self.families):
-            a, b = values[off + 2 * j : off + 2 * j + 2]
-            fams[fam] = GpuScales(compute_scale=float(min(a, 1.0)),
-                                  bandwidth_scale=float(min(b, 1.0)))
-        return PerfParams(engines=new, gpu_families=fams)
-
-    def start(self, base: PerfParams) -> np.ndarray:
-        if self.shared:
-            eng = [float(np.exp(np.mean([np.log(getattr(base.engines[e], f))  # type: ignore[index]
-                                         for e in self.engines]))) for f in FITTED]
-        else:
-            eng = [getattr(base.engines[e], f) for e in self.engines for f in FITTED]  # type: ignore[index]
-        fam = [getattr(base.scales_for(a), f) for a in self.families for f in SCALES]
-        return np.log(np.array(eng + fam, dtype=float))
-
-    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        blocks = 1 if self.shared else len(self.engines)
-        lo = [BOUNDS[f][0] for _ in range(blocks) for f in FITTED]
-        hi = [BOUNDS[f][1] for _ in range(blocks) for f in FITTED]
-        lo += [SCALE_BOUNDS[0]] * len(self.families) * len(SCALES)
-        hi += [SCALE_BOUNDS[1]] * len(self.families) * len(SCALES)
-        return np.log(lo), np.log(hi)
-
-
-def _arch(row: CalRow) -> str:
-    return get_gpu(row.gpu).architecture
-
-
-def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndarray,
-           weight: float) -> PerfParams:
-    """least_squares on log(pred/measured) over `rows` + weight·(x − prior), from `prior`."""
-    lo, hi = layout.bounds()
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        params = layout.params(base, x)
-        errs = [math.log(max(predict_row(r, params), 1e-12) / r.value) for r in rows]
-        return np.concatenate([errs, weight * (x - prior)])
-
-    x0 = np.clip(prior, lo + 1e-9, hi - 1e-9)
-    result = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3)
-    return layout.params(base, result.x)
-
-
-def fit(rows: list[CalRow], base: PerfParams | None = None, *,
-        weight: float = PRIOR_WEIGHT, pooled: bool = True) -> PerfParams:
-    """Least squares on log(pred / measured) over `rows`, from `base` (default: the defaults).
-
-    Stage 1 (`pooled`): one parameter set shared by the rows' engines, plus per-family GPU
-    scales (all but the Hopper reference), prior = `base`. Stage 2: each engine's own set and
-    the scales, prior = stage 1's result. Deterministic: fixed starts, no random restarts.
-    Engines and families without rows keep `base`.
-    """
-    base = base or default_params()
-    engines = sorted({r.engine for r in rows})
-    families = sorted({_arch(r) for r in rows} - {REFERENCE_ARCH})
-    if pooled:
-        shared = _Layout(engines, families, shared=True)
-        base = _solve(rows, base, shared, shared.start(base), weight)
-    own = _Layout(engines, families)
-    return _solve(rows, base, own, own.start(base), weight)
-
-
-def errors(rows: list[CalRow], params: PerfParams) -> list[float]:
-    """Absolute percentage error of each row, in %."""
-    return [abs(predict_row(r, params) / r.value - 1.0) * 100.0 for r in rows]
 
 
 def _summary(rows: list[CalRow], params: PerfParams) -> dict[str, dict[str, float]]:
@@ -390,8 +248,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.measured:
-            from recommender.refit import refit_measured, report
-
             out = args.out or "fit_measured.json"
             print(f"wrote {out}: " + report(refit_measured(args.measured, out, args.base)))
             return 0
@@ -411,4 +267,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["CalRow", "EngineParams", "calibrate", "errors", "fit", "parse_csv", "predict_row"]
+__all__ = ["CalRow", "EngineParams", "calibrate", "parse_csv"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from core.errors import UnknownCatalogEntryError
 from engines.export import ExportRequest
-from engines.facts import HardwareFacts, ModelFacts
+from engines.facts import Dtype, HardwareFacts, ModelFacts
 from recommender.catalog import get_gpu, get_model
 from recommender.specs import GPU, ModelSpec
 
@@ -18,10 +18,11 @@ GIB = 2**30
 
 def hardware_facts(gpu: GPU, gpu_count: int) -> HardwareFacts:
     """Facts for `gpu_count` GPUs of one catalog kind (dtypes its matrix units run natively)."""
-    native = {"fp16", "bf16"}
-    native |= {name for name, tflops in (("fp8", gpu.fp8_dense_tflops),
-                                        ("int8", gpu.int8_dense_tops),
-                                        ("fp4", gpu.fp4_dense_tflops)) if tflops}
+    native: set[Dtype] = {"fp16", "bf16"}
+    optional: tuple[tuple[Dtype, float | None], ...] = (
+        ("fp8", gpu.fp8_dense_tflops), ("int8", gpu.int8_dense_tops),
+        ("fp4", gpu.fp4_dense_tflops))
+    native |= {name for name, tflops in optional if tflops}
     capability = None
     if gpu.vendor == "nvidia":
         major, minor = gpu.compute_capability.split(".")

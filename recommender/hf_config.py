@@ -165,7 +165,8 @@ def load_model(path: str | Path) -> ModelSpec:
     """
     file, top = _read_config(Path(path))
     _check_decoder_only(top, file)
-    cfg = top.get("text_config") if isinstance(top.get("text_config"), dict) else top
+    text = top.get("text_config")
+    cfg: dict[str, Any] = text if isinstance(text, dict) else top
     num_layers = _positive_int(cfg, "num_hidden_layers", file)
     hidden = _positive_int(cfg, "hidden_size", file)
     heads = _positive_int(cfg, "num_attention_heads", file)

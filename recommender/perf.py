@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import UsageError
-from engines.config import EngineConfig, EngineKind, SpeculativeConfig
+from core.load import LoadSpec
+from engines.config import EngineConfig, EngineKind, WeightQuantization
 from recommender.memory import plan_memory
 from recommender.params import (
     FIT_FILE,
@@ -36,7 +38,7 @@ ACTIVATION_BYTES = 2  # bf16 activations in the TP all-reduce
 ALLREDUCES_PER_LAYER = 2  # after attention and after the MLP (Megatron-style TP)
 
 # Precision names `predict` accepts → EngineConfig.weight_quantization.
-PRECISIONS: dict[str, str] = {
+PRECISIONS: dict[str, WeightQuantization] = {
     "bf16": "none", "fp16": "none", "fp8": "fp8", "int8": "int8", "int4": "int4",
     "awq": "awq", "gptq": "gptq", "nvfp4": "nvfp4", "mxfp4": "mxfp4",
 }
@@ -238,13 +240,33 @@ class Prediction(BaseModel):
     e2e_s: float = Field(ge=0, description="Mean end-to-end latency per request.")
 
 
-def _engine_defaults(engine: EngineKind, gpu: GPU) -> tuple[int, int, bool]:
-    """(max_num_seqs, max_batched_tokens, chunked_prefill) when the config leaves them unset."""
+class SchedulerDefaults(NamedTuple):
+    """The scheduler knobs an engine uses on a GPU when the config leaves them unset."""
+
+    max_num_seqs: int
+    max_batched_tokens: int
+    chunked_prefill: bool
+
+
+def engine_defaults(engine: EngineKind, gpu: GPU) -> SchedulerDefaults:
+    """(max_num_seqs, max_batched_tokens, chunked_prefill) of `engine` on `gpu` when the
+    config leaves them unset (the one place the model, the simulator and `predict` read them)."""
     from engines import ENGINES
 
     plugin = ENGINES[engine]
     seqs, budget = plugin.scheduler_defaults(gpu.name, gpu.memory_gb)
-    return seqs or NO_CAP_SEQS, budget, plugin.defaults.chunked_prefill
+    return SchedulerDefaults(seqs or NO_CAP_SEQS, budget, plugin.defaults.chunked_prefill)
+
+
+def weight_quantization(precision: str) -> WeightQuantization:
+    """`EngineConfig.weight_quantization` of a precision name (`PRECISIONS`).
+
+    Raises:
+        UsageError: an unknown precision name.
+    """
+    if precision not in PRECISIONS:
+        raise UsageError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
+    return PRECISIONS[precision]
 
 
 @dataclass(slots=True)
@@ -307,27 +329,18 @@ def _steady_state(
 
 
 def predict(
-    engine: EngineKind,
+    config: EngineConfig,
     model: ModelSpec,
     gpu: GPU,
+    load: LoadSpec,
     *,
-    isl: int,
-    osl: int,
-    concurrency: int | None = None,
-    num_requests: int | None = None,
     gpus: int | None = None,
-    tp: int = 1,
-    precision: str = "bf16",
-    kv_cache_dtype: str = "auto",
-    max_num_seqs: int | None = None,
-    max_batched_tokens: int | None = None,
-    gpu_memory_fraction: float | None = None,
     params: PerfParams | None = None,
-    speculative: SpeculativeConfig | None = None,
     spec_acceptance: float | None = None,
 ) -> Prediction:
-    """Steady-state serving of a fixed ISL/OSL workload: closed loop at `concurrency`, or
-    offline (`num_requests` queued at t = 0, batch at the memory / max_num_seqs ceiling).
+    """Steady-state serving of `config` (its engine, tp, format and scheduler knobs) under a
+    fixed ISL/OSL `load`: closed loop at a concurrency, or offline (`num_requests` queued at
+    t = 0, batch at the memory / max_num_seqs ceiling). `gpus` defaults to the config's tp.
 
     Continuous batching with prefill mixed into decode steps: each running request holds
     a slot for S = max(osl, B·(isl+osl−1)/token_budget) steps, so a mean step carries
@@ -342,43 +355,38 @@ def predict(
     The engine's request_overhead_s adds to TTFT and E2E, and to each closed-loop user's
     cycle when all users fit in the batch.
     `params` defaults to the fitted parameters (data/calibration/fit.json).
-    Speculative decoding (`speculative`, per-token acceptance `spec_acceptance` or the
+    Speculative decoding (`config.speculative`, per-token acceptance `spec_acceptance` or the
     method's default): E = (1 − a^(k+1))/(1 − a) tokens per decode step, so osl − 1 tokens
     take D = (osl − 1)/E steps of k + 1 verified tokens each (step_time adds the draft);
     S = max(1 + D, B·(isl + D·(k+1))/budget), TPOT = D·step/(osl − 1) = step/E, ITL = step
     (a step's tokens arrive together).
 
     Raises:
-        UsageError: bad lengths, neither or both of concurrency / num_requests, gpus not a
-            multiple of tp, an unknown precision, or a config that does not fit in memory.
+        UsageError: a load other than fixed lengths in closed loop or offline, gpus not a
+            multiple of tp, or a config that does not fit in memory.
     """
-    if isl < 1 or osl < 1:
-        raise UsageError(f"isl and osl must be >= 1, got {isl} and {osl}")
-    if (concurrency is None) == (num_requests is None):
-        raise UsageError("give exactly one of concurrency (closed loop) or num_requests")
+    if load.lengths.kind != "fixed" or load.arrival is None or load.arrival.kind == "rate":
+        raise UsageError("the steady-state model takes fixed lengths in closed loop or offline")
+    isl, osl = load.lengths.input_tokens, load.lengths.output_tokens
+    concurrency = load.arrival.concurrency if load.arrival.kind == "closed_loop" else None
+    num_requests = load.num_requests
     demand_total = concurrency if concurrency is not None else num_requests
-    if demand_total is None or demand_total < 1:
-        raise UsageError(f"concurrency / num_requests must be >= 1, got {demand_total}")
+    if demand_total is None:
+        raise UsageError("an offline load needs num_requests")
+    engine, tp = config.engine, config.tp
     gpus = gpus or tp
     if gpus % tp:
         raise UsageError(f"gpus={gpus} is not a multiple of tp={tp}")
-    if precision not in PRECISIONS:
-        raise UsageError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
     replicas = gpus // tp
-    config = EngineConfig(
-        engine=engine, model=model.name, tp=tp, max_num_seqs=max_num_seqs,
-        max_batched_tokens=max_batched_tokens, gpu_memory_fraction=gpu_memory_fraction,
-        kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
-        weight_quantization=PRECISIONS[precision],  # type: ignore[arg-type]
-        speculative=speculative,
-    )
     plan = plan_memory(config, gpu, model)
     if not plan.fits:
         raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
     fitted = params or load_params()
     p = fitted.engines[engine]
-    seqs, budget, chunked = _engine_defaults(engine, gpu)
-    caps = (max_num_seqs or seqs, max_batched_tokens or budget, chunked)
+    seqs, budget, chunked = engine_defaults(engine, gpu)
+    if config.chunked_prefill is not None:
+        chunked = config.chunked_prefill
+    caps = (config.max_num_seqs or seqs, config.max_batched_tokens or budget, chunked)
     dep = deployment(config, gpu, model, acceptance=spec_acceptance, scales=fitted.scales(gpu))
     s = _steady_state(dep, p, demand_total / replicas, caps, isl=isl, osl=osl)
     cycle_s = s.steps_per_request * s.step_s
@@ -391,6 +399,7 @@ def predict(
         # Closed loop above the batch ceiling: Little's law, the extra c − B wait in queue.
         ttft += max(0.0, concurrency / replicas - s.batch) / rps_replica
     else:
+        assert num_requests is not None
         n = num_requests / replicas
         waits = max(0.0, n - s.batch) * (max(0.0, n - s.batch) + 1) / (2 * rps_replica)
         first_wave = min(n, s.batch) * 0.5 * s.burst_s
@@ -406,34 +415,8 @@ def predict(
     )
 
 
-def prediction_summary(prediction: Prediction) -> dict[str, object]:
-    """The steady state in the `predict --json` shape: throughputs, and latencies in ms
-    (the CLI itself answers with the simulator: `predict_sim.load_summary`).
-
-    Steady state gives means only; p50 equals the mean for fixed lengths, and p90/p99 are
-    null until the simulator supplies the distribution.
-    """
-    def latency(seconds: float) -> dict[str, float | None]:
-        ms = seconds * 1e3
-        return {"mean": ms, "p50": ms, "p90": None, "p99": None}
-
-    return {
-        "output_throughput_tok_s": prediction.output_throughput_tok_s,
-        "total_throughput_tok_s": prediction.total_throughput_tok_s,
-        "request_throughput_rps": prediction.request_throughput_rps,
-        "ttft_ms": latency(prediction.ttft_s),
-        "tpot_ms": latency(prediction.tpot_s),
-        "itl_ms": latency(prediction.itl_s),
-        "e2e_ms": latency(prediction.e2e_s),
-        "batch": prediction.batch,
-        "batch_limit": prediction.batch_limit,
-        "kv_capacity_tokens": prediction.kv_capacity_tokens,
-        "replicas": prediction.replicas,
-    }
-
-
 __all__ = [  # the parameter records are re-exported from recommender.params
     "FIT_FILE", "Batch", "Deployment", "EngineParams", "GpuScales", "PerfParams", "Prediction",
-    "default_params", "deployment", "draft_time", "load_params", "predict",
-    "prediction_summary", "step_time",
+    "SchedulerDefaults", "default_params", "deployment", "draft_time", "engine_defaults",
+    "load_params", "predict", "step_time", "weight_quantization",
 ]

@@ -1,10 +1,10 @@
 """`predict` through the simulator: one fixed-length workload, with latency tails.
 
-Owns `simulate_load` (a fixed ISL/OSL workload — closed loop at a concurrency, Poisson at a
-rate (seeded), or offline N queued at t = 0 — over `gpus / tp` data-parallel replicas, each
-simulated by `recommender.simulator`) and `load_summary` (the DESIGN §2.4 `predict --json`
-view). The steady-state algebra (`perf.predict`) stays for calibration; this is what the CLI
-answers with. No I/O.
+Owns `simulate_load` (a fixed ISL/OSL `LoadSpec` — closed loop at a concurrency, Poisson or
+Gamma arrivals at a rate (seeded), or offline N queued at t = 0 — over `gpus / tp`
+data-parallel replicas, each simulated by `recommender.simulator`) and `LoadPrediction`
+(whose `json_ms` is the DESIGN §2.4 `predict --json` view). The steady-state algebra
+(`perf.predict`) stays for calibration; this is what the CLI answers with. No I/O.
 
 Closed loop: users start evenly over one request cycle (the steady-state E2E of
 `perf.predict`), as real clients drift apart; started together, fixed-length requests would
@@ -20,18 +20,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
+from core.arrivals import renewal_times
 from core.errors import UsageError
-from engines.config import EngineConfig, EngineKind, SpeculativeConfig
+from core.figures import Latency, ServingFigures, latency_of
+from core.load import ClosedLoop, LoadSpec, Offline, Rate
+from engines.config import EngineConfig, EngineKind
 from recommender import perf
 from recommender.simulator import (
-    LatencyStats,
     SimOptions,
     SimRequests,
     SimResult,
+    histogram_max,
     histogram_stats,
-    latency_stats,
     simulate,
 )
 from recommender.specs import GPU, ModelSpec
@@ -44,10 +46,10 @@ MIN_REQUESTS = 200
 RATE_DEFAULT_REQUESTS = 2000
 
 
-class LoadPrediction(BaseModel):
-    """Simulated serving of one fixed-length workload; throughputs over all GPUs."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class LoadPrediction(ServingFigures):
+    """Simulated serving of one fixed-length workload: the serving figures (throughputs over
+    all GPUs; TTFT, TPOT and E2E per request; ITL pooled over every emission gap) and the
+    run's context."""
 
     engine: EngineKind = Field(description="Engine whose parameters were applied.")
     mode: str = Field(description="closed_loop, rate or offline.")
@@ -55,16 +57,17 @@ class LoadPrediction(BaseModel):
     requests: int = Field(ge=1, description="Requests simulated over all replicas.")
     completed: int = Field(ge=0, description="Requests served to the end.")
     makespan_s: float = Field(ge=0, description="Longest replica's first arrival to last token.")
-    output_throughput_tok_s: float = Field(ge=0, description="Output tokens/s, all GPUs.")
-    total_throughput_tok_s: float = Field(ge=0, description="Input + output tokens/s, all GPUs.")
-    request_throughput_rps: float = Field(ge=0, description="Completed requests/s, all GPUs.")
-    ttft_s: LatencyStats = Field(description="Time to first token, per request.")
-    tpot_s: LatencyStats = Field(description="(E2E − TTFT)/(osl − 1), per request.")
-    itl_s: LatencyStats = Field(description="Gaps between emissions, pooled.")
-    e2e_s: LatencyStats = Field(description="Send to last token, per request.")
     itl_max_s: float = Field(description="Largest gap between two emissions of any request.")
     kv_capacity_tokens: int = Field(ge=0, description="KV tokens one replica holds.")
     preemptions: int = Field(ge=0, description="Recompute preemptions, all replicas.")
+
+    def json_ms(self) -> dict[str, object]:
+        """The `predict --json` view (DESIGN §2.4): the serving figures' ms view, and the
+        run's context figures."""
+        return {**super().json_ms(), "itl_max_ms": self.itl_max_s * 1e3, "mode": self.mode,
+                "requests": self.requests, "replicas": self.replicas,
+                "kv_capacity_tokens": self.kv_capacity_tokens,
+                "preemptions": self.preemptions}
 
 
 def _split(total: int, parts: int) -> list[tuple[int, int]]:
@@ -75,11 +78,11 @@ def _split(total: int, parts: int) -> list[tuple[int, int]]:
 
 
 def _groups(
-    replicas: int, concurrency: int | None, rate_rps: float | None, num_requests: int | None,
-    seed: int,
+    replicas: int, arrival: ClosedLoop | Rate | Offline, num_requests: int | None, seed: int,
 ) -> tuple[str, list[tuple[np.ndarray, SimOptions, int]]]:
     """(mode, [(send times of one replica's requests, options, replicas running it)])."""
-    if concurrency is not None:
+    if isinstance(arrival, ClosedLoop):
+        concurrency = arrival.concurrency
         out = []
         for users, count in _split(concurrency, replicas):
             n = (num_requests * users // concurrency if num_requests
@@ -87,87 +90,59 @@ def _groups(
             options = SimOptions(arrival="closed_loop", concurrency=users)
             out.append((np.zeros(max(n, users)), options, count))
         return "closed_loop", out
-    if rate_rps is not None:
+    if isinstance(arrival, Rate):
         n = max(1, math.ceil((num_requests or RATE_DEFAULT_REQUESTS) / replicas))
-        gaps = np.random.default_rng(seed).exponential(replicas / rate_rps, n)
-        return "rate", [(np.cumsum(gaps) - gaps[0], SimOptions(), replicas)]
-    assert num_requests is not None
+        # One replica's share of the stream; its first request arrives at t = 0.
+        at = renewal_times(np.random.default_rng(seed), arrival.rate_rps / replicas, count=n,
+                           process=arrival.process, cv=arrival.cv, first_at_start=True)
+        return "rate", [(at, SimOptions(), replicas)]
+    assert num_requests is not None  # LoadSpec requires it for fixed-length offline loads
     return "offline", [(np.zeros(n), SimOptions(arrival="offline"), c)
                        for n, c in _split(num_requests, replicas)]
 
 
-def _check(isl: int, osl: int, loads: tuple, gpus: int, tp: int) -> None:
-    if isl < 1 or osl < 1:
-        raise UsageError(f"isl and osl must be >= 1, got {isl} and {osl}")
-    if sum(x is not None for x in loads) != 1:
-        raise UsageError("give exactly one of concurrency, rate or offline num_requests")
-    concurrency, rate_rps, num_requests = loads
-    if any(x is not None and x < 1 for x in (concurrency, num_requests)):
-        raise UsageError("concurrency and num_requests must be >= 1")
-    if rate_rps is not None and not (rate_rps > 0 and math.isfinite(rate_rps)):
-        raise UsageError(f"rate must be a positive number of requests/s, got {rate_rps}")
-    if gpus % tp:
-        raise UsageError(f"gpus={gpus} is not a multiple of tp={tp}")
-
-
-def _combine(runs: list[tuple[SimResult, int]], pick: str) -> LatencyStats:
-    """Per-request LatencyStats over all replicas (each run counted `count` times)."""
-    return latency_stats(np.concatenate([np.tile(getattr(r, pick), c) for r, c in runs]))
+def _combine(runs: list[tuple[SimResult, int]], pick: str) -> Latency:
+    """Per-request Latency over all replicas (each run counted `count` times)."""
+    return latency_of(np.concatenate([np.tile(getattr(r, pick), c) for r, c in runs]))
 
 
 def simulate_load(
-    engine: EngineKind, model: ModelSpec, gpu: GPU, *, isl: int, osl: int,
-    concurrency: int | None = None, rate_rps: float | None = None,
-    num_requests: int | None = None, offline: bool = False, gpus: int | None = None,
-    tp: int = 1, precision: str = "bf16", kv_cache_dtype: str = "auto",
-    max_num_seqs: int | None = None, max_batched_tokens: int | None = None,
-    gpu_memory_fraction: float | None = None, speculative: SpeculativeConfig | None = None,
-    spec_acceptance: float | None = None, params: perf.PerfParams | None = None, seed: int = 0,
+    config: EngineConfig, model: ModelSpec, gpu: GPU, load: LoadSpec, *,
+    gpus: int | None = None, params: perf.PerfParams | None = None,
+    spec_acceptance: float | None = None,
 ) -> LoadPrediction:
-    """Simulate a fixed ISL/OSL workload on `gpus` GPUs (replicas of `tp`) and summarise it.
+    """Simulate `config` serving a fixed ISL/OSL `load` on `gpus` GPUs (replicas of the
+    config's tp; default one replica) and summarise it.
 
-    Exactly one load: `concurrency` (closed loop; `num_requests` in all, default
-    max(10·C, 200)), `rate_rps` (Poisson, seeded; `num_requests`, default 2000) or
-    `offline=True` with `num_requests` queued at t = 0.
+    The load's arrival: closed loop (`num_requests` in all, default max(10·C, 200)), a rate
+    (Poisson or Gamma, seeded; `num_requests`, default 2000) or offline (`num_requests`
+    queued at t = 0).
 
     Raises:
-        UsageError: bad lengths or load, gpus not a multiple of tp, an unknown precision,
-            a config that does not fit, or a request larger than the KV pool.
+        UsageError: a trace-window load, gpus not a multiple of tp, a config that does not
+            fit, or a request larger than the KV pool.
     """
+    if load.lengths.kind != "fixed" or load.arrival is None:
+        raise UsageError("predict simulates fixed lengths; a trace window is `recommend`'s")
+    isl, osl = load.lengths.input_tokens, load.lengths.output_tokens
+    tp = config.tp
     gpus = gpus or tp
-    loads = (concurrency, rate_rps, num_requests if offline else None)
-    _check(isl, osl, loads, gpus, tp)
-    if precision not in perf.PRECISIONS:
-        raise UsageError(f"unknown precision {precision!r}; use one of "
-                         f"{', '.join(perf.PRECISIONS)}")
-    _, budget, chunked = perf._engine_defaults(engine, gpu)
-    if max_batched_tokens is None and not chunked and budget < isl + osl:
+    if gpus % tp:
+        raise UsageError(f"gpus={gpus} is not a multiple of tp={tp}")
+    _, budget, chunked = perf.engine_defaults(config.engine, gpu)
+    if config.chunked_prefill is not None:
+        chunked = config.chunked_prefill
+    if config.max_batched_tokens is None and not chunked and budget < isl + osl:
         # Unchunked prefill needs the whole prompt (and a preempted request's recompute) in
         # one step; left unset, the budget is sized to the workload (as trtllm-bench does).
-        max_batched_tokens = isl + osl
-    try:
-        config = EngineConfig(
-            engine=engine, model=model.name, tp=tp, max_num_seqs=max_num_seqs,
-            max_batched_tokens=max_batched_tokens, gpu_memory_fraction=gpu_memory_fraction,
-            kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
-            weight_quantization=perf.PRECISIONS[precision],  # type: ignore[arg-type]
-            speculative=speculative,
-        )
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise UsageError(f"{where}: {err['msg']}") from exc
+        config = config.model_copy(update={"max_batched_tokens": isl + osl})
     fitted = params or perf.load_params()
     replicas = gpus // tp
-    mode, groups = _groups(replicas, concurrency, rate_rps, num_requests, seed)
+    mode, groups = _groups(replicas, load.arrival, load.num_requests, load.seed)
     ramp = 0.0
-    if concurrency is not None:
-        ramp = perf.predict(
-            engine, model, gpu, isl=isl, osl=osl, concurrency=concurrency, gpus=gpus, tp=tp,
-            precision=precision, kv_cache_dtype=kv_cache_dtype, max_num_seqs=max_num_seqs,
-            max_batched_tokens=max_batched_tokens, gpu_memory_fraction=gpu_memory_fraction,
-            params=fitted, speculative=speculative, spec_acceptance=spec_acceptance,
-        ).e2e_s
+    if isinstance(load.arrival, ClosedLoop):
+        ramp = perf.predict(config, model, gpu, load, gpus=gpus, params=fitted,
+                            spec_acceptance=spec_acceptance).e2e_s
     runs: list[tuple[SimResult, int]] = []
     for arrival, options, count in groups:
         req = SimRequests(arrival, np.full(len(arrival), isl), np.full(len(arrival), osl))
@@ -179,7 +154,7 @@ def simulate_load(
                 f"a {isl}+{osl}-token request does not fit this replica's KV cache or "
                 "max_model_len; add GPUs, quantize, or shorten the request")
         runs.append((res, count))
-    return _prediction(engine, mode, replicas, runs, lengths=(isl, osl))
+    return _prediction(config.engine, mode, replicas, runs, lengths=(isl, osl))
 
 
 def _prediction(
@@ -188,9 +163,9 @@ def _prediction(
 ) -> LoadPrediction:
     isl, osl = lengths
     rps = sum(r.summary.request_throughput_rps * c for r, c in runs)
-    hist = sum(r.itl_histogram * c for r, c in runs)  # type: ignore[operator]
-    hist[-1] = max(r.itl_histogram[-1] for r, _ in runs)  # type: ignore[index]
-    itl, itl_max = histogram_stats(hist)
+    hists = [(r.itl_histogram, c) for r, c in runs if r.itl_histogram is not None]
+    hist = np.sum([h * c for h, c in hists], axis=0)
+    hist[-1] = max(h[-1] for h, _ in hists)  # the largest gap: a maximum, not a sum
     return LoadPrediction(
         engine=engine, mode=mode, replicas=replicas,
         requests=sum(len(r.ttft_s) * c for r, c in runs),
@@ -198,32 +173,9 @@ def _prediction(
         makespan_s=max(r.summary.makespan_s for r, _ in runs),
         output_throughput_tok_s=rps * osl, total_throughput_tok_s=rps * (isl + osl),
         request_throughput_rps=rps,
-        ttft_s=_combine(runs, "ttft_s"), tpot_s=_combine(runs, "tpot_s"), itl_s=itl,
-        e2e_s=_combine(runs, "e2e_s"), itl_max_s=0.0 if math.isnan(itl_max) else itl_max,
+        ttft_s=_combine(runs, "ttft_s"), tpot_s=_combine(runs, "tpot_s"),
+        itl_s=histogram_stats(hist), e2e_s=_combine(runs, "e2e_s"),
+        itl_max_s=histogram_max(hist) or 0.0,
         kv_capacity_tokens=runs[0][0].summary.kv_capacity_blocks * SimOptions().kv_block_tokens,
         preemptions=sum(r.summary.preemptions * c for r, c in runs),
     )
-
-
-def load_summary(prediction: LoadPrediction) -> dict[str, object]:
-    """The `predict --json` view (DESIGN §2.4): throughputs, latencies in ms
-    {mean, p50, p90, p95, p99}, and context figures."""
-    def ms(stats: LatencyStats) -> dict[str, float | None]:
-        return {k: None if math.isnan(v) else v * 1e3
-                for k, v in stats.model_dump().items()}
-
-    return {
-        "output_throughput_tok_s": prediction.output_throughput_tok_s,
-        "total_throughput_tok_s": prediction.total_throughput_tok_s,
-        "request_throughput_rps": prediction.request_throughput_rps,
-        "ttft_ms": ms(prediction.ttft_s),
-        "tpot_ms": ms(prediction.tpot_s),
-        "itl_ms": ms(prediction.itl_s),
-        "e2e_ms": ms(prediction.e2e_s),
-        "itl_max_ms": prediction.itl_max_s * 1e3,
-        "mode": prediction.mode,
-        "requests": prediction.requests,
-        "replicas": prediction.replicas,
-        "kv_capacity_tokens": prediction.kv_capacity_tokens,
-        "preemptions": prediction.preemptions,
-    }

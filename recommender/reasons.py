@@ -20,8 +20,8 @@ from profiler.schema import Profile
 from recommender.catalog import get_model, load_gpus
 from recommender.memory import WEIGHT_BYTES_PER_PARAM, plan_memory
 from recommender.recommendation import Reason, RecommendRequest, RecWarning
-from recommender.scoring import Evaluation, Goals, evaluate
-from recommender.search import SearchResult, Target, search
+from recommender.scoring import Evaluation, Goals, Target, evaluate
+from recommender.search import SearchResult, search
 from recommender.specs import GPU
 from recommender.workload import Workload, head_window
 
@@ -62,8 +62,13 @@ class Context:
             return None
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:,.0f} ms" if seconds < 1e6 else "never"
+def _ms(seconds: float | None) -> str:
+    """A latency in ms; "never" where it has no value (no request completed)."""
+    return "never" if seconds is None else f"{seconds * 1e3:,.0f} ms"
+
+
+def _s(seconds: float | None) -> str:
+    return "never" if seconds is None else f"{seconds:.2f} s"
 
 
 def _cmp(name: str, a: Evaluation, b: Evaluation) -> str:
@@ -75,7 +80,7 @@ def _cmp(name: str, a: Evaluation, b: Evaluation) -> str:
 def _effect(ctx: Context, a: Evaluation, b: Evaluation) -> str:
     """The pick against its counterfactual: the objective's latency, p95 TTFT and TPOT, and
     requests that could not be served."""
-    text = (f"p95 E2E {a.predicted.e2e_s.p95:.2f} s (vs {b.predicted.e2e_s.p95:.2f} s), "
+    text = (f"p95 E2E {_s(a.predicted.e2e_s.p95)} (vs {_s(b.predicted.e2e_s.p95)}), "
             f"{_cmp('ttft', a, b)}, {_cmp('tpot', a, b)}")
     ra, rb = a.predicted.rejected_requests, b.predicted.rejected_requests
     if ra != rb:
@@ -101,8 +106,8 @@ def _engine_reason(ctx: Context) -> Reason:
     if others:
         runner = others[0]
         text += (f" at {p.mean_qps or 0:.2f} req/s mean: {_cmp('ttft', best, runner)} and "
-                 f"p95 E2E {best.predicted.e2e_s.p95:.2f} s vs "
-                 f"{runner.predicted.e2e_s.p95:.2f} s for the best "
+                 f"p95 E2E {_s(best.predicted.e2e_s.p95)} vs "
+                 f"{_s(runner.predicted.e2e_s.p95)} for the best "
                  f"{runner.config.engine} config")
     return Reason(text=text, figure="mean_qps", value=p.mean_qps)
 
@@ -172,7 +177,8 @@ def _prefix_reason(ctx: Context) -> Reason | None:
     ttft, alt_ttft = ctx.best.predicted.ttft_s.p95, alt.predicted.ttft_s.p95
     verb = "(caching would not help):"
     if on:
-        verb = "cuts" if ttft < alt_ttft else "changes little:"
+        verb = ("cuts" if ttft is not None and (alt_ttft is None or ttft < alt_ttft)
+                else "changes little:")
     return Reason(text=f"prefix reuse {reuse:.0%} (prefix_reuse_infinite) → prefix caching "
                        f"{'on' if on else 'off'} {verb} {_effect(ctx, ctx.best, alt)} "
                        f"with it {'off' if on else 'on'}",

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import UsageError
+from core.figures import LATENCIES
 from engines.export import ExportRequest
 from profiler.ingest import IngestOptions
 from profiler.profile import profile_trace
@@ -30,8 +31,15 @@ from recommender.recommendation import (
     RecommendRequest,
 )
 from recommender.routing import plan_routing
-from recommender.scoring import SANE_TPOT_S, SANE_TTFT_S, Evaluation, Goals, pareto_flags
-from recommender.search import COARSE_REQUESTS, Target, search
+from recommender.scoring import (
+    SANE_TPOT_S,
+    SANE_TTFT_S,
+    Evaluation,
+    Goals,
+    Target,
+    pareto_flags,
+)
+from recommender.search import COARSE_REQUESTS, search
 from recommender.workload import (
     Workload,
     head_window,
@@ -103,8 +111,8 @@ def _load(request: RecommendRequest, workspace: Workspace | None, tmp: Path
     profile = _read_profile(request.source)
     if profile is None:
         ws = workspace or Workspace(tmp / "workspace.duckdb")
-        options = IngestOptions(synthesize_arrivals_rps=request.arrival_rate_rps,
-                                seed=request.seed)
+        options = IngestOptions.model_validate(
+            {"synthesize_arrivals_rps": request.arrival_rate_rps, "seed": request.seed})
         profile = profile_trace(request.source, workspace=ws, options=options,
                                 seed=request.seed)
         if profile.format.arrivals == "undefined":
@@ -204,10 +212,10 @@ def export_view(rec: Recommendation, *, profile_source: str) -> dict:
     """The pick as an `engines.export.ExportRequest`, as JSON (what `export` reads)."""
     p = rec.pick.predicted
     figures: dict[str, float] = {}
-    for name in ("ttft", "tpot", "itl", "e2e"):
-        stats = getattr(p, f"{name}_s")
-        for q in ("p50", "p95", "p99"):
-            figures[f"{name}_{q}_ms"] = getattr(stats, q) * 1e3
+    for name in LATENCIES:  # flat `ttft_p95_ms` names: the export report's; no value, no key
+        ms = getattr(p, name).ms()
+        figures |= {f"{name[:-2]}_{q}_ms": ms[q] for q in ("p50", "p95", "p99")
+                    if ms[q] is not None}
     figures |= {"output_throughput_tok_s": p.output_throughput_tok_s,
                 "total_throughput_tok_s": p.total_throughput_tok_s,
                 "request_throughput_rps": p.request_throughput_rps,

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.figures import ServingFigures
 from engines.config import EngineConfig
 
 Objective = Literal["goodput", "latency", "cost"]
@@ -38,30 +39,11 @@ class RecommendRequest(_Record):
         "timestamps (ShareGPT-style traces, profiles without arrival times); else unused.")
 
 
-class LatencyFigures(_Record):
-    """One latency's distribution over the simulated requests, seconds."""
+class PredictedMetrics(ServingFigures):
+    """Predicted serving figures of one candidate over all its replicas (latencies from the
+    simulated requests, ITL pooled over every emission gap; None where nothing completed),
+    with the candidate's KV headroom and SLO verdict."""
 
-    mean: float
-    p50: float
-    p90: float
-    p95: float
-    p99: float
-
-
-class PredictedMetrics(_Record):
-    """Predicted serving figures of one candidate over all its replicas."""
-
-    ttft_s: LatencyFigures = Field(description="Time to first token.")
-    tpot_s: LatencyFigures = Field(description="Time per output token after the first.")
-    itl_s: LatencyFigures = Field(
-        description="Inter-token latency (the simulator emits one token per step per "
-        "sequence, so this equals TPOT)."
-    )
-    e2e_s: LatencyFigures = Field(description="Arrival to last token.")
-    output_throughput_tok_s: float = Field(ge=0, description="Output tokens/s, all GPUs.")
-    total_throughput_tok_s: float = Field(ge=0, description="Input + output tokens/s, all GPUs.")
-    request_throughput_rps: float = Field(ge=0, description="Completed requests/s, all GPUs.")
-    goodput_rps: float | None = Field(description="Requests/s meeting every SLO (None: no SLO).")
     kv_headroom_fraction: float = Field(
         description="Share of the KV pool still free at the busiest simulated moment."
     )

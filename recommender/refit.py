@@ -21,8 +21,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import UsageError
-from recommender.calibrate import SCALES, CalRow, errors, fit
 from recommender.catalog import get_gpu, get_model
+from recommender.fitting import SCALES, CalRow, errors, fit
 from recommender.perf import FIT_FILE, PerfParams, load_params
 
 # Stronger than the published fit's own prior: a handful of the user's runs should correct

@@ -16,8 +16,8 @@ import numpy as np
 
 from recommender.facts import hardware_facts
 from recommender.recommendation import RoutedDeployment, RoutingPlan
-from recommender.scoring import Evaluation, latency_s
-from recommender.search import Target, search
+from recommender.scoring import Evaluation, Target, latency_s
+from recommender.search import search
 from recommender.workload import head_window, take
 
 if TYPE_CHECKING:

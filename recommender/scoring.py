@@ -8,19 +8,17 @@ throughputs are multiplied by the replica count, its latencies stand for all rep
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engines.config import EngineConfig
-from recommender.recommendation import LatencyFigures, Objective, PredictedMetrics
-from recommender.simulator import LatencyStats, SimOptions, SimRequests, SimResult, simulate
+from engines.facts import HardwareFacts, ModelFacts
+from recommender import perf
+from recommender.recommendation import Objective, PredictedMetrics
+from recommender.simulator import SimOptions, SimRequests, SimResult, simulate
+from recommender.specs import GPU, ModelSpec
 from recommender.workload import replica_share
-
-if TYPE_CHECKING:
-    from recommender.search import Target
 
 # Without SLOs, goodput counts requests within these "sane" per-request limits (stated in
 # the recommendation's window text): a first token within 5 s, at least 10 tokens/s after it.
@@ -33,8 +31,24 @@ QUALITY_PENALTY = {"goodput": 0.02, "latency": 0.10, "cost": 0.05}
 # Every knob set away from the engine default must buy 1 % of latency (goodput and latency
 # objectives) or 0.1 % goodput per GPU (cost): near ties go to the plainer config.
 KNOB_COST = {"goodput": 0.01, "latency": 0.01, "cost": 0.001}
+# A p95 latency with no value (no request completed) counts as this many seconds in the
+# latency objective and the Pareto front: worse than any served candidate, and finite so
+# scores stay comparable numbers (and valid JSON).
+UNSERVED_LATENCY_S = 1e9
 KEEP_UP_SHARE = 0.95  # completed req/s must reach 95 % of the offered rate
 MAX_REJECTED_SHARE = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The hardware and model a search runs for, and the facts the plug-ins check."""
+
+    gpu: GPU
+    model: ModelSpec
+    gpus: int
+    hardware: HardwareFacts
+    model_facts: ModelFacts
+    params: perf.PerfParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +88,12 @@ class Evaluation:
 
 def latency_s(predicted: PredictedMetrics, mean_output_tokens: float) -> float:
     """The latency objective: p95 TTFT + p95 TPOT × (mean output tokens − 1), a p95-ish
-    request time that weighs the first token and the stream as a user sees them."""
-    return predicted.ttft_s.p95 + predicted.tpot_s.p95 * max(mean_output_tokens - 1.0, 0.0)
+    request time that weighs the first token and the stream as a user sees them. A figure
+    with no value counts as UNSERVED_LATENCY_S (ranks worst)."""
+    ttft, tpot = predicted.ttft_s.p95, predicted.tpot_s.p95
+    ttft = UNSERVED_LATENCY_S if ttft is None else ttft
+    tpot = UNSERVED_LATENCY_S if tpot is None else tpot
+    return ttft + tpot * max(mean_output_tokens - 1.0, 0.0)
 
 
 def evaluate(config: EngineConfig, requests: SimRequests, replicas: int, target: Target,
@@ -103,9 +121,6 @@ def evaluate(config: EngineConfig, requests: SimRequests, replicas: int, target:
 def predicted_metrics(result: SimResult, replicas: int, goals: Goals) -> PredictedMetrics:
     """The simulator's summary as PredictedMetrics over all replicas."""
     s = result.summary
-    tpot = _figures(s.tpot_s)
-    # Older simulators give no ITL distribution; then one token per step: ITL = TPOT.
-    itl = tpot if getattr(s, "itl_s", None) is None else _figures(s.itl_s)
     slo_met = True
     if goals.slo_ttft_s is not None:
         slo_met &= _ok(s.ttft_s.p95, goals.slo_ttft_s)
@@ -113,7 +128,7 @@ def predicted_metrics(result: SimResult, replicas: int, goals: Goals) -> Predict
         slo_met &= _ok(s.tpot_s.p95, goals.slo_tpot_s)
     peak = float(np.max(result.kv_usage)) if result.kv_usage.size else 0.0
     return PredictedMetrics(
-        ttft_s=_figures(s.ttft_s), tpot_s=tpot, itl_s=itl, e2e_s=_figures(s.e2e_s),
+        ttft_s=s.ttft_s, tpot_s=s.tpot_s, itl_s=s.itl_s, e2e_s=s.e2e_s,
         output_throughput_tok_s=s.output_throughput_tok_s * replicas,
         total_throughput_tok_s=s.total_throughput_tok_s * replicas,
         request_throughput_rps=s.request_throughput_rps * replicas,
@@ -131,16 +146,8 @@ def knobs_set(config: EngineConfig) -> int:
     return sum(v is not None for v in flags) + (config.kv_cache_dtype != "auto")
 
 
-def _ok(value: float, limit: float) -> bool:
-    return math.isfinite(value) and value <= limit
-
-
-def _figures(stats: LatencyStats) -> LatencyFigures:
-    # A latency with no finite sample (nothing completed) is reported as infinite-like.
-    def fin(x: float) -> float:
-        return x if math.isfinite(x) else 1e9
-    return LatencyFigures(mean=fin(stats.mean), p50=fin(stats.p50), p90=fin(stats.p90),
-                          p95=fin(stats.p95), p99=fin(stats.p99))
+def _ok(value: float | None, limit: float) -> bool:
+    return value is not None and value <= limit
 
 
 def _infeasible(p: PredictedMetrics, offered: float, n: int, goals: Goals) -> str | None:

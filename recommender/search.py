@@ -19,10 +19,8 @@ from core.errors import UsageError
 from engines import ENGINES
 from engines.config import EngineConfig, SpeculativeConfig
 from engines.errors import EngineError
-from engines.facts import HardwareFacts, ModelFacts
-from recommender import perf
 from recommender.memory import SAFE_FRACTION_MAX, plan_memory
-from recommender.scoring import Evaluation, Goals, evaluate
+from recommender.scoring import Evaluation, Goals, Target, evaluate
 from recommender.simulator import SimRequests
 from recommender.specs import GPU, ModelSpec
 
@@ -39,18 +37,6 @@ MAX_MODEL_LEN_STEP = 1024
 LEN_MARGIN = 1.1  # max_model_len leaves 10 % above the longest request in the window
 
 Progress = Callable[[float, str], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """The hardware and model a search runs for, and the facts the plug-ins check."""
-
-    gpu: GPU
-    model: ModelSpec
-    gpus: int
-    hardware: HardwareFacts
-    model_facts: ModelFacts
-    params: perf.PerfParams
 
 
 @dataclass(slots=True)
@@ -172,6 +158,8 @@ def simulator_models_speculative(target: Target, model_len: int) -> bool:
         )
     except UsageError:
         return False
+    if plain is None or spec is None:
+        return False
     return not math.isclose(plain, spec, rel_tol=1e-9)
 
 
@@ -192,8 +180,8 @@ class _Runner:
             key = (config.model_dump_json() + f"|{replicas}", window)
             if key not in self._cache:
                 self._cache[key] = self._one(config, requests, replicas)
-            if self._cache[key] is not None:
-                out.append(self._cache[key])
+            if (evaluation := self._cache[key]) is not None:
+                out.append(evaluation)
         return out
 
     def _one(self, config: EngineConfig, requests: SimRequests, replicas: int

@@ -48,16 +48,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import UsageError
+from core.figures import latency_of
 from engines import ENGINES
 from engines.config import EngineConfig
 from recommender import perf
 from recommender.memory import plan_memory
 from recommender.sim_result import (
-    LatencyStats,
     SimResult,
     SimSummary,
+    histogram_max,
     histogram_stats,
-    latency_stats,
     series,
 )
 from recommender.specs import GPU, ModelSpec
@@ -250,7 +250,7 @@ def _prepare(req: SimRequests, order: np.ndarray, arr: np.ndarray, use_hashes: b
 
 def _scheduler_caps(config: EngineConfig, gpu: GPU) -> tuple[int, int, bool, bool]:
     """(max_num_seqs, max_batched_tokens, chunked_prefill, prefix_caching), defaults filled."""
-    seqs, budget, chunked = perf._engine_defaults(config.engine, gpu)
+    seqs, budget, chunked = perf.engine_defaults(config.engine, gpu)
     chunked = chunked if config.chunked_prefill is None else config.chunked_prefill
     prefix = ENGINES[config.engine].defaults.prefix_caching
     prefix = prefix if config.prefix_caching is None else config.prefix_caching
@@ -412,16 +412,15 @@ def _result(
             meets &= np.isnan(tpot) | (tpot <= options.slo_tpot_s)
         goodput = rate(float(meets.sum()))
     t_s, queue, running, kv = series(run.raw, options.series_interval_s)
-    itl_stats, itl_max = histogram_stats(run.itl)
     summary = SimSummary(
         completed=done,
         rejected=len(ok) - done,
         makespan_s=makespan,
-        ttft_s=latency_stats(ttft),
-        tpot_s=latency_stats(tpot),
-        e2e_s=latency_stats(e2e),
-        itl_s=itl_stats,
-        itl_max_s=itl_max,
+        ttft_s=latency_of(ttft),
+        tpot_s=latency_of(tpot),
+        e2e_s=latency_of(e2e),
+        itl_s=histogram_stats(run.itl),
+        itl_max_s=histogram_max(run.itl),
         request_throughput_rps=rate(done),
         output_throughput_tok_s=rate(float(out[ok].sum())),
         total_throughput_tok_s=rate(float((inp[ok] + out[ok]).sum())),
@@ -446,6 +445,6 @@ def _result(
 
 
 __all__ = [  # the result records are re-exported from recommender.sim_result
-    "LatencyStats", "SimOptions", "SimRequests", "SimResult", "SimSummary", "histogram_stats",
-    "latency_stats", "simulate", "step_coefficients",
+    "SimOptions", "SimRequests", "SimResult", "SimSummary", "histogram_max", "histogram_stats",
+    "simulate", "step_coefficients",
 ]

@@ -75,9 +75,13 @@ def _run(request) -> None:
     try:
         # recommend() reads its source with default options: a trace that needed options
         # comes as its canonical copy, read into a temporary workspace of recommend's own.
-        shared = choice.options == IngestOptions()
+        shared = choice.options == IngestOptions.model_validate({})
+
+        def progress(fraction: float, what: str) -> None:
+            bar.progress(min(1.0, fraction), text=what)
+
         rec = recommend(request, workspace=workspace_for(choice) if shared else None,
-                        progress=lambda f, what: bar.progress(min(1.0, f), text=what))
+                        progress=progress)
     except ServeFitError as exc:
         bar.empty()
         st.error(str(exc))

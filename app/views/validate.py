@@ -26,7 +26,6 @@ from app.resources import (
     workspace_for,
 )
 from core.errors import ServeFitError
-from core.figures import LATENCIES, ServingFigures
 from engines.config import EngineKind
 from runners.bench import BenchRequest
 from runners.bench_options import BenchOptions, bench_argv, build_request, parse_options
@@ -146,18 +145,6 @@ def bench_request(rec, options: BenchOptions) -> BenchRequest:
                          config=rec.pick.config, replay_workspace=True)
 
 
-def _as_figures(predicted) -> ServingFigures:
-    """The recommendation's predicted figures as the one serving-figures record. Why: until
-    recommender's PredictedMetrics extends ServingFigures (issue 11, another slice), its
-    latencies carry no count; once it does, this returns it unchanged."""
-    if isinstance(predicted, ServingFigures):
-        return predicted
-    fields = predicted.model_dump(include=set(ServingFigures.model_fields))
-    for name in LATENCIES:
-        fields[name] = {"count": 0, **fields[name]}
-    return ServingFigures.model_validate(fields)
-
-
 @st.fragment(run_every=1.0)
 def _live() -> None:
     job: BenchJob | None = st.session_state.get(JOB_KEY)
@@ -199,7 +186,7 @@ def _results(report) -> None:
     st.table(pd.DataFrame(measured_rows(s)).set_index("latency (ms)"))
     if rec is not None:
         st.markdown("**Predicted against measured**")
-        st.table(pd.DataFrame(comparison_rows(_as_figures(rec.pick.predicted), s))
+        st.table(pd.DataFrame(comparison_rows(rec.pick.predicted, s))
                  .set_index("figure"))
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from core.load import fixed
+from engines.config import EngineConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.predict_sim import simulate_load
 
@@ -32,8 +34,10 @@ def test_json_keys_units_and_tails_from_the_simulator():
     for key in LATENCY_KEYS:
         assert {"mean", "p50", "p90", "p99"} <= set(got[key])
         assert got[key]["p50"] <= got[key]["p90"] <= got[key]["p99"]
-    sim = simulate_load("vllm", get_model("meta-llama/Llama-3.1-8B-Instruct"),
-                        get_gpu("H100-SXM"), isl=1000, osl=200, concurrency=32)
+    model = get_model("meta-llama/Llama-3.1-8B-Instruct")
+    sim = simulate_load(EngineConfig(engine="vllm", model=model.name, weight_quantization="none"),
+                        model,
+                        get_gpu("H100-SXM"), fixed(1000, 200, concurrency=32))
     assert got["ttft_ms"]["p99"] == pytest.approx(sim.ttft_s.p99 * 1e3)
     assert got["e2e_ms"]["mean"] == pytest.approx(sim.e2e_s.mean * 1e3)
     assert got["output_throughput_tok_s"] == pytest.approx(sim.output_throughput_tok_s)
@@ -60,6 +64,19 @@ def test_speculative_flags_lower_tpot_at_concurrency_1():
     plain = json.loads(run(*args).stdout)
     spec = json.loads(run(*args, "--speculative", "ngram", "--spec-tokens", "3").stdout)
     assert spec["tpot_ms"]["mean"] < 0.8 * plain["tpot_ms"]["mean"]
+
+
+def test_engine_and_precision_choices_are_the_registries():
+    # fp16 is a registered precision (served as unquantised weights, like bf16); sglang and
+    # trtllm are registered engines.
+    args = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--isl", "200",
+            "--osl", "20", "--concurrency", "2", "--num-requests", "20", "--json"]
+    fp16 = json.loads(run("--engine", "vllm", *args, "--precision", "fp16").stdout)
+    bf16 = json.loads(run("--engine", "vllm", *args, "--precision", "bf16").stdout)
+    assert fp16 == bf16
+    for engine in ("sglang", "trtllm"):
+        assert run("--engine", engine, *args).returncode == 0
+    assert run("--engine", "vllm", *args, "--precision", "fp3").returncode == 2
 
 
 def test_text_view_shows_tails():

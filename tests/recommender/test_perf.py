@@ -11,6 +11,7 @@ import itertools
 import pytest
 
 from core.errors import UsageError
+from core.load import fixed
 from engines.config import EngineConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import (
@@ -22,6 +23,7 @@ from recommender.perf import (
     predict,
     step_time,
 )
+from tests.recommender.deploy import deploy
 
 PARAMS = EngineParams(
     compute_efficiency=0.5, bandwidth_efficiency=0.8, step_overhead_s=0.001,
@@ -61,7 +63,7 @@ def test_tp_shrinks_per_gpu_weights_and_decode_step():
 
 def test_throughput_rises_and_tpot_rises_with_concurrency_below_knee():
     m, g = get_model("llama-3.1-8b"), get_gpu("H100-SXM")
-    preds = [predict("vllm", m, g, isl=1000, osl=1000, concurrency=c, params=ALL)
+    preds = [predict(deploy("vllm", m), m, g, fixed(1000, 1000, concurrency=c), params=ALL)
              for c in (1, 2, 4, 8, 16, 32, 64, 128)]
     tput = [p.output_throughput_tok_s for p in preds]
     tpot = [p.tpot_s for p in preds]
@@ -73,9 +75,11 @@ def test_throughput_rises_and_tpot_rises_with_concurrency_below_knee():
 
 def test_fp8_kv_doubles_offline_batch_when_kv_bound():
     m, g = get_model("llama-3.1-70b"), get_gpu("H100-SXM")
-    kw = dict(isl=8000, osl=2000, num_requests=20000, tp=4, max_num_seqs=4000, params=ALL)
-    bf16 = predict("vllm", m, g, kv_cache_dtype="auto", **kw)
-    fp8 = predict("vllm", m, g, kv_cache_dtype="fp8", **kw)
+    load = fixed(8000, 2000, offline=True, num_requests=20000)
+    bf16 = predict(deploy("vllm", m, tp=4, max_num_seqs=4000, kv_cache_dtype="auto"), m, g,
+                   load, params=ALL)
+    fp8 = predict(deploy("vllm", m, tp=4, max_num_seqs=4000, kv_cache_dtype="fp8"), m, g,
+                  load, params=ALL)
     assert bf16.batch_limit == fp8.batch_limit == "kv_capacity"
     assert fp8.kv_capacity_tokens == pytest.approx(2 * bf16.kv_capacity_tokens, rel=0.001)
     assert fp8.batch == pytest.approx(2 * bf16.batch, rel=0.01)
@@ -84,16 +88,18 @@ def test_fp8_kv_doubles_offline_batch_when_kv_bound():
 
 def test_more_gpus_as_replicas_double_throughput():
     m, g = get_model("llama-3.1-8b"), get_gpu("H100-SXM")
-    one = predict("trtllm", m, g, isl=500, osl=500, num_requests=4000, params=ALL)
-    two = predict("trtllm", m, g, isl=500, osl=500, num_requests=8000, gpus=2, params=ALL)
+    cfg = deploy("trtllm", m)
+    one = predict(cfg, m, g, fixed(500, 500, offline=True, num_requests=4000), params=ALL)
+    two = predict(cfg, m, g, fixed(500, 500, offline=True, num_requests=8000), gpus=2,
+                  params=ALL)
     assert two.output_throughput_tok_s == pytest.approx(2 * one.output_throughput_tok_s)
 
 
 def test_closed_loop_above_ceiling_queues():
     m, g = get_model("llama-3.1-8b"), get_gpu("H100-SXM")
-    kw = dict(isl=1000, osl=1000, max_num_seqs=64, params=ALL)
-    at = predict("vllm", m, g, concurrency=64, **kw)
-    over = predict("vllm", m, g, concurrency=128, **kw)
+    cfg = deploy("vllm", m, max_num_seqs=64)
+    at = predict(cfg, m, g, fixed(1000, 1000, concurrency=64), params=ALL)
+    over = predict(cfg, m, g, fixed(1000, 1000, concurrency=128), params=ALL)
     assert over.batch == at.batch == 64
     assert over.output_throughput_tok_s == pytest.approx(at.output_throughput_tok_s)
     assert over.ttft_s > at.ttft_s + 0.5 * at.e2e_s
@@ -101,29 +107,39 @@ def test_closed_loop_above_ceiling_queues():
 
 def test_latency_identities():
     m, g = get_model("qwen3-8b"), get_gpu("H100-SXM")
-    p = predict("sglang", m, g, isl=200, osl=300, concurrency=4, params=default_params())
+    p = predict(deploy("sglang", m), m, g, fixed(200, 300, concurrency=4),
+                params=default_params())
     assert p.itl_s == p.tpot_s == p.step_time_s
     assert p.e2e_s == pytest.approx(p.ttft_s + 299 * p.tpot_s)
     assert p.total_throughput_tok_s == pytest.approx(p.request_throughput_rps * 500)
 
 
+M8, H100 = get_model("llama-3.1-8b"), get_gpu("H100-SXM")
+
+
 @pytest.mark.parametrize(
-    "kw",
+    "call",
     [
-        dict(concurrency=4, num_requests=10),
-        dict(),
-        dict(concurrency=4, gpus=3, tp=2),
-        dict(concurrency=4, precision="fp3"),
-        dict(concurrency=4, isl=0),
+        lambda: predict(deploy("vllm", M8), M8, H100, fixed(100, 100, rate_rps=2.0)),
+        lambda: predict(deploy("vllm", M8, tp=2), M8, H100, fixed(100, 100, concurrency=4),
+                        gpus=3),
+        lambda: deploy("vllm", M8, precision="fp3"),
     ],
 )
-def test_bad_inputs_raise_usage_error(kw):
-    args = dict(isl=100, osl=100) | kw
+def test_bad_inputs_raise_usage_error(call):
     with pytest.raises(UsageError):
-        predict("vllm", get_model("llama-3.1-8b"), get_gpu("H100-SXM"), **args)
+        call()
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(concurrency=4, isl=0),
+                                dict(concurrency=4, rate_rps=1.0)])
+def test_a_load_without_exactly_one_arrival_or_with_bad_lengths_is_refused(kw):
+    args = dict(isl=100, osl=100) | kw
+    with pytest.raises(ValueError):  # pydantic's ValidationError is a ValueError
+        fixed(args.pop("isl"), args.pop("osl"), **args)
 
 
 def test_model_that_does_not_fit_raises():
+    m = get_model("llama-3.1-405b")
     with pytest.raises(UsageError):
-        predict("vllm", get_model("llama-3.1-405b"), get_gpu("H100-SXM"), isl=10, osl=10,
-                concurrency=1)
+        predict(deploy("vllm", m), m, H100, fixed(10, 10, concurrency=1))

@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from core.errors import UsageError
+from core.load import LoadSpec, TraceWindow, fixed
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import predict
-from recommender.predict_sim import load_summary, simulate_load
+from recommender.predict_sim import simulate_load
+from tests.recommender.deploy import deploy
 
 GPU = get_gpu("H100-SXM")
 MODEL = get_model("llama-3.1-8b")
@@ -23,9 +25,10 @@ MODEL = get_model("llama-3.1-8b")
 @pytest.mark.parametrize(("engine", "conc"), [("vllm", 1), ("vllm", 16), ("vllm", 96),
                                                 ("trtllm", 8), ("sglang", 48)])
 def test_closed_loop_throughput_agrees_with_steady_state(engine, conc):
-    kw = {"isl": 1000, "osl": 200, "concurrency": conc}
-    sim = simulate_load(engine, MODEL, GPU, num_requests=40 * max(conc, 5), **kw)
-    steady = predict(engine, MODEL, GPU, **kw)
+    cfg = deploy(engine, MODEL)
+    sim = simulate_load(cfg, MODEL, GPU, fixed(1000, 200, concurrency=conc,
+                                               num_requests=40 * max(conc, 5)))
+    steady = predict(cfg, MODEL, GPU, fixed(1000, 200, concurrency=conc))
     assert sim.output_throughput_tok_s == pytest.approx(steady.output_throughput_tok_s, rel=0.08)
     assert sim.tpot_s.mean == pytest.approx(steady.tpot_s, rel=0.08)
 
@@ -33,7 +36,7 @@ def test_closed_loop_throughput_agrees_with_steady_state(engine, conc):
 @pytest.mark.parametrize("load", [{"concurrency": 48}, {"offline": True, "num_requests": 1500},
                                   {"rate_rps": 30.0, "num_requests": 1200}])
 def test_more_gpus_never_predict_less_throughput(load):
-    got = [simulate_load("vllm", MODEL, GPU, isl=800, osl=300, gpus=g, **load)
+    got = [simulate_load(deploy("vllm", MODEL), MODEL, GPU, fixed(800, 300, **load), gpus=g)
            .output_throughput_tok_s for g in (1, 2, 3, 4, 8)]
     # Open loop: once capacity exceeds the offered rate, throughput is the rate (the seeded
     # sample per replica differs, hence 3 %).
@@ -44,20 +47,22 @@ def test_more_gpus_never_predict_less_throughput(load):
 def test_replicas_split_closed_loop_users_evenly():
     # 10 users on 4 replicas: 3, 3, 2, 2. Throughput is the sum of the replicas' own (up to
     # the start ramp, which follows the whole deployment's cycle time).
-    four = simulate_load("vllm", MODEL, GPU, isl=500, osl=100, concurrency=10, gpus=4,
-                         num_requests=400)
-    three = simulate_load("vllm", MODEL, GPU, isl=500, osl=100, concurrency=3, num_requests=120)
-    two = simulate_load("vllm", MODEL, GPU, isl=500, osl=100, concurrency=2, num_requests=80)
+    cfg = deploy("vllm", MODEL)
+    four = simulate_load(cfg, MODEL, GPU, fixed(500, 100, concurrency=10, num_requests=400),
+                         gpus=4)
+    three = simulate_load(cfg, MODEL, GPU, fixed(500, 100, concurrency=3, num_requests=120))
+    two = simulate_load(cfg, MODEL, GPU, fixed(500, 100, concurrency=2, num_requests=80))
     want = 2 * three.request_throughput_rps + 2 * two.request_throughput_rps
     assert four.request_throughput_rps == pytest.approx(want, rel=0.005)
     assert four.requests == 400 and four.completed == 400
 
 
 def test_rate_mode_tails_grow_with_load_and_summary_is_ms():
-    light = simulate_load("vllm", MODEL, GPU, isl=1000, osl=200, rate_rps=2.0, seed=3)
-    heavy = simulate_load("vllm", MODEL, GPU, isl=1000, osl=200, rate_rps=9.0, seed=3)
+    cfg = deploy("vllm", MODEL)
+    light = simulate_load(cfg, MODEL, GPU, fixed(1000, 200, rate_rps=2.0, seed=3))
+    heavy = simulate_load(cfg, MODEL, GPU, fixed(1000, 200, rate_rps=9.0, seed=3))
     assert heavy.ttft_s.p99 > light.ttft_s.p99 and heavy.tpot_s.p50 > light.tpot_s.p50
-    s = load_summary(heavy)
+    s = heavy.json_ms()
     assert s["ttft_ms"]["p99"] == pytest.approx(heavy.ttft_s.p99 * 1e3)
     assert set(s["itl_ms"]) == {"mean", "p50", "p90", "p95", "p99"}
     # 2000 seeded exponential gaps at 9 req/s: the simulated span is about 2000 / 9 s.
@@ -67,18 +72,26 @@ def test_rate_mode_tails_grow_with_load_and_summary_is_ms():
 
 @pytest.mark.parametrize("kw", [
     {"concurrency": 0}, {"rate_rps": -1.0}, {"offline": True},
-    {"concurrency": 2, "rate_rps": 1.0}, {"concurrency": 2, "gpus": 3, "tp": 2},
-    {"concurrency": 2, "precision": "fp3"},
+    {"concurrency": 2, "rate_rps": 1.0},
 ])
-def test_bad_loads_raise_usage_error(kw):
+def test_bad_loads_are_refused(kw):
+    with pytest.raises(ValueError):  # pydantic's ValidationError is a ValueError
+        fixed(100, 10, **kw)
+
+
+def test_gpus_not_a_multiple_of_tp_or_a_trace_load_raise_usage_error():
     with pytest.raises(UsageError):
-        simulate_load("vllm", MODEL, GPU, isl=100, osl=10, **kw)
+        simulate_load(deploy("vllm", MODEL, tp=2), MODEL, GPU, fixed(100, 10, concurrency=2),
+                      gpus=3)
+    trace = LoadSpec(lengths=TraceWindow(path="trace.jsonl"))
+    with pytest.raises(UsageError):
+        simulate_load(deploy("vllm", MODEL), MODEL, GPU, trace)
 
 
 def test_request_larger_than_kv_is_a_usage_error():
     with pytest.raises(UsageError):
-        simulate_load("vllm", get_model("llama-3.1-70b"), GPU, isl=120000, osl=10,
-                      concurrency=1, tp=2)
+        big = get_model("llama-3.1-70b")
+        simulate_load(deploy("vllm", big, tp=2), big, GPU, fixed(120000, 10, concurrency=1))
 
 
 @pytest.mark.parametrize("conc", [1, 24])
@@ -86,9 +99,10 @@ def test_speculative_closed_loop_agrees_with_steady_state(conc):
     from engines.config import SpeculativeConfig
 
     spec = SpeculativeConfig(method="ngram", num_tokens=4)
-    kw = {"isl": 800, "osl": 300, "concurrency": conc, "speculative": spec}
-    sim = simulate_load("vllm", MODEL, GPU, num_requests=40 * max(conc, 5), **kw)
-    steady = predict("vllm", MODEL, GPU, **kw)
+    cfg = deploy("vllm", MODEL, speculative=spec)
+    sim = simulate_load(cfg, MODEL, GPU, fixed(800, 300, concurrency=conc,
+                                               num_requests=40 * max(conc, 5)))
+    steady = predict(cfg, MODEL, GPU, fixed(800, 300, concurrency=conc))
     assert sim.output_throughput_tok_s == pytest.approx(steady.output_throughput_tok_s, rel=0.08)
     # (1 − 0.5^5)/(1 − 0.5) = 1.9375 tokens per step: TPOT is about the step over E.
     assert steady.tpot_s == pytest.approx(steady.itl_s / 1.9375, rel=0.01)

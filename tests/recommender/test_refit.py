@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 
 from core.errors import UsageError
+from core.load import fixed
+from engines.config import EngineConfig
 from recommender import calibrate
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import load_params, predict
@@ -24,8 +26,9 @@ def _measured(tmp_path, truth, suffix=".csv"):
     recs = []
     model, gpu = get_model("Qwen/Qwen3-8B"), get_gpu("H100-SXM")
     for isl, osl, conc, n in WORKLOADS:
-        pred = predict("vllm", model, gpu, isl=isl, osl=osl, concurrency=conc, num_requests=n,
-                       params=truth)
+        load = fixed(isl, osl, concurrency=conc, offline=conc is None, num_requests=n)
+        pred = predict(EngineConfig(engine="vllm", model=model.name, weight_quantization="none"),
+                       model, gpu, load, params=truth)
         for metric, value in (("output_throughput_tok_s", pred.output_throughput_tok_s),
                               ("ttft_ms", pred.ttft_s * 1e3), ("tpot_ms", pred.tpot_s * 1e3)):
             recs.append({"engine": "vllm", "model": "Qwen/Qwen3-8B", "gpu": "H100-SXM",

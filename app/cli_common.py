@@ -1,0 +1,36 @@
+"""What more than one CLI module needs: one-line usage errors from pydantic validation, and
+the atomic write of a command's output file (`app.cli` and `app.cli_recommend` both import
+from here, never from each other)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.atomic import write_atomic
+from core.errors import UsageError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+
+def usage_error(exc: ValidationError, *, option: bool = False) -> UsageError:
+    """The first validation error as one line, `where: message`; `option` names the field as
+    a command-line option (`--slo-ttft-p95-s`)."""
+    first = exc.errors()[0]
+    where = ".".join(str(x) for x in first["loc"])
+    if option:
+        where = "--" + "-".join(str(x) for x in first["loc"])
+    return UsageError(f"{where}: {first['msg']}")
+
+
+def write_output(path: str | Path, text: str) -> None:
+    """Write a command's output file atomically (nothing appears when the write fails).
+
+    Raises:
+        UsageError: the file or its folder cannot be written.
+    """
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None

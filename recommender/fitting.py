@@ -1,0 +1,190 @@
+"""Fitting the performance model's parameters to measured rows: `CalRow` (one measurement
+and the deployment and load it was taken on), `predict_row`, `fit` (least squares on
+log(predicted / measured) with a prior) and `errors`.
+
+Shared by `recommender.calibrate` (the published CSV) and `recommender.refit` (the user's own
+runs), which both import it and not each other.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import ValidationError
+from scipy.optimize import least_squares
+
+from core.errors import UsageError
+from core.load import LoadSpec, fixed
+from engines.config import EngineConfig
+from recommender.catalog import get_gpu, get_model
+from recommender.perf import (
+    GpuScales,
+    PerfParams,
+    default_params,
+    predict,
+    weight_quantization,
+)
+from recommender.specs import ModelSpec
+
+FITTED = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "per_seq_overhead_s",
+          "request_overhead_s")
+BOUNDS = {  # (low, high) of each fitted parameter
+    "compute_efficiency": (0.05, 1.0),
+    "bandwidth_efficiency": (0.05, 1.0),
+    "step_overhead_s": (1e-5, 0.05),
+    "per_seq_overhead_s": (1e-8, 1e-3),
+    "request_overhead_s": (1e-4, 0.5),
+}
+SCALES = ("compute_scale", "bandwidth_scale")
+# A family's kernels reach at most the share of its datasheet peaks that Hopper's reach (the
+# per-engine efficiencies are Hopper's); above 1 a scale would only absorb other errors.
+SCALE_BOUNDS = (0.3, 1.0)
+REFERENCE_ARCH = "hopper"  # GPU family whose datasheet peaks are taken as they are
+# Residual weight pulling log(param) towards its prior: stage 1 fits one parameter set shared
+# by all engines (prior: the defaults); stage 2 fits each engine (prior: the shared set), so an
+# engine with few rows stays near what all engines show instead of drifting.
+PRIOR_WEIGHT = 0.1
+
+
+@dataclass(slots=True, frozen=True)
+class CalRow:
+    """One usable measurement: the workload `predict` needs and the SI-normalised value."""
+
+    index: int
+    engine: str
+    model: str
+    gpu: str
+    gpus: int
+    tp: int
+    precision: str
+    kv_cache_dtype: str
+    isl: int
+    osl: int
+    concurrency: int | None
+    num_requests: int | None
+    max_num_seqs: int | None
+    gpu_memory_fraction: float | None
+    metric: str
+    value: float
+    split: str  # "train" or "test"
+
+    def engine_config(self, model: ModelSpec) -> EngineConfig:
+        """The measured deployment as an `EngineConfig` of `model` (the row's model spec).
+
+        Raises:
+            UsageError: an unknown precision, or a field the config refuses.
+        """
+        try:
+            return EngineConfig(
+                engine=self.engine, model=model.name, tp=self.tp,  # type: ignore[arg-type]
+                max_num_seqs=self.max_num_seqs, gpu_memory_fraction=self.gpu_memory_fraction,
+                kv_cache_dtype=self.kv_cache_dtype,  # type: ignore[arg-type]
+                weight_quantization=weight_quantization(self.precision))
+        except ValidationError as exc:
+            raise UsageError(f"row {self.index}: {exc.errors()[0]['msg']}") from None
+
+    def load(self) -> LoadSpec:
+        """The measured load: closed loop at the row's concurrency, or offline."""
+        return fixed(self.isl, self.osl, concurrency=self.concurrency,
+                     offline=self.concurrency is None, num_requests=self.num_requests)
+
+
+def predict_row(row: CalRow, params: PerfParams) -> float:
+    """The model's value for `row.metric` (SI units, all GPUs)."""
+    model = get_model(row.model)
+    pred = predict(row.engine_config(model), model, get_gpu(row.gpu), row.load(), gpus=row.gpus,
+                   params=params)
+    return float(getattr(pred, row.metric))
+
+
+@dataclass(slots=True, frozen=True)
+class _Layout:
+    """Where each fitted parameter sits in the optimiser's vector (all in log space)."""
+
+    engines: list[str]  # one FITTED block each, or one shared block when `shared`
+    families: list[str]  # one SCALES block each
+    shared: bool = False
+
+    def size(self) -> int:
+        blocks = 1 if self.shared else len(self.engines)
+        return blocks * len(FITTED) + len(self.families) * len(SCALES)
+
+    def params(self, base: PerfParams, x: np.ndarray) -> PerfParams:
+        new, values = dict(base.engines), np.exp(x)
+        n = len(FITTED)
+        for j, engine in enumerate(self.engines):
+            block = values[:n] if self.shared else values[n * j : n * j + n]
+            new[engine] = base.engines[engine].model_copy(  # type: ignore[index]
+                update=dict(zip(FITTED, block, strict=True)))
+        off = (1 if self.shared else len(self.engines)) * n
+        fams = dict(base.gpu_families)
+        for j, fam in enumerate(self.families):
+            a, b = values[off + 2 * j : off + 2 * j + 2]
+            fams[fam] = GpuScales(compute_scale=float(min(a, 1.0)),
+                                  bandwidth_scale=float(min(b, 1.0)))
+        return PerfParams(engines=new, gpu_families=fams)
+
+    def start(self, base: PerfParams) -> np.ndarray:
+        if self.shared:
+            eng = [float(np.exp(np.mean([np.log(getattr(base.engines[e], f))  # type: ignore[index]
+                                         for e in self.engines]))) for f in FITTED]
+        else:
+            eng = [getattr(base.engines[e], f) for e in self.engines for f in FITTED]  # type: ignore[index]
+        fam = [getattr(base.scales_for(a), f) for a in self.families for f in SCALES]
+        return np.log(np.array(eng + fam, dtype=float))
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        blocks = 1 if self.shared else len(self.engines)
+        lo = [BOUNDS[f][0] for _ in range(blocks) for f in FITTED]
+        hi = [BOUNDS[f][1] for _ in range(blocks) for f in FITTED]
+        lo += [SCALE_BOUNDS[0]] * len(self.families) * len(SCALES)
+        hi += [SCALE_BOUNDS[1]] * len(self.families) * len(SCALES)
+        return np.log(lo), np.log(hi)
+
+
+def _arch(row: CalRow) -> str:
+    return get_gpu(row.gpu).architecture
+
+
+def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndarray,
+           weight: float) -> PerfParams:
+    """least_squares on log(pred/measured) over `rows` + weight·(x − prior), from `prior`."""
+    lo, hi = layout.bounds()
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        params = layout.params(base, x)
+        errs = [math.log(max(predict_row(r, params), 1e-12) / r.value) for r in rows]
+        return np.concatenate([errs, weight * (x - prior)])
+
+    x0 = np.clip(prior, lo + 1e-9, hi - 1e-9)
+    result = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3)
+    return layout.params(base, result.x)
+
+
+def fit(rows: list[CalRow], base: PerfParams | None = None, *,
+        weight: float = PRIOR_WEIGHT, pooled: bool = True) -> PerfParams:
+    """Least squares on log(pred / measured) over `rows`, from `base` (default: the defaults).
+
+    Stage 1 (`pooled`): one parameter set shared by the rows' engines, plus per-family GPU
+    scales (all but the Hopper reference), prior = `base`. Stage 2: each engine's own set and
+    the scales, prior = stage 1's result. Deterministic: fixed starts, no random restarts.
+    Engines and families without rows keep `base`.
+    """
+    base = base or default_params()
+    engines = sorted({r.engine for r in rows})
+    families = sorted({_arch(r) for r in rows} - {REFERENCE_ARCH})
+    if pooled:
+        shared = _Layout(engines, families, shared=True)
+        base = _solve(rows, base, shared, shared.start(base), weight)
+    own = _Layout(engines, families)
+    return _solve(rows, base, own, own.start(base), weight)
+
+
+def errors(rows: list[CalRow], params: PerfParams) -> list[float]:
+    """Absolute percentage error of each row, in %."""
+    return [abs(predict_row(r, params) / r.value - 1.0) * 100.0 for r in rows]
+
+
+__all__ = ["BOUNDS", "FITTED", "PRIOR_WEIGHT", "SCALES", "CalRow", "errors", "fit", "predict_row"]
