@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import WorkspaceError
+from core.figures import Latency
 from profiler.workspace import Workspace
 from runners.metrics import Summary, summarize
 from runners.schemas import RequestResult
@@ -345,11 +346,7 @@ class LatencyRow(BaseModel):
 
     run_id: str
     metric: Literal["ttft", "tpot", "itl", "e2e"]
-    mean_s: float | None
-    p50_s: float | None
-    p90_s: float | None
-    p95_s: float | None
-    p99_s: float | None
+    latency: Latency
 
 
 class BurstRow(BaseModel):
@@ -406,8 +403,7 @@ def compare_runs(workspace: Workspace, run_ids: list[str]) -> Comparison:
             goodput_rps=summary.goodput_rps))
         for metric in ("ttft", "tpot", "itl", "e2e"):
             d = getattr(summary, f"{metric}_s")
-            out.latency.append(LatencyRow(run_id=run_id, metric=metric, mean_s=d.mean,
-                                          p50_s=d.p50, p90_s=d.p90, p95_s=d.p95, p99_s=d.p99))
+            out.latency.append(LatencyRow(run_id=run_id, metric=metric, latency=d))
         analysis = info.analysis or {}
         if "burst" in analysis:
             b = analysis["burst"]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Install everything the tests need and run the whole suite: fast tests, then the slow ones
-# (real browser, the real vLLM's argument parser). System packages (Chromium for the browser
-# tests) are installed with apt-get when missing and running as root; vLLM's CPU build goes
-# into its own .venv-vllm.
+# Install everything the tests need, lint (ruff), type-check (mypy) and run the whole suite:
+# fast tests (two processes), then the slow ones (real browser, the real vLLM's argument
+# parser). System packages (Chromium for the browser tests) are installed with apt-get when
+# missing and running as root; vLLM's CPU build goes into its own .venv-vllm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -13,7 +13,9 @@ bash scripts/setup.sh dev
 bash scripts/setup_vllm.sh
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 .venv/bin/python -m ruff check .
-.venv/bin/python -m pytest -m "not slow" "$@"
+.venv/bin/python -m mypy  # the library packages, configured in pyproject.toml
+# The fast tests in two processes (each test owns its temp folder, ports and workspace).
+.venv/bin/python -m pytest -m "not slow" -n 2 "$@"
 # Exit code 5 means "no test selected": not a failure for the slow group alone.
 status=0
 .venv/bin/python -m pytest -m slow "$@" || status=$?

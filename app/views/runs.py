@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.render import latency_rows
 from app.resources import (
     RECOMMENDATION_KEY,
     TRACE_KEY,
@@ -77,9 +78,12 @@ def _runs() -> None:
     if not chosen:
         return
     comparison = compare_runs(store_workspace(), chosen)
+    st.markdown("**Steady throughput**")
+    st.dataframe([r.model_dump(mode="json") for r in comparison.throughput], hide_index=True)
+    st.markdown("**Latency distribution (ms)**")
+    st.dataframe(latency_rows({f"{r.run_id} {r.metric.upper()}": r.latency
+                               for r in comparison.latency}), hide_index=True)
     for title, rows, missing in (
-            ("Steady throughput", comparison.throughput, ""),
-            ("Latency distribution (s)", comparison.latency, ""),
             ("Burst spike and recovery", comparison.burst, "No burst run among these."),
             ("Long-run stability", comparison.stability, "No soak run among these.")):
         st.markdown(f"**{title}**")

@@ -134,5 +134,5 @@ def test_compare_runs_summarizes_a_run_stopped_before_its_summary(tmp_path):
     # 10 successes, sent 0.0 … 0.9 s after the origin, the last ends at 1.0 s.
     assert row.completed == 10 and row.request_throughput_rps == pytest.approx(10 / 1.0)
     ttft = next(r for r in table.latency if r.metric == "ttft")
-    assert ttft.p50_s == pytest.approx(0.05)
+    assert ttft.latency.p50 == pytest.approx(0.05)
     assert table.burst[0].recovery_s == 1.5 and table.stability == []
