@@ -168,7 +168,10 @@ def comparison_rows(predicted: ServingFigures, measured: ServingFigures) -> dict
     """Predicted against measured (`core.figures.compare`), ms and units on screen, with the
     relative error of the prediction in %."""
     deltas = compare(predicted, measured, _COMPARED)
-    labels, pred, meas = [], [], []
+    # list[object]: the columns mix labels and numbers, and list is invariant in its item type
+    labels: list[object] = []
+    pred: list[object] = []
+    meas: list[object] = []
     for d in deltas:
         if d.figure in _RATE_LABELS:
             labels.append(_RATE_LABELS[d.figure])

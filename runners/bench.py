@@ -45,7 +45,7 @@ from runners.metrics import (
 from runners.prompts import server_root
 from runners.schemas import Api, RequestResult
 from runners.scrape import MetricSample, Scraper, hit_rate
-from runners.store import RunMeta, RunRecorder
+from runners.store import RunMeta, RunRecorder, RunStatus
 from runners.workloads import Schedule, WorkloadSpec, build_schedule
 
 PROGRESS_INTERVAL_S = 0.5
@@ -212,9 +212,9 @@ def _serving(request: BenchRequest) -> Iterator[tuple[str, str | None]]:
         return
     spec = request.launch
     with launched(spec) as ep:
-        probe = spec.probe or (get_engine(spec.config.engine).readiness(spec.config)
+        ready = spec.probe or (get_engine(spec.config.engine).readiness(spec.config)
                                if spec.config else None)
-        yield ep.url, ep.url + probe.health_path if probe else None
+        yield ep.url, ep.url + ready.health_path if ready else None
 
 
 def _metric_names(request: BenchRequest) -> tuple[Mapping[str, tuple[str, ...]], str]:
@@ -248,7 +248,8 @@ def _run(live: _Live, workspace: Workspace, progress: Callable[[ProgressSample],
                         error=live.server_gone)
         raise BenchError(f"run {run_id}: {live.server_gone}; {report.summary.count} requests "
                          f"measured and kept in {workspace.path}")
-    status = "incomplete" if any(o.interrupted or o.unsent for _, o in outcomes) else "complete"
+    cut_short = any(o.interrupted or o.unsent for _, o in outcomes)
+    status: RunStatus = "incomplete" if cut_short else "complete"
     recorder.finish(status, summary=report.summary.model_dump(), analysis=analysis)
     return report.model_copy(update={"status": status})
 

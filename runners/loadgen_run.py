@@ -46,7 +46,7 @@ class LoadOptions(BaseModel):
     vocab_size: int | None = Field(default=None,
                                    gt=0, description="Exclusive top of prompt token ids; "
                                    "None = learnt from the server's /tokenize.")
-    low_token_id: int = Field(prompts.DEFAULT_LOW_ID, ge=0)
+    low_token_id: int = Field(default=prompts.DEFAULT_LOW_ID, ge=0)
     ignore_eos: bool = True
     extra_body: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0
@@ -173,12 +173,15 @@ class Run:
         for i in self.my_indices():
             if self.stopping:
                 return
-            delay = self.t0 + reqs[i].at_s - perf_counter()
+            req = reqs[i]
+            at_s = req.at_s
+            assert at_s is not None  # open loop: the schedule gives every request an offset
+            delay = self.t0 + at_s - perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             if sem is not None:
                 await sem.acquire()
-            task = loop.create_task(self.one(session, i, reqs[i].phase))
+            task = loop.create_task(self.one(session, i, req.phase))
             self.inflight.add(task)
             task.add_done_callback(self.inflight.discard)
             if sem is not None:

@@ -32,6 +32,7 @@ class _Batch:
     """
 
     __slots__ = ("busy", "items", "loop", "scheduled")
+    items: list[tuple[_Conn, float, bytes]]
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop, self.items, self.scheduled, self.busy = loop, [], False, False
@@ -59,9 +60,12 @@ class _Batch:
 class _Conn:
     """One connection; parses the response to the request in flight on it."""
 
+    # Set by `connection_made`, which `open_stamped` calls before it returns: a `_Conn` is
+    # only used once its connection is open.
+    transport: StampedSocket
+
     def __init__(self, batch: _Batch) -> None:
         self.batch = batch
-        self.transport: StampedSocket | None = None
         self.closed = False
         self.skip = b""  # what of the previous response's final CRLF has not arrived yet
         self.reset(None)

@@ -30,8 +30,10 @@ class RequestSpec(BaseModel):
         description="Prompt text, or token ids (completions API only)."
     )
     max_tokens: int = Field(ge=1, description="Output length cap; exact with ignore_eos.")
-    ignore_eos: bool = Field(True, description="Keep generating past EOS (vLLM/SGLang extension).")
-    api: Api = Field("completions", description="/v1/completions or /v1/chat/completions.")
+    ignore_eos: bool = Field(default=True,
+                             description="Keep generating past EOS (vLLM/SGLang extension).")
+    api: Api = Field(default="completions",
+                     description="/v1/completions or /v1/chat/completions.")
     extra_body: dict[str, Any] = Field(
         default_factory=dict,
         description="More body fields (temperature, min_tokens…); may not override managed keys.",

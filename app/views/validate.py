@@ -114,7 +114,9 @@ WORKLOADS = {kind: _FORMS[kind][0] for kind in BENCH_KINDS if kind in _FORMS}
 def _workload(trace_path: str) -> dict:
     """The load fields of the run's `BenchOptions`."""
     profile = profile_for(current_trace())
-    kind = st.selectbox("Workload", list(WORKLOADS), format_func=WORKLOADS.get, key="val.kind")
+    kind = st.selectbox("Workload", list(WORKLOADS), format_func=WORKLOADS.__getitem__,
+                        key="val.kind")
+    assert kind is not None  # a selectbox with options and no index=None always has a value
     cols = st.columns(4)
     out: dict = {"workload": kind, "api": cols[3].selectbox("API", list(get_args(Api)),
                                                             key="val.api")}
