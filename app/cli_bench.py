@@ -17,13 +17,14 @@ def add_bench(sub: Any) -> None:
     registries (runners.workloads.BENCH_KINDS, runners.schemas.Api)."""
     from typing import get_args
 
+    from runners.launch import LAUNCH_MODES
     from runners.schemas import Api
     from runners.workloads import BENCH_KINDS
 
     p = sub.add_parser("bench", help="live benchmark of an endpoint or a launched engine")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server")
-    where.add_argument("--launch", choices=["local", "docker"],
+    where.add_argument("--launch", choices=[m for m in LAUNCH_MODES if m != "endpoint"],
                        help="start the engine from --config, benchmark it, stop it")
     p.add_argument("--config", dest="config_path", metavar="REC_JSON",
                    help="with --launch: recommendation or bare EngineConfig JSON")

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 def add_recommend(sub: Any) -> None:
     """Register the `recommend` command on the CLI's subparsers."""
+    from recommender.recommendation import OBJECTIVES  # the choices come from the registry
+
     p = sub.add_parser("recommend", help="rank engines and configs for a trace on a GPU")
     p.add_argument("source", metavar="TRACE|PROFILE_JSON")
     p.add_argument("--gpu", required=True, help="catalog GPU name, e.g. H100-SXM")
@@ -25,7 +27,8 @@ def add_recommend(sub: Any) -> None:
     p.add_argument("--model", required=True, help="catalog name, HF id or config.json path")
     p.add_argument("--slo-ttft-p95-ms", type=float, metavar="MS", help="p95 TTFT target")
     p.add_argument("--slo-tpot-p95-ms", type=float, metavar="MS", help="p95 TPOT target")
-    p.add_argument("--objective", choices=["goodput", "latency", "cost"], default="goodput")
+    p.add_argument("--objective", choices=list(OBJECTIVES), default="goodput",
+                   help="; ".join(f"{k}: {v}" for k, v in OBJECTIVES.items()))
     p.add_argument("--max-requests", type=int, default=20_000, metavar="N",
                    help="cap on the simulated window (the busiest N requests)")
     p.add_argument("--workspace", metavar="PATH", help="DuckDB workspace to ingest into "

@@ -14,6 +14,12 @@ from core.figures import ServingFigures
 from engines.config import EngineConfig
 
 Objective = Literal["goodput", "latency", "cost"]
+# What each objective ranks by, in the words the front ends show (one entry per Objective).
+OBJECTIVES: dict[Objective, str] = {
+    "goodput": "most requests/s within the SLOs",
+    "latency": "lowest latency",
+    "cost": "fewest GPUs",
+}
 
 
 class _Record(BaseModel):

@@ -35,6 +35,12 @@ from runners.ports import free_port
 from runners.schemas import RequestSpec
 
 LaunchMode = Literal["local", "docker", "endpoint"]
+# Where the benchmarked server comes from, in the words the front ends show.
+LAUNCH_MODES: dict[LaunchMode, str] = {
+    "endpoint": "An endpoint that already runs",
+    "local": "Launch the engine locally",
+    "docker": "Launch the engine's official Docker image",
+}
 CommandRunner = Callable[[list[str]], subprocess.CompletedProcess[str]]
 
 _LOG = logging.getLogger(__name__)

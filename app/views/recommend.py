@@ -19,12 +19,11 @@ from app.resources import (
 )
 from core.errors import ServeFitError
 from profiler.ingest import IngestOptions
+from recommender.recommendation import OBJECTIVES
 
 DEFAULT_GPU = "H100-SXM"
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 OWN_MODEL = "my own config.json…"
-OBJECTIVES = {"goodput": "most requests/s within the SLOs", "latency": "lowest latency",
-              "cost": "fewest GPUs"}
 
 
 def _form():
@@ -47,7 +46,7 @@ def _form():
                                  key="rec.slo_ttft_ms")
         tpot = right.number_input("SLO: p95 TPOT (ms), 0 = none", min_value=0.0, value=0.0,
                                  key="rec.slo_tpot_ms")
-        objective = st.radio("Objective", list(OBJECTIVES), format_func=OBJECTIVES.get,
+        objective = st.radio("Objective", list(OBJECTIVES), format_func=OBJECTIVES.__getitem__,
                              horizontal=True)
         with st.expander("Search settings"):
             max_requests = st.number_input("Requests simulated (a window of the trace)",

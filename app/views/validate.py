@@ -29,17 +29,17 @@ from core.errors import ServeFitError
 from engines.config import EngineKind
 from runners.bench import BenchRequest
 from runners.bench_options import BenchOptions, bench_argv, build_request, parse_options
+from runners.launch import LAUNCH_MODES
 from runners.schemas import Api
 from runners.workloads import BENCH_KINDS
 
 JOB_KEY = "servefit.validate.job"
-WHERE = {"endpoint": "An endpoint that already runs", "local": "Launch the engine locally",
-         "docker": "Launch the engine's official Docker image"}
 
 
 def _where(env, pick_engine: str) -> dict:
     """The server fields of the run's `BenchOptions`."""
-    where = st.radio("Server", list(WHERE), format_func=WHERE.get, key="val.where")
+    where = st.radio("Server", list(LAUNCH_MODES), format_func=LAUNCH_MODES.__getitem__,
+                     key="val.where")
     if where == "endpoint":
         kinds = list(get_args(EngineKind))
         return {"endpoint": st.text_input("Base URL", "http://127.0.0.1:8000", key="val.url"),
