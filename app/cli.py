@@ -185,6 +185,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
         print(prediction_text(prediction))
         print(f"max_model_len {prediction.max_model_len}")
+        if (band := prediction.band) is not None:
+            print(f"band        ±{band.median_ape:.0%} median error on unseen sources "
+                  f"(cell {band.cell}, {band.rows} held-out rows)")
         for warning in prediction.warnings:
             print(f"warning: {warning}")
     return 0

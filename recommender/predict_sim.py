@@ -18,6 +18,7 @@ split Poisson stream is Poisson at rate/R, so one replica is simulated and scale
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 from pydantic import Field
@@ -28,6 +29,7 @@ from core.figures import Latency, ServingFigures, latency_of
 from core.load import ClosedLoop, LoadSpec, Offline, Rate
 from engines.config import EngineConfig, EngineKind
 from recommender import perf
+from recommender.bands import BANDS_FILE, band_of_prediction, cell_of, regime_of
 from recommender.memory import size_max_model_len
 from recommender.simulator import (
     SimOptions,
@@ -117,7 +119,7 @@ def _combine(runs: list[tuple[SimResult, int]], pick: str) -> Latency:
 def simulate_load(
     config: EngineConfig, model: ModelSpec, gpu: GPU, load: LoadSpec, *,
     gpus: int | None = None, params: perf.PerfParams | None = None,
-    spec_acceptance: float | None = None,
+    spec_acceptance: float | None = None, bands_file: str | Path = BANDS_FILE,
 ) -> LoadPrediction:
     """Simulate `config` serving a fixed ISL/OSL `load` on `gpus` GPUs (replicas of the
     config's tp; default one replica) and summarise it.
@@ -126,6 +128,8 @@ def simulate_load(
     (Poisson or Gamma, seeded; `num_requests`, default 2000) or offline (`num_requests`
     queued at t = 0).
 
+    The prediction's `band` is its cell's leave-one-source-out error (`recommender.bands`,
+    from `bands_file`); outside every calibrated cell it is None and a warning says so.
     An unset `config.max_model_len` is sized to the workload (`memory.size_max_model_len`),
     said in the prediction's `warnings`.
 
@@ -171,8 +175,12 @@ def simulate_load(
         res = simulate(req, config, gpu, model, params=fitted, options=opts)
         runs.append((res, count))
     assert config.max_model_len is not None  # sized above
-    return _prediction(config.engine, mode, replicas, runs, lengths=(isl, osl),
+    band, uncalibrated = band_of_prediction(
+        cell_of(config.engine, gpu, model, regime_of(load.arrival)), bands_file)
+    warnings += [uncalibrated] if uncalibrated else []
+    pred = _prediction(config.engine, mode, replicas, runs, lengths=(isl, osl),
                        max_model_len=config.max_model_len, warnings=warnings)
+    return pred.model_copy(update={"band": band})
 
 
 def _prediction(
