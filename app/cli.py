@@ -127,6 +127,10 @@ def _add_predict(sub: Any) -> None:
                         "max(10 x concurrency, 200), rate 2000)")
     p.add_argument("--max-num-seqs", type=int, help="running-sequence cap (engine default)")
     p.add_argument("--max-batched-tokens", type=int, help="token budget per step")
+    p.add_argument("--max-model-len", type=int, metavar="L",
+                   help="longest sequence (prompt + output) the engine serves (default: sized "
+                        "to the workload, ISL + OSL + 10 %% in 1024s, never the model's full "
+                        "context)")
     p.add_argument("--speculative", choices=["ngram", "eagle", "eagle3", "draft_model", "mtp"],
                    help="speculative decoding method")
     p.add_argument("--spec-tokens", type=int, default=3, help="draft tokens per step (k)")
@@ -151,7 +155,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     if args.offline and not args.num_requests:
         raise UsageError("--offline needs --num-requests N")
     for name in ("isl", "osl", "tp", "concurrency", "num_requests", "gpus", "max_num_seqs",
-                 "max_batched_tokens"):
+                 "max_batched_tokens", "max_model_len"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
@@ -159,10 +163,14 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     if args.speculative:
         spec = speculative_config(args.speculative, args.spec_tokens, args.draft_model)
     model = get_model(args.model)
+    if args.max_model_len is not None and args.max_model_len > model.max_context_tokens:
+        raise UsageError(f"--max-model-len {args.max_model_len} exceeds {model.name}'s context "
+                         f"of {model.max_context_tokens} tokens")
     try:
         config = EngineConfig(
             engine=args.engine, model=model.name, tp=args.tp, max_num_seqs=args.max_num_seqs,
             max_batched_tokens=args.max_batched_tokens, kv_cache_dtype=args.kv_cache_dtype,
+            max_model_len=args.max_model_len,
             weight_quantization=weight_quantization(args.precision), speculative=spec)
         load = fixed(args.isl, args.osl, concurrency=args.concurrency, rate_rps=args.rate,
                      offline=args.offline, num_requests=args.num_requests, seed=args.seed)
@@ -176,6 +184,12 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         from app.render import prediction_text
 
         print(prediction_text(prediction))
+        print(f"max_model_len {prediction.max_model_len}")
+        if (band := prediction.band) is not None:
+            print(f"band        ±{band.median_ape:.0%} median error on unseen sources "
+                  f"(cell {band.cell}, {band.rows} held-out rows)")
+        for warning in prediction.warnings:
+            print(f"warning: {warning}")
     return 0
 
 

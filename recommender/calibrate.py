@@ -85,6 +85,14 @@ METRICS = {
 }
 
 
+def source_key(source: str) -> str:
+    """The publication a row comes from: its `source` without a locale or snapshot note, so
+    one page's snapshots and translations (AMD's en/ja/zh-cn results page) are one source and
+    leave-one-source-out never fits on a copy of what it holds out."""
+    text = re.sub(r"\s*\(.*\)\s*$", "", source.strip())
+    return re.sub(r"amd\.com/[a-z]{2}(-[a-z]{2})?/", "amd.com/", text)
+
+
 def _split(raw: pd.Series) -> str:
     keys = ("source engine model gpu num_gpus tp precision isl osl dataset concurrency notes")
     setup = "|".join(str(raw[k]) for k in keys.split())
@@ -159,6 +167,7 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         isl=isl, osl=osl, concurrency=concurrency, num_requests=num_requests, max_num_seqs=seqs,
         gpu_memory_fraction=float(frac.group(1)) if frac else None, metric=field,
         value=float(raw["value"]) * factor, split=_split(raw),
+        source=source_key(str(raw["source"])),
     )
 
 
@@ -267,4 +276,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["CalRow", "EngineParams", "calibrate", "parse_csv"]
+__all__ = ["CalRow", "EngineParams", "calibrate", "parse_csv", "source_key"]

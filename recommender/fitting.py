@@ -69,6 +69,7 @@ class CalRow:
     metric: str
     value: float
     split: str  # "train" or "test"
+    source: str = ""  # the publication (calibrate.source_key); leave-one-source-out groups by it
 
     def engine_config(self, model: ModelSpec) -> EngineConfig:
         """The measured deployment as an `EngineConfig` of `model` (the row's model spec).

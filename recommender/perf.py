@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import UsageError
 from core.load import LoadSpec
 from engines.config import EngineConfig, EngineKind, WeightQuantization
-from recommender.memory import plan_memory
+from recommender.memory import plan_memory, size_max_model_len
 from recommender.params import (
     FIT_FILE,
     EngineParams,
@@ -361,9 +361,12 @@ def predict(
     S = max(1 + D, B·(isl + D·(k+1))/budget), TPOT = D·step/(osl − 1) = step/E, ITL = step
     (a step's tokens arrive together).
 
+    An unset `config.max_model_len` is sized to the workload (`memory.size_max_model_len`).
+
     Raises:
         UsageError: a load other than fixed lengths in closed loop or offline, gpus not a
-            multiple of tp, or a config that does not fit in memory.
+            multiple of tp, a config that does not fit in memory, or a request longer than
+            max_model_len.
     """
     if load.lengths.kind != "fixed" or load.arrival is None or load.arrival.kind == "rate":
         raise UsageError("the steady-state model takes fixed lengths in closed loop or offline")
@@ -378,6 +381,11 @@ def predict(
     if gpus % tp:
         raise UsageError(f"gpus={gpus} is not a multiple of tp={tp}")
     replicas = gpus // tp
+    # Unset, max_model_len is sized to the workload (as deployments set it), not the context.
+    config, _ = size_max_model_len(config, model, isl + osl)
+    if config.max_model_len is not None and isl + osl > config.max_model_len:
+        raise UsageError(f"a {isl}+{osl}-token request exceeds max_model_len "
+                         f"{config.max_model_len}; every request would be refused")
     plan = plan_memory(config, gpu, model)
     if not plan.fits:
         raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))

@@ -18,6 +18,7 @@ split Poisson stream is Poisson at rate/R, so one replica is simulated and scale
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 from pydantic import Field
@@ -28,12 +29,15 @@ from core.figures import Latency, ServingFigures, latency_of
 from core.load import ClosedLoop, LoadSpec, Offline, Rate
 from engines.config import EngineConfig, EngineKind
 from recommender import perf
+from recommender.bands import BANDS_FILE, band_of_prediction, cell_of, regime_of
+from recommender.memory import size_max_model_len
 from recommender.simulator import (
     SimOptions,
     SimRequests,
     SimResult,
     histogram_max,
     histogram_stats,
+    refusal_reason,
     simulate,
 )
 from recommender.specs import GPU, ModelSpec
@@ -60,6 +64,11 @@ class LoadPrediction(ServingFigures):
     itl_max_s: float = Field(description="Largest gap between two emissions of any request.")
     kv_capacity_tokens: int = Field(ge=0, description="KV tokens one replica holds.")
     preemptions: int = Field(ge=0, description="Recompute preemptions, all replicas.")
+    max_model_len: int = Field(ge=1, description="Longest sequence the config serves: given, "
+                               "or sized to the workload.")
+    refused: int = Field(default=0, ge=0, description="Requests refused (never servable).")
+    warnings: list[str] = Field(default_factory=list, description="What the caller should "
+                                "know: max_model_len sized to the workload, refusals.")
 
     def json_ms(self) -> dict[str, object]:
         """The `predict --json` view (DESIGN §2.4): the serving figures' ms view, and the
@@ -67,7 +76,8 @@ class LoadPrediction(ServingFigures):
         return {**super().json_ms(), "itl_max_ms": self.itl_max_s * 1e3, "mode": self.mode,
                 "requests": self.requests, "replicas": self.replicas,
                 "kv_capacity_tokens": self.kv_capacity_tokens,
-                "preemptions": self.preemptions}
+                "preemptions": self.preemptions, "max_model_len": self.max_model_len,
+                "refused": self.refused, "warnings": list(self.warnings)}
 
 
 def _split(total: int, parts: int) -> list[tuple[int, int]]:
@@ -109,7 +119,7 @@ def _combine(runs: list[tuple[SimResult, int]], pick: str) -> Latency:
 def simulate_load(
     config: EngineConfig, model: ModelSpec, gpu: GPU, load: LoadSpec, *,
     gpus: int | None = None, params: perf.PerfParams | None = None,
-    spec_acceptance: float | None = None,
+    spec_acceptance: float | None = None, bands_file: str | Path = BANDS_FILE,
 ) -> LoadPrediction:
     """Simulate `config` serving a fixed ISL/OSL `load` on `gpus` GPUs (replicas of the
     config's tp; default one replica) and summarise it.
@@ -118,9 +128,15 @@ def simulate_load(
     (Poisson or Gamma, seeded; `num_requests`, default 2000) or offline (`num_requests`
     queued at t = 0).
 
+    The prediction's `band` is its cell's leave-one-source-out error (`recommender.bands`,
+    from `bands_file`); outside every calibrated cell it is None and a warning says so.
+    An unset `config.max_model_len` is sized to the workload (`memory.size_max_model_len`),
+    said in the prediction's `warnings`.
+
     Raises:
         UsageError: a trace-window load, gpus not a multiple of tp, a config that does not
-            fit, or a request larger than the KV pool.
+            fit, or a request that can never be served (too long for max_model_len, the KV
+            pool or an unchunked step: with fixed lengths, every request is refused).
     """
     if load.lengths.kind != "fixed" or load.arrival is None:
         raise UsageError("predict simulates fixed lengths; a trace window is `recommend`'s")
@@ -136,6 +152,14 @@ def simulate_load(
         # Unchunked prefill needs the whole prompt (and a preempted request's recompute) in
         # one step; left unset, the budget is sized to the workload (as trtllm-bench does).
         config = config.model_copy(update={"max_batched_tokens": isl + osl})
+    # Unset, max_model_len is sized to the workload (as deployments set it), never to the
+    # model's full context, whose KV need would refuse configs an engine serves.
+    config, sized = size_max_model_len(config, model, isl + osl)
+    warnings = [sized] if sized else []
+    reason = refusal_reason(config, gpu, model, isl, osl,
+                            kv_block_tokens=SimOptions().kv_block_tokens)
+    if reason is not None:  # fixed lengths: one request refused is every request refused
+        raise UsageError(f"every request refused: {reason}")
     fitted = params or perf.load_params()
     replicas = gpus // tp
     mode, groups = _groups(replicas, load.arrival, load.num_requests, load.seed)
@@ -149,17 +173,19 @@ def simulate_load(
         opts = options.model_copy(
             update={"spec_acceptance": spec_acceptance, "closed_loop_ramp_s": ramp})
         res = simulate(req, config, gpu, model, params=fitted, options=opts)
-        if res.summary.rejected:
-            raise UsageError(
-                f"a {isl}+{osl}-token request does not fit this replica's KV cache or "
-                "max_model_len; add GPUs, quantize, or shorten the request")
         runs.append((res, count))
-    return _prediction(config.engine, mode, replicas, runs, lengths=(isl, osl))
+    assert config.max_model_len is not None  # sized above
+    band, uncalibrated = band_of_prediction(
+        cell_of(config.engine, gpu, model, regime_of(load.arrival)), bands_file)
+    warnings += [uncalibrated] if uncalibrated else []
+    pred = _prediction(config.engine, mode, replicas, runs, lengths=(isl, osl),
+                       max_model_len=config.max_model_len, warnings=warnings)
+    return pred.model_copy(update={"band": band})
 
 
 def _prediction(
     engine: EngineKind, mode: str, replicas: int, runs: list[tuple[SimResult, int]],
-    *, lengths: tuple[int, int],
+    *, lengths: tuple[int, int], max_model_len: int, warnings: list[str],
 ) -> LoadPrediction:
     isl, osl = lengths
     rps = sum(r.summary.request_throughput_rps * c for r, c in runs)
@@ -178,4 +204,6 @@ def _prediction(
         itl_max_s=histogram_max(hist) or 0.0,
         kv_capacity_tokens=runs[0][0].summary.kv_capacity_blocks * SimOptions().kv_block_tokens,
         preemptions=sum(r.summary.preemptions * c for r, c in runs),
+        max_model_len=max_model_len,
+        refused=sum(r.summary.rejected * c for r, c in runs), warnings=warnings,
     )

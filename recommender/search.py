@@ -19,7 +19,7 @@ from core.errors import UsageError
 from engines import ENGINES
 from engines.config import EngineConfig, SpeculativeConfig
 from engines.errors import EngineError
-from recommender.memory import SAFE_FRACTION_MAX, plan_memory
+from recommender.memory import SAFE_FRACTION_MAX, plan_memory, workload_max_model_len
 from recommender.scoring import Evaluation, Goals, Target, evaluate
 from recommender.simulator import SimRequests
 from recommender.specs import GPU, ModelSpec
@@ -33,8 +33,6 @@ COARSE_REQUESTS = 2000
 KEEP_PER_ENGINE = 2
 FINAL_TOP = 6
 POLISH_ROUNDS = 3
-MAX_MODEL_LEN_STEP = 1024
-LEN_MARGIN = 1.1  # max_model_len leaves 10 % above the longest request in the window
 
 Progress = Callable[[float, str], None]
 
@@ -52,10 +50,9 @@ class SearchResult:
 
 
 def max_model_len(requests: SimRequests, model: ModelSpec) -> int:
-    """The longest request (prompt + output) plus 10 %, in 1024s, capped at the context."""
-    longest = int(np.max(requests.input_tokens + requests.output_tokens))
-    wanted = math.ceil(longest * LEN_MARGIN / MAX_MODEL_LEN_STEP) * MAX_MODEL_LEN_STEP
-    return min(wanted, model.max_context_tokens)
+    """The window's longest request (prompt + output) sized by `workload_max_model_len`."""
+    return workload_max_model_len(int(np.max(requests.input_tokens + requests.output_tokens)),
+                                  model)
 
 
 def tp_options(gpus: int, model: ModelSpec) -> list[int]:

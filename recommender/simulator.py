@@ -257,6 +257,46 @@ def _scheduler_caps(config: EngineConfig, gpu: GPU) -> tuple[int, int, bool, boo
     return config.max_num_seqs or seqs, config.max_batched_tokens or budget, chunked, prefix
 
 
+def _servable(worst: np.ndarray, cap_blocks: int, unit: int, *, max_len: int | None,
+              budget: int, chunked: bool) -> np.ndarray:
+    """Which requests of `worst` = prompt + output − 1 tokens an engine can ever serve: their
+    KV blocks fit the pool, prompt + output within max_model_len, and with chunked prefill
+    off within one step's token budget (the rules `refusal_reason` words)."""
+    ok = (-(-worst // unit) <= cap_blocks) & (worst + 1 <= (max_len or np.inf))
+    if not chunked:
+        ok &= worst <= budget
+    return ok
+
+
+def refusal_reason(
+    config: EngineConfig, gpu: GPU, model: ModelSpec, isl: int, osl: int, *,
+    kv_block_tokens: int = 16,
+) -> str | None:
+    """Why one `isl`+`osl`-token request can never be served by one replica of `config`
+    (the rules `simulate` rejects requests by), or None when it can.
+
+    Raises:
+        UsageError: a config that does not fit in memory.
+    """
+    _, budget, chunked, _ = _scheduler_caps(config, gpu)
+    plan = plan_memory(config, gpu, model, block_size_tokens=kv_block_tokens)
+    if not plan.fits:
+        raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
+    worst = np.array([isl + osl - 1])
+    if _servable(worst, plan.kv_capacity_blocks, kv_block_tokens,
+                 max_len=config.max_model_len, budget=budget, chunked=chunked)[0]:
+        return None
+    tokens = isl + osl
+    if config.max_model_len is not None and tokens > config.max_model_len:
+        return (f"a {isl}+{osl}-token request exceeds max_model_len {config.max_model_len}; "
+                "raise --max-model-len or shorten the request")
+    if not chunked and tokens - 1 > budget:
+        return (f"a {isl}+{osl}-token request exceeds the step token budget {budget} with "
+                "chunked prefill off; raise --max-batched-tokens")
+    return (f"a {isl}+{osl}-token request needs more KV cache than a replica holds "
+            f"({plan.kv_capacity_tokens} tokens); add GPUs, quantize, or shorten the request")
+
+
 def _arrivals(arr: np.ndarray, options: SimOptions) -> np.ndarray:
     if options.arrival == "trace":
         return arr * options.time_scale
@@ -317,9 +357,8 @@ def simulate(
         raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
     cap = plan.kv_capacity_blocks
     worst = inp_in + out_in - 1
-    ok = (-(-worst // unit) <= cap) & (worst + 1 <= (config.max_model_len or np.inf))
-    if not chunked:
-        ok &= worst <= budget
+    ok = _servable(worst, cap, unit, max_len=config.max_model_len, budget=budget,
+                   chunked=chunked)
     keep = np.flatnonzero(ok)
     arrivals = _arrivals(arr_in, options)
     order = keep[np.argsort(arrivals[keep], kind="stable")]
@@ -446,5 +485,5 @@ def _result(
 
 __all__ = [  # the result records are re-exported from recommender.sim_result
     "SimOptions", "SimRequests", "SimResult", "SimSummary", "histogram_max", "histogram_stats",
-    "simulate", "step_coefficients",
+    "refusal_reason", "simulate", "step_coefficients",
 ]

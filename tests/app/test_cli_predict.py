@@ -98,3 +98,41 @@ def test_usage_errors_are_one_line(args):
     base = ["--engine", "vllm", "--model", "Qwen/Qwen3-8B", "--gpu", "H100-SXM"]
     out = run(*base, *args)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+QWEN32_H100 = ["--engine", "vllm", "--model", "Qwen3-32B", "--gpu", "H100-SXM",
+               "--isl", "1000", "--osl", "1000", "--concurrency", "8", "--num-requests", "40"]
+
+
+def test_max_model_len_is_sized_to_the_workload_not_the_context():
+    # Qwen3-32B BF16 (~65 GB) on one 80 GB H100 leaves a KV pool of ~19 k tokens: less than
+    # its 40,960-token context, plenty for 1000+1000-token requests (issue 12: was refused).
+    out = run(*QWEN32_H100, "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    # 2000 tokens + 10 % = 2200, rounded up to a 1024 multiple.
+    assert got["max_model_len"] == 3072
+    assert got["kv_capacity_tokens"] < 40960
+    assert got["refused"] == 0 and got["output_throughput_tok_s"] > 0
+    sized = [w for w in got["warnings"] if "sized to the workload" in w]
+    assert len(sized) == 1 and "3072" in sized[0]
+    text = run(*QWEN32_H100)
+    assert text.returncode == 0, text.stderr
+    assert "max_model_len 3072" in text.stdout and "warning: max_model_len" in text.stdout
+
+
+def test_given_max_model_len_is_kept_and_unwarned():
+    got = json.loads(run(*QWEN32_H100, "--max-model-len", "8192", "--json").stdout)
+    assert got["max_model_len"] == 8192
+    assert not any("max_model_len" in w for w in got["warnings"])
+
+
+@pytest.mark.parametrize(("length", "says"), [
+    ("1500", "exceeds max_model_len 1500"),  # shorter than one 2000-token request
+    ("40960", "fewer than one max_model_len (40960)"),  # the context: the pool cannot hold it
+    ("50000", "exceeds Qwen/Qwen3-32B's context of 40960"),
+])
+def test_a_max_model_len_that_cannot_serve_is_one_line(length, says):
+    out = run(*QWEN32_H100, "--max-model-len", length)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert says in out.stderr

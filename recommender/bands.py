@@ -1,0 +1,111 @@
+"""How far a prediction can be trusted: calibration cells and their cross-validated errors.
+
+Owns the cell of a deployment and load (`cell_of`: engine × GPU family × dense/MoE × regime),
+the bands file (data/calibration/bands.json: each cell's leave-one-source-out median APE and
+the held-out rows behind it, written by `bench/predict_accuracy.py --write-bands`) and
+`band_for`, which turns a cell into `core.figures.Band` or None outside every calibrated cell.
+No fitting here; the file is data.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.errors import UsageError
+from core.figures import Band
+from core.load import ClosedLoop, Offline, Rate
+from recommender.specs import GPU, ModelSpec
+
+BANDS_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "bands.json"
+# Closed loop at this many users or fewer is "low batch": the step is weight-read bound and
+# per-step overheads dominate, unlike the throughput-bound regimes above it.
+LOW_BATCH_MAX_CONCURRENCY = 4
+
+Regime = Literal["offline", "low_batch", "fixed_concurrency", "rate"]
+
+
+def regime_of(arrival: ClosedLoop | Rate | Offline | None, concurrency: int | None = None,
+              ) -> Regime:
+    """The load regime: offline (max throughput), low batch (closed loop at ≤
+    LOW_BATCH_MAX_CONCURRENCY users), fixed concurrency (closed loop above) or rate (open
+    loop; no published row measures one). `arrival` None: closed loop at `concurrency`,
+    offline when that is None too (a calibration row's shape)."""
+    if isinstance(arrival, Offline):
+        return "offline"
+    if isinstance(arrival, ClosedLoop):
+        concurrency = arrival.concurrency
+    elif arrival is not None:
+        return "rate"
+    if concurrency is None:
+        return "offline"
+    return "low_batch" if concurrency <= LOW_BATCH_MAX_CONCURRENCY else "fixed_concurrency"
+
+
+def cell_of(engine: str, gpu: GPU, model: ModelSpec, regime: Regime) -> str:
+    """The calibration cell 'engine/gpu family/dense|moe/regime', e.g.
+    'vllm/hopper/dense/low_batch'."""
+    return f"{engine}/{gpu.architecture}/{'moe' if model.is_moe else 'dense'}/{regime}"
+
+
+class CellError(BaseModel):
+    """One cell's leave-one-source-out error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    median_ape: float = Field(ge=0, description="Median absolute relative error (0.15 = 15 %).")
+    rows: int = Field(ge=1, description="Held-out measurements behind it.")
+
+
+class BandsFile(BaseModel):
+    """data/calibration/bands.json."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = 1
+    method: str = Field(description="How the errors were measured.")
+    csv_sha256: str = Field(description="The calibration CSV the errors come from.")
+    overall: CellError = Field(description="All held-out rows together.")
+    cells: dict[str, CellError] = Field(description="Cell (`cell_of`) → its error.")
+
+
+@lru_cache(maxsize=4)
+def load_bands(path: str | Path = BANDS_FILE) -> BandsFile:
+    """The bands file (cached per path; it only changes when the bench rewrites it).
+
+    Raises:
+        UsageError: the file is missing or malformed.
+    """
+    try:
+        return BandsFile.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError, ValidationError) as exc:
+        raise UsageError(f"{path}: cannot load error bands ({exc}); regenerate with "
+                         "`python bench/predict_accuracy.py --write-bands`") from exc
+
+
+def band_for(cell: str, bands: BandsFile | None = None) -> Band | None:
+    """The cell's band, or None when no held-out measurement falls in it."""
+    bands = bands or load_bands()
+    found = bands.cells.get(cell)
+    if found is None:
+        return None
+    return Band(cell=cell, median_ape=found.median_ape, rows=found.rows)
+
+
+def band_of_prediction(
+    cell: str, path: str | Path = BANDS_FILE
+) -> tuple[Band | None, str | None]:
+    """(the cell's band, None) or, outside every calibrated cell or without a bands file,
+    (None, the warning that says so plainly)."""
+    if not Path(path).exists():
+        return None, (f"no error bands ({Path(path).name} missing): how far this prediction "
+                      "can be trusted is unknown")
+    band = band_for(cell, load_bands(path))
+    if band is None:
+        return None, (f"outside every calibrated cell: no published measurement backs {cell}, "
+                      "so this prediction has no error band (its error is unknown)")
+    return band, None
