@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 from app.cli_common import usage_error
 from core.errors import ServeFitError, UsageError
@@ -106,6 +106,7 @@ def _add_export(sub: Any) -> None:
 
 def _add_predict(sub: Any) -> None:
     from engines import ENGINES  # the choices come from the registries
+    from engines.config import SpeculativeMethod
     from recommender.perf import PRECISIONS
 
     p = sub.add_parser("predict", help="the performance model alone, for a fixed-length load")
@@ -131,7 +132,7 @@ def _add_predict(sub: Any) -> None:
                    help="longest sequence (prompt + output) the engine serves (default: sized "
                         "to the workload, ISL + OSL + 10 %% in 1024s, never the model's full "
                         "context)")
-    p.add_argument("--speculative", choices=["ngram", "eagle", "eagle3", "draft_model", "mtp"],
+    p.add_argument("--speculative", choices=get_args(SpeculativeMethod),
                    help="speculative decoding method")
     p.add_argument("--spec-tokens", type=int, default=3, help="draft tokens per step (k)")
     p.add_argument("--draft-model", help="draft model (eagle, eagle3, draft_model)")
