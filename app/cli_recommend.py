@@ -1,7 +1,9 @@
 """`python -m app recommend`: parse, call `recommender.recommend`, print the pick and why.
 
-The human view shows the pick's predicted figures in ms; `--json` prints the
-whole Recommendation; `-o` writes it atomically (nothing is written when the command fails).
+The human view shows the pick's predicted figures in ms with their error band ("±N %", or
+"no calibrated cell"); `--json` prints the whole Recommendation (each candidate's band and
+coverage in `predicted.band`, its cell in `predicted.calibration_cell`); `-o` writes it
+atomically (nothing is written when the command fails).
 """
 
 from __future__ import annotations
@@ -78,7 +80,10 @@ def _progress(fraction: float, what: str) -> None:
 
 
 def recommendation_text(rec: Recommendation) -> str:
-    """The pick, its predicted figures in ms, the reasons, warnings and alternatives."""
+    """The pick, its predicted figures in ms and their band, the reasons, warnings and
+    alternatives."""
+    from app.render import band_text  # imported here: `--help` stays instant
+
     pick = rec.pick
     fig = pick.predicted
     lines = [
@@ -87,6 +92,7 @@ def recommendation_text(rec: Recommendation) -> str:
         f"Search    {rec.candidates_simulated} simulations in {rec.search_time_s:.1f} s, "
         f"{len(rec.candidates)} candidates on the whole window",
         "Predicted " + _latencies(fig),
+        "Band      " + band_text(fig.band, fig.calibration_cell),
         f"          {fig.output_throughput_tok_s:,.0f} output tok/s, "
         f"{fig.request_throughput_rps:,.2f} req/s"
         + (f", goodput {fig.goodput_rps:,.2f} req/s" if fig.goodput_rps is not None else "")

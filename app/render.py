@@ -9,6 +9,7 @@ from core.figures import (
     DEFAULT_COMPARE,
     LATENCIES,
     QUANTILES,
+    Band,
     Latency,
     LatencyName,
     Quantile,
@@ -91,6 +92,20 @@ def latency_rows(figures: dict[str, Latency]) -> dict[str, list[str]]:
                                   for q in QUANTILES}}
 
 
+def band_text(band: Band | None, cell: str | None = None) -> str:
+    """A prediction's error band for the screen: '±22 % (cell …, 8 held-out rows)', or
+    'no calibrated cell' (naming the cell when known) outside every calibrated cell."""
+    if band is None:
+        return "no calibrated cell" + (f" ({cell}: no published measurement covers it)"
+                                       if cell else "")
+    return f"±{band.median_ape * 100:.0f} % (cell {band.cell}, {band.rows} held-out rows)"
+
+
+def band_short(band: Band | None) -> str:
+    """A band for a table cell: '±22 %', or 'no calibrated cell'."""
+    return "no calibrated cell" if band is None else f"±{band.median_ape * 100:.0f} %"
+
+
 def candidate_rows(candidates: list[Candidate]) -> dict[str, list]:
     """Candidates (recommender.recommendation.Candidate) as a table, ms and units on screen."""
     def ms(seconds: float | None, digits: int) -> float | None:
@@ -105,6 +120,9 @@ def candidate_rows(candidates: list[Candidate]) -> dict[str, list]:
         "goodput req/s": [None if c.predicted.goodput_rps is None
                           else round(c.predicted.goodput_rps, 2) for c in candidates],
         "KV headroom": [f"{c.predicted.kv_headroom_fraction:.0%}" for c in candidates],
+        "band": [band_short(c.predicted.band) for c in candidates],
+        "coverage (rows)": [0 if c.predicted.band is None else c.predicted.band.rows
+                            for c in candidates],
         "why not": [c.rejected_reason or "" for c in candidates],
     }
 

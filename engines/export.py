@@ -21,6 +21,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from core.figures import Band
 from engines import get_engine
 from engines.base import EnginePlugin
 from engines.config import EngineConfig
@@ -81,6 +82,12 @@ class ExportRequest(BaseModel):
         description="Trace (or profile.json) the benchmark replays; written into bench.sh.")
     predicted: dict[str, float] | None = Field(
         default=None, description="Predicted figures by name (units in the name, e.g. ttft_ms).")
+    band: Band | None = Field(
+        default=None, description="The predictions' error band: their calibration cell's "
+        "cross-validated error and coverage (held-out rows behind it).")
+    calibration_cell: str | None = Field(
+        default=None, max_length=200, description="The predictions' calibration cell, "
+        "calibrated or not (with `band` None: no published measurement covers it).")
     reasons: list[str] = Field(default_factory=list, description="Why this config, one line each.")
     warnings: list[str] = Field(default_factory=list, description="Caveats, one line each.")
     engine_version: str | None = Field(
@@ -92,7 +99,7 @@ class ExportRequest(BaseModel):
         description="HF cache for containers: an absolute host path or a docker volume name; "
         "None = $HF_HOME or ~/.cache/huggingface where the bundle runs.")
 
-    @field_validator("gpu", "profile", "engine_version")
+    @field_validator("gpu", "profile", "engine_version", "calibration_cell")
     @classmethod
     def _plain_text(cls, value: str | None) -> str | None:
         return None if value is None else _one_line(value, "value")
@@ -338,6 +345,7 @@ def _report(request: ExportRequest, plugin: EnginePlugin, files: dict[str, str],
     lines += ["", "## Predicted", ""]
     if request.predicted:
         lines += [f"- {name}: {value:g}" for name, value in request.predicted.items()]
+        lines += ["", _band_line(request)]
     else:
         lines.append("None were given in the request.")
     lines += ["", "## Reasons", ""]
@@ -346,6 +354,21 @@ def _report(request: ExportRequest, plugin: EnginePlugin, files: dict[str, str],
         lines += ["", "## Warnings", "", *[f"- {w}" for w in request.warnings]]
     lines += ["", "## Files", "", *[f"- `{name}`" for name in [*files, REPORT_FILE]]]
     return "\n".join(lines) + "\n"
+
+
+def _band_line(request: ExportRequest) -> str:
+    """How far the predicted figures can be trusted: their band, cell and coverage, or
+    plainly that no published measurement covers them."""
+    band = request.band
+    if band is not None:
+        return (f"Error band: ±{band.median_ape * 100:.0f} % (median error on sources left "
+                f"out of the fit) for cell {_code(band.cell)}, covered by {band.rows} "
+                "held-out measurements.")
+    if request.calibration_cell is not None:
+        return (f"Uncalibrated: no published measurement covers cell "
+                f"{_code(request.calibration_cell)}; the figures are the model's alone "
+                "(no error band).")
+    return "Uncalibrated: no error band was given; how far these figures can be trusted is unknown."
 
 
 # -- writing -----------------------------------------------------------------------------------

@@ -5,11 +5,19 @@ the bands file (data/calibration/bands.json: each cell's leave-one-source-out me
 the held-out rows behind it, written by `bench/predict_accuracy.py --write-bands`) and
 `band_for`, which turns a cell into `core.figures.Band` or None outside every calibrated cell.
 No fitting here; the file is data.
+
+A trace replay (what `recommend` simulates) is open-loop, and no published row measures an
+open loop. `replay_regime` maps it to the closed-loop regime with the same mean number of
+requests in the system (Little's law: L = throughput × mean E2E, per engine replica): the
+cells' errors are the step-time model's at the batch sizes that load produces, and an open
+loop at that occupancy runs the same batches. `cell_band` is `band_for` cached per cell, for
+the search's thousands of candidates.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -109,3 +117,26 @@ def band_of_prediction(
         return None, (f"outside every calibrated cell: no published measurement backs {cell}, "
                       "so this prediction has no error band (its error is unknown)")
     return band, None
+
+
+def replay_regime(throughput_rps: float, mean_e2e_s: float | None) -> Regime:
+    """The regime of an open-loop replay served at `throughput_rps` (completed requests/s of
+    one engine replica) with mean E2E `mean_e2e_s`: the closed-loop regime at its mean number
+    of requests in the system, L = throughput × E2E (Little's law), at least 1; "rate" (no
+    calibrated cell) when nothing completed."""
+    if mean_e2e_s is None or not math.isfinite(mean_e2e_s) or throughput_rps <= 0:
+        return "rate"
+    return regime_of(None, concurrency=max(1, round(throughput_rps * mean_e2e_s)))
+
+
+@lru_cache(maxsize=1024)
+def cell_band(cell: str, path: str | Path = BANDS_FILE) -> Band | None:
+    """`band_for(cell)` from the bands file at `path`, cached per (cell, path); None outside
+    every calibrated cell or without a bands file (`band_of_prediction` says which).
+
+    Raises:
+        UsageError: the bands file exists but is malformed.
+    """
+    if not Path(path).exists():
+        return None
+    return band_for(cell, load_bands(path))

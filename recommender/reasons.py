@@ -2,9 +2,10 @@
 
 Every reason that claims an effect is backed by a counterfactual simulation (the pick with
 that one knob back at its alternative) on the same window. Warnings cover the calibrated
-range (data/calibration: which models, GPUs, engines and lengths the fit saw, and its
-held-out error), OOM risk (`memory.plan_memory`), SLOs this hardware cannot meet (with a
-quick search on twice the GPUs and on the next bigger GPU), and what was not simulated.
+range (data/calibration: which models, GPUs, engines and lengths the fit saw, its held-out
+error, and a pick whose calibration cell no published measurement covers), OOM risk
+(`memory.plan_memory`), SLOs this hardware cannot meet (with a quick search on twice the GPUs
+and on the next bigger GPU), and what was not simulated.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from core.errors import ServeFitError, UsageError
 from engines import ENGINES
 from engines.config import EngineConfig
 from profiler.schema import Profile
+from recommender.bands import BANDS_FILE, band_of_prediction
 from recommender.catalog import get_model, load_gpus
 from recommender.memory import WEIGHT_BYTES_PER_PARAM, plan_memory
 from recommender.recommendation import Reason, RecommendRequest, RecWarning
@@ -242,7 +244,8 @@ def _tp_reason(ctx: Context) -> Reason | None:
 def warn(ctx: Context) -> list[RecWarning]:
     """Caveats about the pick, the prediction's footing, and what was not simulated."""
     out: list[RecWarning] = []
-    for make in (_slo_warning, _oom_warnings, _calibration_warnings, _quality_warning,
+    for make in (_slo_warning, _oom_warnings, _band_warning, _calibration_warnings,
+                 _quality_warning,
                  _workload_warnings, _disaggregation_warning, _feature_warnings):
         out += make(ctx)
     return out
@@ -325,6 +328,19 @@ def _coverage() -> dict | None:
             "engines": {r.engine for r in rows}, "isl": (min(r.isl for r in rows),
                                                          max(r.isl for r in rows)),
             "errors": fit.get("errors", {})}
+
+
+def _band_warning(ctx: Context) -> list[RecWarning]:
+    """Plainly, when no published measurement covers the pick's calibration cell (or the
+    bands file is missing): its figures then have no error band."""
+    cell = ctx.best.predicted.calibration_cell
+    if ctx.best.predicted.band is not None or cell is None:
+        return []
+    if not BANDS_FILE.exists():
+        return [RecWarning(code="no_error_band", text=band_of_prediction(cell)[1] or "")]
+    return [RecWarning(code="uncalibrated_cell", text=(
+        f"no published measurement covers {cell}: the figures are the model's alone "
+        "(no error band; how far they can be trusted is unknown)"))]
 
 
 def _calibration_warnings(ctx: Context) -> list[RecWarning]:

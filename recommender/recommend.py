@@ -226,7 +226,8 @@ def export_view(rec: Recommendation, *, profile_source: str) -> dict:
     request = ExportRequest(
         config=rec.pick.config, gpu=rec.gpu, gpu_count=rec.gpus,
         hardware=hardware_facts(gpu, rec.gpus), model_facts=model_facts(model),
-        profile=profile_source, predicted=figures,
+        profile=profile_source, predicted=figures, band=p.band,
+        calibration_cell=p.calibration_cell,
         reasons=[r.text for r in rec.reasons], warnings=[w.text for w in rec.warnings],
     )
     return request.model_dump(mode="json")

@@ -48,7 +48,9 @@ class RecommendRequest(_Record):
 class PredictedMetrics(ServingFigures):
     """Predicted serving figures of one candidate over all its replicas (latencies from the
     simulated requests, ITL pooled over every emission gap; None where nothing completed),
-    with the candidate's KV headroom and SLO verdict."""
+    with the candidate's KV headroom and SLO verdict, and the error band of its calibration
+    cell (a trace replay counts as the closed-loop regime at its mean occupancy:
+    `recommender.bands.replay_regime`)."""
 
     kv_headroom_fraction: float = Field(
         description="Share of the KV pool still free at the busiest simulated moment."
@@ -57,6 +59,11 @@ class PredictedMetrics(ServingFigures):
     rejected_requests: int = Field(default=0, ge=0,
                                    description="Simulated requests that can never be served.")
     preemptions: int = Field(default=0, ge=0, description="Recompute preemptions simulated.")
+    calibration_cell: str | None = Field(
+        default=None, description="The calibration cell (`recommender.bands.cell_of`) the "
+        "prediction falls in, calibrated or not; `band` carries that cell's cross-validated "
+        "error and its coverage (`band.rows` held-out measurements), None when no published "
+        "measurement covers the cell.")
 
 
 class Candidate(_Record):

@@ -1,7 +1,8 @@
 """One candidate's simulation, its predicted figures, and its score under the objective.
 
 Owns the objectives' definitions (goodput, latency, cost), the "keeps up" rule, the
-latency figure the latency objective minimises, and the Pareto front. Replicas: arrivals
+latency figure the latency objective minimises, the Pareto front, and each candidate's
+calibration cell and error band (`with_band`). Replicas: arrivals
 are dealt round-robin over the data-parallel copies and replica 0 is simulated; its
 throughputs are multiplied by the replica count, its latencies stand for all replicas.
 """
@@ -15,6 +16,7 @@ import numpy as np
 from engines.config import EngineConfig
 from engines.facts import HardwareFacts, ModelFacts
 from recommender import perf
+from recommender.bands import cell_band, cell_of, replay_regime
 from recommender.recommendation import Objective, PredictedMetrics
 from recommender.simulator import SimOptions, SimRequests, SimResult, simulate
 from recommender.specs import GPU, ModelSpec
@@ -106,7 +108,8 @@ def evaluate(config: EngineConfig, requests: SimRequests, replicas: int, target:
     share = replica_share(requests, replicas)
     result = simulate(share, config, target.gpu, target.model, params=target.params,
                       options=goals.sim_options())
-    predicted = predicted_metrics(result, replicas, goals)
+    predicted = with_band(predicted_metrics(result, replicas, goals), config.engine, replicas,
+                          target)
     span = float(requests.arrival_s[-1] - requests.arrival_s[0])
     offered = len(requests.arrival_s) / span if span > 0 else float(len(requests.arrival_s))
     mean_out = float(np.mean(requests.output_tokens))
@@ -136,6 +139,16 @@ def predicted_metrics(result: SimResult, replicas: int, goals: Goals) -> Predict
         kv_headroom_fraction=max(0.0, 1.0 - peak), slo_met=bool(slo_met),
         rejected_requests=s.rejected * replicas, preemptions=s.preemptions * replicas,
     )
+
+
+def with_band(predicted: PredictedMetrics, engine: str, replicas: int, target: Target
+              ) -> PredictedMetrics:
+    """`predicted` with its calibration cell and that cell's band (None outside every
+    calibrated cell). The replay is open-loop: its regime is the closed loop at one replica's
+    mean occupancy (`bands.replay_regime`). A cached dict lookup per candidate."""
+    regime = replay_regime(predicted.request_throughput_rps / replicas, predicted.e2e_s.mean)
+    cell = cell_of(engine, target.gpu, target.model, regime)
+    return predicted.model_copy(update={"calibration_cell": cell, "band": cell_band(cell)})
 
 
 def knobs_set(config: EngineConfig) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.render import candidate_points, candidate_rows, fmt_ms, latency_rows
+from app.render import band_text, candidate_points, candidate_rows, fmt_ms, latency_rows
 from app.resources import (
     RECOMMENDATION_KEY,
     bundle_zip,
@@ -102,6 +102,8 @@ def _pick(rec) -> None:
     cols[3].metric("Requests/s", f"{p.request_throughput_rps:,.2f}")
     cols[4].metric("Goodput req/s", "n/a" if p.goodput_rps is None else f"{p.goodput_rps:,.2f}")
     cols[5].metric("KV headroom", f"{p.kv_headroom_fraction:.0%}")
+    st.markdown(f"**Error band** {band_text(p.band, p.calibration_cell)}: the median error "
+                "of this calibration cell on measurements left out of the fit")
     if not p.slo_met:
         st.warning("The pick does not meet the SLOs: it is the closest candidate.")
     st.dataframe(latency_rows({"TTFT": p.ttft_s, "TPOT": p.tpot_s, "ITL": p.itl_s,

@@ -1,5 +1,6 @@
-"""`python -m app recommend` end to end in a subprocess: JSON keys, -o then export, and one
-line with exit 2 and no file on bad input."""
+"""`python -m app recommend` end to end in a subprocess: JSON keys (with each candidate's band
+and coverage), -o then export, the text view's band line, and one line with exit 2 and no
+file on bad input."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from recommender.recommendation import Recommendation
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+BANDS_JSON = ROOT / "data" / "calibration" / "bands.json"
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -40,13 +42,45 @@ def test_json_then_export_round_trip(tmp_path: Path) -> None:
     assert all((tmp_path / f).is_file() for f in files)
     report = (tmp_path / "bundle" / "REPORT.md").read_text()
     assert printed["reasons"][0]["text"] in report
+    # every candidate carries its cell and the cell's band (with its coverage) from bands.json
+    cells = json.loads(BANDS_JSON.read_text())["cells"]
+    for candidate in printed["candidates"]:
+        predicted = candidate["predicted"]
+        cell = predicted["calibration_cell"]
+        expected = cells.get(cell)
+        assert predicted["band"] == (None if expected is None else {"cell": cell, **expected})
+    pick = printed["pick"]["predicted"]
+    if pick["band"] is None:
+        assert f"covers cell `{pick['calibration_cell']}`" in report
+    else:
+        assert (f"±{pick['band']['median_ape'] * 100:.0f} %" in report
+                and f"covered by {pick['band']['rows']} held-out measurements" in report)
+
+
+def test_text_view_shows_the_picks_band_or_no_calibrated_cell(tmp_path: Path) -> None:
+    from app.cli_recommend import recommendation_text
+
+    out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
+                  "--max-requests", "1000", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rec = Recommendation.model_validate_json(out.stdout)
+    cell = rec.pick.predicted.calibration_cell
+    entry = json.loads(BANDS_JSON.read_text())["cells"][cell]  # the sample's pick is covered
+    band_line = next(line for line in recommendation_text(rec).splitlines()
+                     if line.startswith("Band"))
+    assert band_line == (f"Band      ±{entry['median_ape'] * 100:.0f} % (cell {cell}, "
+                         f"{entry['rows']} held-out rows)")
+    bare = rec.pick.predicted.model_copy(update={"band": None})
+    uncalibrated = rec.model_copy(update={"pick": rec.pick.model_copy(update={"predicted": bare})})
+    assert (f"Band      no calibrated cell ({cell}: no published measurement covers it)"
+            in recommendation_text(uncalibrated).splitlines())
 
 
 def test_human_view_shows_pick_reasons_and_alternatives(tmp_path: Path) -> None:
     out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
                   "--max-requests", "1000", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    for heading in ("Pick", "Predicted", "Why", "Alternatives (best per engine)"):
+    for heading in ("Pick", "Predicted", "Band", "Why", "Alternatives (best per engine)"):
         assert heading in out.stdout
     assert " ms" in out.stdout
     assert not list(tmp_path.iterdir())  # no workspace litter without --workspace

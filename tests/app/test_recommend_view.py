@@ -13,6 +13,7 @@ from tests import reference as ref
 from tests.app.conftest import ENTRY
 
 GPU, MODEL = "H100-SXM", "meta-llama/Llama-3.1-8B-Instruct"
+BANDS_JSON = ref.ROOT / "data" / "calibration" / "bands.json"
 
 
 def recommend_on_sample(max_requests: int = 1_000) -> AppTest:
@@ -57,6 +58,25 @@ def test_recommendation_figures_and_files(app_home):
     (chart,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     star = next(t for t in chart["data"] if t["name"] == "pick")
     assert star["x"] == [p.output_throughput_tok_s]
+    # the pick's band (its cell's entry of bands.json, read here) next to its figures, and a
+    # band column in the candidates tables
+    cell = p.calibration_cell
+    entry = json.loads(BANDS_JSON.read_text())["cells"].get(cell)
+    shown = (f"±{entry['median_ape'] * 100:.0f} % (cell {cell}, {entry['rows']} held-out rows)"
+             if entry else f"no calibrated cell ({cell}")
+    assert any(m.value.startswith(f"**Error band** {shown}") for m in at.markdown), \
+        [m.value for m in at.markdown]
+    tables = [d.value for d in at.dataframe if "band" in d.value.columns]
+    assert len(tables) == 2  # the best of each engine, and all candidates
+    _, everything = tables
+    assert list(everything["config"]) == [c.label for c in rec.candidates]
+    for candidate, band, rows in zip(rec.candidates, everything["band"],
+                                     everything["coverage (rows)"], strict=True):
+        found = json.loads(BANDS_JSON.read_text())["cells"].get(
+            candidate.predicted.calibration_cell)
+        assert band == (f"±{found['median_ape'] * 100:.0f} %" if found
+                        else "no calibrated cell")
+        assert rows == (found["rows"] if found else 0)
     # one download per bundle file, plus the zip
     files = render_bundle(ExportRequest.model_validate(rec.export))
     labels = [d.proto.label for d in at.get("download_button")]

@@ -293,6 +293,24 @@ def test_report_without_context_says_so(tmp_path: Path) -> None:
     assert report.count("None were given in the request.") == 2
 
 
+@pytest.mark.parametrize(("fields", "line"), [
+    ({"band": {"cell": "vllm/hopper/dense/low_batch", "median_ape": 0.4755, "rows": 4},
+      "calibration_cell": "vllm/hopper/dense/low_batch"},
+     "Error band: ±48 % (median error on sources left out of the fit) for cell "
+     "`vllm/hopper/dense/low_batch`, covered by 4 held-out measurements."),
+    ({"calibration_cell": "vllm/hopper/moe/fixed_concurrency"},
+     "Uncalibrated: no published measurement covers cell `vllm/hopper/moe/fixed_concurrency`; "
+     "the figures are the model's alone (no error band)."),
+    ({}, "Uncalibrated: no error band was given; how far these figures can be trusted is "
+     "unknown."),
+])
+def test_report_states_the_predictions_band_or_that_none_covers_them(
+        tmp_path: Path, fields: dict, line: str) -> None:
+    request = _request("vllm", predicted={"ttft_p95_ms": 182.5}, **fields)
+    report = (_export(tmp_path, request) / "REPORT.md").read_text()
+    assert line in report.splitlines()
+
+
 def test_report_code_spans_survive_backticks(tmp_path: Path) -> None:
     report = render_bundle(_request("vllm", config=_config("vllm", model="a``b")))["REPORT.md"]
     assert "```a``b```" in report

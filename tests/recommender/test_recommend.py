@@ -1,9 +1,11 @@
 """Tests for recommender/recommend.py end to end on the bundled sample and real traces:
 the pick runs (plug-in check) and exports, reasons name real figures, the SLO warning names
-what would attain it, and a profile.json is simulated through a synthetic trace."""
+what would attain it, a profile.json is simulated through a synthetic trace, and every
+candidate carries its calibration cell's band."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,7 @@ from recommender.recommendation import Recommendation, RecommendRequest
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+BANDS_JSON = ROOT / "data" / "calibration" / "bands.json"
 
 
 PROGRESS: list[tuple[float, str]] = []
@@ -154,3 +157,36 @@ def test_multi_turn_conversations_get_prefix_caching_with_its_effect() -> None:
     assert "prefix caching on cuts" in reason.text
     off = rec.pick.config.model_copy(update={"prefix_caching": False})
     assert all(c.config != off or c.score <= rec.pick.score for c in rec.candidates)
+
+
+def test_every_candidate_carries_its_cells_band_from_bands_json(rec: Recommendation,
+                                                                 tmp_path: Path) -> None:
+    """The replay is open-loop: its cell's regime is the closed loop at one replica's mean
+    occupancy (Little's law, throughput × mean E2E: ≤ 4 low batch, above fixed concurrency);
+    the band is that cell's entry of data/calibration/bands.json, read here from the file."""
+    cells = json.loads(BANDS_JSON.read_text())["cells"]
+    calibrated = 0
+    for c in rec.candidates:
+        p = c.predicted
+        occupancy = round(p.request_throughput_rps / c.replicas * p.e2e_s.mean)
+        regime = "low_batch" if occupancy <= 4 else "fixed_concurrency"
+        cell = f"{c.config.engine}/hopper/dense/{regime}"  # H100 is Hopper, Llama-3.1 dense
+        assert p.calibration_cell == cell, c.label
+        if cell in cells:
+            calibrated += 1
+            assert p.band is not None and p.band.cell == cell
+            assert p.band.median_ape == cells[cell]["median_ape"]
+            assert p.band.rows == cells[cell]["rows"]
+        else:
+            assert p.band is None, c.label
+    assert calibrated > 0  # the sample's pick region is covered by published rows
+    assert rec.pick.predicted.band is not None
+    assert "uncalibrated_cell" not in {w.code for w in rec.warnings}
+    export = ExportRequest.model_validate(rec.export)
+    assert export.band == rec.pick.predicted.band
+    export_bundle(export, tmp_path / "bundle")
+    report = (tmp_path / "bundle" / "REPORT.md").read_text()
+    band = cells[rec.pick.predicted.calibration_cell]
+    assert (f"Error band: ±{band['median_ape'] * 100:.0f} %" in report
+            and f"`{rec.pick.predicted.calibration_cell}`" in report
+            and f"covered by {band['rows']} held-out measurements" in report)
