@@ -3,10 +3,10 @@
 Owns `step_time` (one iteration on a TP group: the kernel time of the deployment's step-time
 provider, `recommender.steptime`, plus the engine's fitted overheads and the speculative
 draft), the roofline provider (`roofline_kernels`, the default and the fallback) and `predict`
-(continuous-batching steady-state algebra for one fixed-length workload). Efficiencies and overheads come from a
-fitted `PerfParams` record (`recommender.params`, re-exported here; data/calibration/fit.json,
-written by `recommender.calibrate`). Memory comes from `plan_memory`. No I/O; no simulation
-(the simulator builds on `step_time`).
+(continuous-batching steady-state algebra for one fixed-length workload). Efficiencies and
+overheads come from a fitted `PerfParams` record (`recommender.params`, re-exported here;
+data/calibration/fit.json, written by `recommender.calibrate`). Memory comes from
+`plan_memory`. No I/O; no simulation (the simulator builds on `step_time`).
 """
 
 from __future__ import annotations
@@ -472,7 +472,8 @@ def predict(
 
 
 __all__ = [  # the parameter records are re-exported from recommender.params
-    "FIT_FILE", "ROOFLINE", "Batch", "Deployment", "EngineParams", "RooflineKernels", "GpuScales", "PerfParams", "Prediction",
-    "SchedulerDefaults", "default_params", "deployment", "draft_time", "engine_defaults",
-    "load_params", "predict", "roofline_kernels", "step_time", "weight_quantization",
+    "FIT_FILE", "ROOFLINE", "Batch", "Deployment", "EngineParams", "GpuScales", "PerfParams",
+    "Prediction", "RooflineKernels", "SchedulerDefaults", "default_params", "deployment",
+    "draft_time", "engine_defaults", "load_params", "predict", "roofline_kernels", "step_time",
+    "weight_quantization",
 ]

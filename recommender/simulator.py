@@ -379,7 +379,7 @@ def simulate(
             np.int64,
         )
         table = dep.kernels.table() if dep.kernels is not None else np.zeros(0)
-        _run_kernel(run, prep, order, icfg, step_coefficients(dep, p), table)
+        _run_kernel(run, prep, order, icfg, step_coefficients(dep, p), table=table)
         run.ttft += p.request_overhead_s  # latencies count from the send, not the entry
         run.e2e += p.request_overhead_s
     return _result(run, (inp_in, out_in, ok), options=options, cap=cap)
@@ -409,7 +409,7 @@ class _Run:
 
 
 def _run_kernel(
-    run: _Run, prep: _Prepared, order: np.ndarray, icfg: np.ndarray, coef: np.ndarray,
+    run: _Run, prep: _Prepared, order: np.ndarray, icfg: np.ndarray, coef: np.ndarray, *,
     table: np.ndarray,
 ) -> None:
     from recommender import sim_kernel

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -93,7 +93,7 @@ def _check(kind: str) -> None:
                          f"{', '.join(PROVIDERS)}")
 
 
-def _factory(kind: str):  # noqa: ANN202 - a provider factory, resolved from its string
+def _factory(kind: str) -> Callable[[StepCell], KernelModel | None]:
     module, name = PROVIDERS[kind].split(":")
     return getattr(importlib.import_module(module), name)
 
@@ -108,9 +108,8 @@ def kernels_for(cell: StepCell, kind: str | None = None) -> KernelModel:
     """
     kind = kind or active_kind()
     _check(kind)
-    model = _factory(kind)(cell)
-    if model is None and kind != FALLBACK_KIND:
-        model = _factory(FALLBACK_KIND)(cell)
+    model = _factory(kind)(cell) or _factory(FALLBACK_KIND)(cell)
+    assert model is not None  # the fallback covers every cell
     return model
 
 
