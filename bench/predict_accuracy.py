@@ -14,7 +14,13 @@ so it measures interpolation).
 `--write-bands` stores each cell's LOSO median APE and row count in
 data/calibration/bands.json (`recommender.bands`), which `predict` reports as its band.
 
+`--step-time KIND[,KIND...]` runs LOSO once per step-time provider (`recommender.steptime`:
+roofline, measured) and prints them side by side per cell and overall; "measured" answers
+with aiconfigurator's kernel tables where they cover the row's (GPU, engine, model) and the
+roofline elsewhere, and the comparison is also given over the covered rows only.
+
 Run: .venv/bin/python bench/predict_accuracy.py [--quiet] [--write-bands]
+     [--step-time roofline,measured]
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from recommender.catalog import get_gpu, get_model
 from recommender.fitting import CalRow, fit, predict_row
 from recommender.perf import FIT_FILE, PerfParams, load_params
 from recommender.predict_sim import simulate_load
+from recommender.steptime import PROVIDERS, using
 
 BUDGET_MEDIAN_PCT = 15.0  # DESIGN §5 and issue 12's goal; issue 12 is done at <= 20 %
 LATENCIES = {"ttft_s", "tpot_s", "itl_s", "e2e_s"}
@@ -132,6 +139,45 @@ def write_bands(cells: dict[str, list[float]], overall: list[float]) -> None:
     print(f"wrote {BANDS_FILE}")
 
 
+def covered(row: CalRow, kind: str) -> bool:
+    """Whether provider `kind` answers the row itself (not through the roofline fallback)."""
+    from recommender.perf import deployment
+
+    model = get_model(row.model)
+    dep = deployment(row.engine_config(model), get_gpu(row.gpu), model, step_time=kind)
+    return dep.kernels is not None and dep.kernels.kind == kind
+
+
+def compare(rows: list[CalRow], kinds: list[str], *, quiet: bool) -> None:
+    """LOSO once per step-time provider; per cell and overall side by side, and over the
+    rows each non-roofline provider covers."""
+    apes: dict[str, dict[int, float]] = {}
+    for kind in kinds:
+        print(f"\n=== step-time provider: {kind} ===")
+        with using(kind):
+            apes[kind], refused = loso(rows, quiet=quiet)
+        print(f"{len(refused)} refused")
+    head = " ".join(f"{k + ' med %':>16}" for k in kinds)
+    print(f"\nper cell, LOSO median APE by step-time provider\n{'cell':40} {'rows':>5} {head}")
+    cells = {c: [r for r in rows if row_cell(r) == c] for c in sorted({row_cell(r) for r in rows})}
+    for cell, members in cells.items():
+        meds = " ".join(_median_of(apes[k], members) for k in kinds)
+        print(f"{cell:40} {len(members):5d} {meds}")
+    print(f"{'overall':40} {len(rows):5d} {' '.join(_median_of(apes[k], rows) for k in kinds)}")
+    for kind in kinds:
+        if kind == "roofline":
+            continue
+        with using(kind):
+            cov = [r for r in rows if covered(r, kind)]
+        print(f"{'rows ' + kind + ' covers':40} {len(cov):5d} "
+              f"{' '.join(_median_of(apes[k], cov) for k in kinds)}")
+
+
+def _median_of(ape: dict[int, float], members: list[CalRow]) -> str:
+    got = [ape[r.index] for r in members if r.index in ape]
+    return f"{np.median(got):16.1f}" if got else f"{'-':>16}"
+
+
 def main() -> int:
     """Print LOSO (headline) and random-split (secondary) APEs; exit 0 whether or not the
     goal is met (it is reported)."""
@@ -140,8 +186,17 @@ def main() -> int:
     ap.add_argument("--write-bands", action="store_true",
                     help=f"store the per-cell LOSO errors in {BANDS_FILE.name}")
     ap.add_argument("--no-random-split", action="store_true", help="skip the secondary line")
+    ap.add_argument("--step-time", default=None,
+                    help=f"comma-separated step-time providers to compare ({', '.join(PROVIDERS)})")
     args = ap.parse_args()
     rows, skipped = parse_csv(DEFAULT_CSV)
+    if args.step_time:
+        kinds = args.step_time.split(",")
+        unknown = [k for k in kinds if k not in PROVIDERS]
+        if unknown:
+            ap.error(f"unknown step-time provider(s) {unknown}; use {', '.join(PROVIDERS)}")
+        compare(rows, kinds, quiet=args.quiet)
+        return 0
     t0 = time.perf_counter()
     ape, refused = loso(rows, quiet=args.quiet)
     loso_s = time.perf_counter() - t0

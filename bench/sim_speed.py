@@ -6,7 +6,12 @@ arrival mode, plain and with speculative decoding, after one warm-up (numba comp
 load) and prints requests/s simulated. DESIGN §5 budget: 100 k requests < 2 s; a full
 recommendation over all candidates < 30 s (`recommend_time`: the bundled sample).
 
+`--step-time measured` runs the same modes with the measured-kernel provider
+(`recommender.steptime`; its table is built once, before the timings, and the numba loop
+reads it without calling Python).
+
 Run: .venv/bin/python bench/sim_speed.py [--requests 100000] [--rate 20] [--prefix]
+     [--step-time roofline|measured] [--no-recommend]
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engines.config import EngineConfig, SpeculativeConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.simulator import SimOptions, SimRequests, simulate
+from recommender.steptime import PROVIDERS, using
 
 
 def make_requests(n: int, rate: float, prefix: bool, seed: int = 0) -> SimRequests:
@@ -53,9 +59,24 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--rate", type=float, default=6.0, help="Poisson arrivals per second")
     ap.add_argument("--prefix", action="store_true", help="add shared-prefix block hashes")
+    ap.add_argument("--step-time", choices=list(PROVIDERS), default=None,
+                    help="step-time provider (default: the active one, the roofline)")
+    ap.add_argument("--no-recommend", action="store_true", help="skip the recommendation timing")
     args = ap.parse_args()
+    if args.step_time:
+        with using(args.step_time):
+            simulations(args)
+    else:
+        simulations(args)
+    if not args.no_recommend:
+        recommend_time(args)
+
+
+def simulations(args: argparse.Namespace) -> None:
+    """Time each arrival mode on 100 k requests after one warm-up."""
     gpu, model = get_gpu("H100-SXM"), get_model("llama-3.1-8b")
     config = EngineConfig(engine="vllm", model=model.name)
+    print(f"step-time provider: {args.step_time or 'default'}")
     req = make_requests(args.requests, args.rate, args.prefix)
     modes = {
         "trace": (config, SimOptions(arrival="trace")),
@@ -87,7 +108,6 @@ def main() -> None:
             f"{s.preemptions:,} | {s.request_throughput_rps:.1f} rps, "
             f"TTFT p50 {s.ttft_s.p50 * 1e3:.0f} ms, TPOT p50 {s.tpot_s.p50 * 1e3:.1f} ms"
         )
-    recommend_time(args)
 
 
 def recommend_time(args: argparse.Namespace) -> None:

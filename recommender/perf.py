@@ -1,10 +1,12 @@
 """The analytical performance model: one engine step's time and fixed-length steady state.
 
-Owns `step_time` (roofline of one iteration on a TP group) and `predict` (continuous-batching
-steady-state algebra for one fixed-length workload). Efficiencies and overheads come from a
-fitted `PerfParams` record (`recommender.params`, re-exported here; data/calibration/fit.json,
-written by `recommender.calibrate`). Memory comes from `plan_memory`. No I/O; no simulation
-(the simulator builds on `step_time`).
+Owns `step_time` (one iteration on a TP group: the kernel time of the deployment's step-time
+provider, `recommender.steptime`, plus the engine's fitted overheads and the speculative
+draft), the roofline provider (`roofline_kernels`, the default and the fallback) and `predict`
+(continuous-batching steady-state algebra for one fixed-length workload). Efficiencies and
+overheads come from a fitted `PerfParams` record (`recommender.params`, re-exported here;
+data/calibration/fit.json, written by `recommender.calibrate`). Memory comes from
+`plan_memory`. No I/O; no simulation (the simulator builds on `step_time`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import UsageError
@@ -29,6 +32,7 @@ from recommender.params import (
 )
 from recommender.specs import GPU, ModelSpec
 from recommender.speculative import SpecDraft, draft_for
+from recommender.steptime import KernelModel, StepCell, kernels_for
 
 # The roofline blend: (compute^p + memory^p)^(1/p). p = 4 stays within 19 % of max() at the
 # ridge point (where compute = memory) and within 1 % once one side is 2x the other, and is
@@ -75,6 +79,32 @@ class Deployment:
     bandwidth_bytes_s: float
     link_bytes_s: float  # one-way GPU-GPU bandwidth per GPU
     spec: SpecDraft | None = None  # speculative decoding's draft, None = plain decoding
+    kernels: KernelModel | None = None  # step-time provider; None = the roofline
+
+
+class RooflineKernels:
+    """The roofline provider: compute vs HBM traffic of one forward, blended, + TP
+    all-reduces (`step_time` documents the terms); the fitted efficiencies and the GPU
+    family's scales apply. Covers every cell."""
+
+    kind = "roofline"
+
+    def kernel_seconds(self, dep: Deployment, batch: Batch, params: EngineParams) -> float:
+        """Seconds of the forward's kernels (roofline + comm; no overheads, no draft)."""
+        return _roofline_kernel_s(dep, batch, params)
+
+    def table(self) -> np.ndarray:
+        """Empty: the simulator evaluates the roofline in closed form (step_coefficients)."""
+        return np.zeros(0)
+
+
+ROOFLINE = RooflineKernels()
+
+
+def roofline_kernels(cell: StepCell) -> RooflineKernels:
+    """Provider factory of kind "roofline" (`steptime.PROVIDERS`): every cell."""
+    del cell  # the roofline covers every cell
+    return ROOFLINE
 
 
 def _peak_flops(gpu: GPU, weight_format: str) -> float:
@@ -93,18 +123,23 @@ def _peak_flops(gpu: GPU, weight_format: str) -> float:
 
 def deployment(
     config: EngineConfig, gpu: GPU, model: ModelSpec, *, acceptance: float | None = None,
-    scales: GpuScales | None = None,
+    scales: GpuScales | None = None, step_time: str | None = None,
 ) -> Deployment:
     """Shapes, memory plan and hardware peaks for `config` on a TP group of `gpu`.
 
     `acceptance` overrides the speculative method's default per-token acceptance rate;
-    `scales` corrects the GPU's peaks (PerfParams.scales, fitted per architecture).
+    `scales` corrects the GPU's peaks (PerfParams.scales, fitted per architecture);
+    `step_time` names the step-time provider (`steptime.PROVIDERS`; default the active one,
+    `steptime.active_kind`), the roofline where it does not cover the cell.
     """
     scales = scales or GpuScales()
     plan = plan_memory(config, gpu, model)
     spec = None
     if config.speculative is not None:
         spec = draft_for(config.speculative, model, acceptance)
+    kv_format = "fp8" if plan.kv_dtype_bytes == 1 else "bf16"
+    cell = StepCell(engine=config.engine, gpu=gpu, model=model, tp=config.tp,
+                    weights_format=plan.weights_format, kv_cache_dtype=kv_format)
     return Deployment(
         model=model,
         gpu=gpu,
@@ -116,6 +151,7 @@ def deployment(
         bandwidth_bytes_s=gpu.mem_bandwidth_tb_s * 1e12 * scales.bandwidth_scale,
         link_bytes_s=gpu.interconnect_bandwidth_gb_s * 1e9 / 2,
         spec=spec,
+        kernels=kernels_for(cell, step_time),
     )
 
 
@@ -170,6 +206,8 @@ def step_time(dep: Deployment, batch: Batch, params: EngineParams) -> float:
     comm    = 2 all-reduces per layer of tokens·H·2 B, ring traffic 2(tp−1)/tp, over the
               one-way link bandwidth × interconnect_efficiency, + latency each (tp > 1);
     total   = roofline + comm + step_overhead + per_seq_overhead·sampled + draft_time.
+    roofline + comm is the roofline provider's kernel time; another provider of `dep.kernels`
+    (steptime.PROVIDERS, e.g. measured kernel tables) replaces those two terms only.
 
     Raises:
         UsageError: negative batch figures, or an empty batch.
@@ -179,6 +217,19 @@ def step_time(dep: Deployment, batch: Batch, params: EngineParams) -> float:
     tokens = batch.prefill_tokens + decode_tokens
     if min(batch.prefill_tokens, batch.decode_seqs, batch.decode_context) < 0 or tokens <= 0:
         raise UsageError(f"step needs a non-empty, non-negative batch, got {batch}")
+    kernels = dep.kernels or ROOFLINE
+    sampled = decode_tokens + batch.prefill_seqs
+    # Sampler and logits processors run once per sampled position: k + 1 per speculating
+    # decode (what makes speculation costly at large batch beside compute-bound verification).
+    overhead_s = params.step_overhead_s + params.per_seq_overhead_s * sampled
+    return kernels.kernel_seconds(dep, batch, params) + overhead_s + draft_time(dep, batch, params)
+
+
+def _roofline_kernel_s(dep: Deployment, batch: Batch, params: EngineParams) -> float:
+    """The roofline of one forward + its TP all-reduces (step_time's first two terms)."""
+    q = dep.spec.k + 1.0 if dep.spec is not None else 1.0
+    decode_tokens = batch.decode_seqs * q
+    tokens = batch.prefill_tokens + decode_tokens
     m = dep.model
     vocab_matrix = m.vocab_size * m.hidden_size
     heads = 1 if m.tie_word_embeddings else 2
@@ -204,10 +255,7 @@ def step_time(dep: Deployment, batch: Batch, params: EngineParams) -> float:
         comm_s = ALLREDUCES_PER_LAYER * m.num_layers * (
             per_allreduce + params.allreduce_latency_s
         )
-    # Sampler and logits processors run once per sampled position: k + 1 per speculating
-    # decode (what makes speculation costly at large batch beside compute-bound verification).
-    overhead_s = params.step_overhead_s + params.per_seq_overhead_s * sampled
-    return _roofline(compute_s, memory_s) + comm_s + overhead_s + draft_time(dep, batch, params)
+    return _roofline(compute_s, memory_s) + comm_s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -424,7 +472,8 @@ def predict(
 
 
 __all__ = [  # the parameter records are re-exported from recommender.params
-    "FIT_FILE", "Batch", "Deployment", "EngineParams", "GpuScales", "PerfParams", "Prediction",
-    "SchedulerDefaults", "default_params", "deployment", "draft_time", "engine_defaults",
-    "load_params", "predict", "step_time", "weight_quantization",
+    "FIT_FILE", "ROOFLINE", "Batch", "Deployment", "EngineParams", "GpuScales", "PerfParams",
+    "Prediction", "RooflineKernels", "SchedulerDefaults", "default_params", "deployment",
+    "draft_time", "engine_defaults", "load_params", "predict", "roofline_kernels", "step_time",
+    "weight_quantization",
 ]

@@ -4,7 +4,10 @@ One engine replica, one scheduler iteration per loop turn (vLLM V1-like): runnin
 first, then admissions from the waiting queue, KV blocks with an LRU prefix cache, recompute
 preemption. `recommender.simulator` owns the semantics, validation and allocation; these
 functions trust their inputs. The step time is `perf.step_time` in closed form over the
-coefficients `simulator.step_coefficients` derives from perf's own figures.
+coefficients `simulator.step_coefficients` derives from perf's own figures; with a measured
+step-time provider (`recommender.steptime_aic`) its kernel part comes from that provider's
+table instead (`table_seconds`; the provider evaluates its own table through it, so both
+paths read one function).
 """
 
 from __future__ import annotations
@@ -36,6 +39,72 @@ SERIES_CAP = 4096  # time-series samples kept (decimated by 2 whenever full)
 @numba.njit(cache=True, nogil=True)
 def _roof(compute, memory, p):
     return (compute**p + memory**p) ** (1.0 / p)
+
+
+@numba.njit(cache=True, nogil=True)
+def _interp(xs, ys, x):
+    """Piecewise-linear y(x) over ascending nodes; below the first node its value, above the
+    last proportional to x (costs grow linearly in tokens / sequences / context there)."""
+    n = xs.shape[0]
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[n - 1]:
+        return ys[n - 1] * x / xs[n - 1]
+    i = np.searchsorted(xs, x) - 1
+    w = (x - xs[i]) / (xs[i + 1] - xs[i])
+    return ys[i] + w * (ys[i + 1] - ys[i])
+
+
+@numba.njit(cache=True, nogil=True)
+def table_seconds(table, prefill_tokens, prefill_ctx_sum, decode_tokens, decode_ctx_sum):
+    """Kernel seconds of one forward from a measured table (layout: steptime_aic.pack):
+    shared (non-attention) ops over all tokens + prefill attention per token at the prefill
+    tokens' mean causal context + decode attention of `decode_tokens` queries at their mean
+    context (bilinear in queries x context)."""
+    nt, nl, nd, nc = int(table[0]), int(table[1]), int(table[2]), int(table[3])
+    o = 4
+    t_x, t_y = table[o:o + nt], table[o + nt:o + 2 * nt]
+    o += 2 * nt
+    l_x, l_y = table[o:o + nl], table[o + nl:o + 2 * nl]
+    o += 2 * nl
+    d_x, c_x = table[o:o + nd], table[o + nd:o + nd + nc]
+    o += nd + nc
+    grid = table[o:o + nd * nc].reshape((nd, nc))
+    tokens = prefill_tokens + decode_tokens
+    total = _interp(t_x, t_y, tokens)
+    if prefill_tokens > 0.0:
+        total += prefill_tokens * _interp(l_x, l_y, 2.0 * prefill_ctx_sum / prefill_tokens)
+    if decode_tokens > 0.0:
+        ctx = decode_ctx_sum / decode_tokens
+        d = min(max(decode_tokens, d_x[0]), d_x[nd - 1])
+        i = min(max(np.searchsorted(d_x, d) - 1, 0), nd - 2)
+        w = (d - d_x[i]) / (d_x[i + 1] - d_x[i])
+        lo, hi = _interp(c_x, grid[i], ctx), _interp(c_x, grid[i + 1], ctx)
+        # Beyond the largest measured batch, attention scales with the queries.
+        total += (lo + w * (hi - lo)) * max(decode_tokens / d_x[nd - 1], 1.0)
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _overheads(coef, decode_seqs, decode_ctx_sum, sampled_prefills, p):
+    """perf.step_time's overheads and speculative draft (the same for every provider)."""
+    total = coef[OH_STEP] + coef[OH_SEQ] * (decode_seqs * coef[SPEC_Q] + sampled_prefills)
+    if coef[D_K] > 0.0 and decode_seqs > 0.0:
+        draft = _roof(coef[D_TOK] * decode_seqs, coef[D_W] + coef[D_KV] * decode_ctx_sum, p)
+        total += coef[D_K] * (draft + coef[D_FIX]) + coef[D_CPU] * decode_seqs
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def measured_step_seconds(  # noqa: PLR0917
+    coef, table, prefill_tokens, decode_seqs, decode_ctx_sum, prefill_ctx_sum, sampled_prefills
+):
+    """perf.step_time with a measured provider: its table's kernel time + overheads + draft
+    (decode contexts are read once for all k + 1 verified tokens, as in the roofline)."""
+    q = coef[SPEC_Q]
+    kernel = table_seconds(table, prefill_tokens, prefill_ctx_sum, decode_seqs * q,
+                           q * decode_ctx_sum)
+    return kernel + _overheads(coef, decode_seqs, decode_ctx_sum, sampled_prefills, coef[P])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -159,7 +228,7 @@ def _itl_bin(gap):
 
 
 @numba.njit(cache=True, nogil=True)
-def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series, itl):  # noqa: PLR0917, PLR0912, PLR0915
+def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, series, itl):  # noqa: PLR0917, PLR0912, PLR0915
     """Simulate until every request finishes.
 
     Speculative decoding (coef[D_K] > 0): a decode schedules k + 1 query tokens (budget and
@@ -170,6 +239,7 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series, itl):  # noq
 
     icfg: [max_seqs, budget, chunked, static, closed_conc (0 = open), cap_units,
     unit_tokens, hash_block_tokens]. arr is overwritten in closed-loop mode (release times).
+    table: a measured provider's kernel table (`table_seconds`), empty for the roofline.
     series: float64 (SERIES_CAP, 4) buffer (t, queue, running, kv_used_fraction).
     Returns (first_t, fin_t, preemptions per request, stats[steps, preemptions,
     series_len, error], largest gap between two emissions per request).
@@ -195,6 +265,7 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series, itl):  # noq
     qi = np.int64(coef[SPEC_Q])
     spec_e = coef[SPEC_E]
     speculative = coef[D_K] > 0.0
+    measured = table.shape[0] > 0
     cached = np.zeros(n_ids, np.bool_)
     ref = np.zeros(n_ids, np.int32)
     prev = np.full(n_ids, -1, np.int64)
@@ -325,7 +396,10 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, series, itl):  # noq
                 break
             continue
         empty = 0
-        dt = step_seconds(coef, pt, dn, cd, cp, sp)
+        if measured:
+            dt = measured_step_seconds(coef, table, pt, dn, cd, cp, sp)
+        else:
+            dt = step_seconds(coef, pt, dn, cd, cp, sp)
         t += dt
         steps += 1
         dt_bin = -1

@@ -26,7 +26,9 @@ Scheduler (vLLM V1-like, one iteration per step):
 - A request enters the engine the engine's request_overhead_s (API time) after it is sent;
   its latencies count from the send; a closed-loop user's next request is sent at the finish.
 - Step time = perf.step_time of the batch: prefill tokens, decodes, summed decode contexts,
-  summed causal prefill context (chunk tokens × (start + chunk/2)), prompts sampled.
+  summed causal prefill context (chunk tokens × (start + chunk/2)), prompts sampled; its
+  kernel part from the deployment's step-time provider (the roofline's closed form, or a
+  measured provider's table: `dep.kernels.table()`), so the loop never calls Python.
 - Speculative decoding (config.speculative): a decode verifies k + 1 tokens (budget, KV
   lookahead, step time via perf.draft_time/step_time) and emits the expected
   (1 − a^(k+1))/(1 − a) tokens per step as a deterministic fluid (see sim_kernel.run).
@@ -376,7 +378,8 @@ def simulate(
              unit, prep.hash_block],
             np.int64,
         )
-        _run_kernel(run, prep, order, icfg, step_coefficients(dep, p))
+        table = dep.kernels.table() if dep.kernels is not None else np.zeros(0)
+        _run_kernel(run, prep, order, icfg, step_coefficients(dep, p), table=table)
         run.ttft += p.request_overhead_s  # latencies count from the send, not the entry
         run.e2e += p.request_overhead_s
     return _result(run, (inp_in, out_in, ok), options=options, cap=cap)
@@ -406,14 +409,15 @@ class _Run:
 
 
 def _run_kernel(
-    run: _Run, prep: _Prepared, order: np.ndarray, icfg: np.ndarray, coef: np.ndarray
+    run: _Run, prep: _Prepared, order: np.ndarray, icfg: np.ndarray, coef: np.ndarray, *,
+    table: np.ndarray,
 ) -> None:
     from recommender import sim_kernel
 
     series = np.zeros((sim_kernel.SERIES_CAP, 4))
     first_t, fin_t, npre, stats, max_itl = sim_kernel.run(
         prep.arrival, prep.inp, prep.out, prep.hoff, prep.hid, prep.nfull, prep.n_ids,
-        icfg, coef, series, run.itl,
+        icfg, coef, np.ascontiguousarray(table, dtype=np.float64), series, run.itl,
     )
     if stats[3]:
         raise UsageError(f"simulation stalled (code {int(stats[3])}): nothing schedulable")

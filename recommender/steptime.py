@@ -1,0 +1,123 @@
+"""Where one engine step's kernel time comes from: the step-time providers and their choice.
+
+Owns the provider registry (`PROVIDERS`, kind → "module:factory", resolved lazily so a
+provider's library is imported only when that provider is used), the record a provider is
+asked about (`StepCell`: GPU, engine, model, tp, weight and KV formats), the choice of
+provider (`active_kind` / `using`, process default `DEFAULT_KIND`) and `kernels_for` (the
+chosen provider's kernel model for a cell, the roofline when the provider does not cover it).
+
+A provider answers the *kernel* time of one forward pass of the target model on the TP group
+(`perf.KernelModel`); `perf.step_time` adds the engine's fitted per-step and per-sequence
+overheads and the speculative draft on top, the same for every provider. The roofline
+(`perf.roofline_kernels`) is the default and the fallback; `measured`
+(`recommender.steptime_aic`) reads NVIDIA's measured per-operation tables
+(aiconfigurator-core) where they cover the cell. No I/O here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from core.errors import UsageError
+from engines.config import EngineKind
+from recommender.specs import GPU, ModelSpec
+
+if TYPE_CHECKING:  # the protocol perf's providers satisfy; perf imports this module
+    import numpy as np
+
+
+class KernelModel(Protocol):
+    """One cell's kernel time: `kernel_seconds(dep, batch, params)` → seconds of one forward
+    (comm included, overheads and draft not), `table()` → the same as a table the numba
+    simulator reads (`sim_kernel.table_seconds`), empty for the roofline's closed form."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def kernel_seconds(self, dep: Any, batch: Any, params: Any) -> float: ...
+
+    def table(self) -> np.ndarray: ...
+
+
+@dataclass(slots=True, frozen=True)
+class StepCell:
+    """What a provider needs to decide whether it covers a deployment and to build it."""
+
+    engine: EngineKind
+    gpu: GPU
+    model: ModelSpec
+    tp: int
+    weights_format: str  # memory.MemoryPlan.weights_format: "bf16", "fp8", "nvfp4", ...
+    kv_cache_dtype: str  # "bf16" or "fp8" (the KV format the plan holds)
+
+
+# kind → "module:factory"; factory(cell) → KernelModel, or None when it does not cover the
+# cell. Lazy strings: no static import of a provider's library (CLI start-up stays light).
+PROVIDERS: dict[str, str] = {
+    "roofline": "recommender.perf:roofline_kernels",
+    "measured": "recommender.steptime_aic:measured_kernels",
+}
+FALLBACK_KIND = "roofline"
+# The cross-validated choice (bench/predict_accuracy.py --step-time roofline,measured, LOSO
+# over 167 rows / 5 sources): roofline 23.4 % overall median APE vs measured 24.5 %; over the
+# 113 rows the measured tables cover, 20.3 % vs 24.5 %. Measured wins the low-batch cells
+# (trtllm/hopper 19.1 → 6.4 %, vllm/hopper 47.6 → 7.7 %, sglang/hopper 22.2 → 9.8 %) and
+# loses offline max throughput (trtllm/hopper 21.4 → 29.3 %, trtllm/blackwell 18.7 →
+# 36.8 %), so it does not earn the default; it stays an option (`using("measured")`).
+DEFAULT_KIND = "roofline"
+_ACTIVE: ContextVar[str] = ContextVar("step_time_kind", default=DEFAULT_KIND)
+
+
+def active_kind() -> str:
+    """The provider kind deployments are built with now (`using` sets it)."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def using(kind: str) -> Iterator[None]:
+    """Build deployments with provider `kind` inside the block.
+
+    Raises:
+        UsageError: an unknown kind.
+    """
+    _check(kind)
+    token = _ACTIVE.set(kind)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def _check(kind: str) -> None:
+    if kind not in PROVIDERS:
+        raise UsageError(f"unknown step-time provider {kind!r}; use one of "
+                         f"{', '.join(PROVIDERS)}")
+
+
+def _factory(kind: str) -> Callable[[StepCell], KernelModel | None]:
+    module, name = PROVIDERS[kind].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def kernels_for(cell: StepCell, kind: str | None = None) -> KernelModel:
+    """The kernel model of provider `kind` (default: `active_kind()`) for `cell`; the
+    roofline's when that provider does not cover the cell (a missing table, an unknown GPU
+    or model, or its library absent).
+
+    Raises:
+        UsageError: an unknown kind.
+    """
+    kind = kind or active_kind()
+    _check(kind)
+    model = _factory(kind)(cell) or _factory(FALLBACK_KIND)(cell)
+    assert model is not None  # the fallback covers every cell
+    return model
+
+
+__all__ = ["DEFAULT_KIND", "FALLBACK_KIND", "PROVIDERS", "KernelModel", "StepCell",
+           "active_kind", "kernels_for", "using"]

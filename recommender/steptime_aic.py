@@ -1,0 +1,174 @@
+"""The measured-kernel step-time provider: NVIDIA's measured per-operation tables
+(aiconfigurator-core 0.12.0, Apache-2.0, CPU-only, bundled data) behind `steptime`.
+
+Owns `measured_kernels` (the provider factory of kind "measured": a `MeasuredKernels` for a
+covered cell, None otherwise), the name maps from ServeFit's catalog onto aiconfigurator's
+systems, backends, model paths and quantization modes, and the table layout the numba
+simulator reads (`pack`, evaluated by `sim_kernel.table_seconds`).
+
+aiconfigurator answers one forward's *kernel* time (comm included); ServeFit adds each
+engine's fitted per-step overheads, its own scheduler and memory model on top
+(`perf.step_time`). Its calls cost ~30 µs and a missing table raises only at the first
+query, so a cell is built once, at deployment time, into a table on fixed grids (that build is
+the probe: any failure → None → the roofline for that cell, never a crash later), and cached
+per cell. aiconfigurator is imported only here, only when this provider is used.
+
+Quantization is set explicitly from ServeFit's memory plan (aiconfigurator's default follows
+the HF config, not what the engine runs). Simplifications: MoE experts are tensor-parallel
+(moe_tp = tp, no expert parallelism, the vLLM/SGLang default), no attention DP; one table per
+(GPU, engine, model, tp, weight format, KV format) at the backend's `current` version
+(trtllm 1.3, vLLM 0.24, SGLang 0.5.14 on Hopper/Blackwell; older ones on A100).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from recommender import sim_kernel
+from recommender.perf import Batch, Deployment, EngineParams
+from recommender.steptime import StepCell
+
+# ServeFit GPU → aiconfigurator system (systems/*.yaml). Not listed (MI300X, A10G, A100-40GB,
+# L4 without engine tables): not covered.
+SYSTEMS = {
+    "H100-SXM": "h100_sxm", "H100-PCIe": "h100_pcie", "H200": "h200_sxm", "B200": "b200_sxm",
+    "A100-80GB": "a100_sxm", "L40S": "l40s",
+}
+BACKENDS = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
+# ServeFit model → aiconfigurator model path (model_configs/ bundled): the same architecture
+# and shapes (Llama-3.3-70B is Llama-3.1-70B's architecture; instruct = base shapes).
+MODELS = {
+    "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",
+    "meta-llama/Llama-3.1-70B-Instruct": "meta-llama/Meta-Llama-3.1-70B",
+    "meta-llama/Llama-3.3-70B-Instruct": "meta-llama/Meta-Llama-3.1-70B",
+    "meta-llama/Llama-3.1-405B-Instruct": "meta-llama/Meta-Llama-3.1-405B",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-32B": "Qwen/Qwen3-32B",
+    "Qwen/Qwen3-235B-A22B": "Qwen/Qwen3-235B-A22B",
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mistralai/Mixtral-8x7B-v0.1",
+    "openai/gpt-oss-20b": "openai/gpt-oss-20b",
+    "openai/gpt-oss-120b": "openai/gpt-oss-120b",
+    "deepseek-ai/DeepSeek-V3": "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/DeepSeek-R1": "deepseek-ai/DeepSeek-R1",
+}
+# memory plan's weight format → (GEMM quant mode, MoE quant mode) aiconfigurator runs.
+WEIGHT_MODES = {
+    "bf16": ("bfloat16", "bfloat16"), "fp16": ("bfloat16", "bfloat16"),
+    "fp8": ("fp8", "fp8"), "int8": ("int8_wo", "bfloat16"),
+    "int4": ("int4_wo", "int4_wo"), "awq": ("int4_wo", "int4_wo"), "gptq": ("int4_wo", "int4_wo"),
+    "nvfp4": ("nvfp4", "nvfp4"), "mxfp4": ("bfloat16", "w4a16_mxfp4"),
+}
+KV_MODES = {"bf16": "bfloat16", "fp8": "fp8"}
+VERSION = "current"  # systems/query_versions.yaml: each backend's newest full collection
+
+# Table grids: tokens of a forward (shared ops), prompt length for prefill attention per
+# token, decode queries x their mean context. Powers of two: a forward's cost is smooth in
+# each, and piecewise-linear between nodes stays within a few % (tests check the nodes).
+TOKENS = 2.0 ** np.arange(0, 16)  # 1 .. 32768
+PROMPT = 2.0 ** np.arange(4, 18)  # 16 .. 131072
+DECODES = 2.0 ** np.arange(0, 11)  # 1 .. 1024
+CONTEXT = 2.0 ** np.arange(4, 18)  # 16 .. 131072
+
+
+def pack(tokens: tuple[np.ndarray, np.ndarray], prompt: tuple[np.ndarray, np.ndarray],
+         decodes: np.ndarray, context: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """One float64 array in seconds, the layout `sim_kernel.table_seconds` reads:
+    [n_tokens, n_prompt, n_decodes, n_context, token nodes, shared seconds, prompt nodes,
+    prefill attention seconds per token, decode nodes, context nodes, decode attention
+    seconds (n_decodes x n_context, row-major)]."""
+    sizes = [len(tokens[0]), len(prompt[0]), len(decodes), len(context)]
+    return np.concatenate([np.array(sizes, float), tokens[0], tokens[1], prompt[0], prompt[1],
+                           decodes, context, grid.ravel()]).astype(np.float64)
+
+
+@dataclass(slots=True, frozen=True)
+class MeasuredKernels:
+    """One covered cell's kernel time from aiconfigurator's tables (`steptime.KernelModel`)."""
+
+    cell_key: tuple[str, ...]  # (system, backend, model path, tp, gemm, moe, kv) built from
+    packed: np.ndarray
+    kind: str = "measured"
+
+    def kernel_seconds(self, dep: Deployment, batch: Batch, params: EngineParams) -> float:
+        """Seconds of the forward's kernels; the fitted efficiencies do not apply (measured)."""
+        del params  # measured silicon: no efficiency to fit
+        q = dep.spec.k + 1.0 if dep.spec is not None else 1.0
+        d = batch.decode_seqs * q
+        return float(sim_kernel.table_seconds(
+            self.packed, float(batch.prefill_tokens),
+            float(batch.prefill_tokens * batch.prefill_context), d, d * batch.decode_context))
+
+    def table(self) -> np.ndarray:
+        """The packed table (`pack`) the simulator's loop evaluates."""
+        return self.packed
+
+
+def cell_key(cell: StepCell) -> tuple[str, ...] | None:
+    """(system, backend, model path, tp, gemm, moe, kv) of `cell`, None when a name has no
+    aiconfigurator counterpart."""
+    system, backend = SYSTEMS.get(cell.gpu.name), BACKENDS.get(cell.engine)
+    path = MODELS.get(cell.model.name)
+    modes, kv = WEIGHT_MODES.get(cell.weights_format), KV_MODES.get(cell.kv_cache_dtype)
+    if None in (system, backend, path, modes, kv):
+        return None
+    assert system and backend and path and modes and kv
+    return (system, backend, path, str(cell.tp), modes[0], modes[1], kv)
+
+
+def handle(key: tuple[str, ...]) -> Any:  # aiconfigurator's EngineHandle
+    """aiconfigurator's compiled engine for `key` (quantization set explicitly).
+
+    Raises:
+        ImportError: aiconfigurator-core is not installed.
+        Exception: whatever aiconfigurator raises for a configuration it cannot build.
+    """
+    from aiconfigurator_core.sdk import EngineHandle
+
+    system, backend, path, tp, gemm, moe, kv = key
+    logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
+    return EngineHandle.compile(
+        path, system, backend, backend_version=VERSION, tp_size=int(tp), moe_tp_size=int(tp),
+        moe_ep_size=1, gemm_quant_mode=gemm, moe_quant_mode=moe, kvcache_quant_mode=kv,
+        fmha_quant_mode="bfloat16")
+
+
+def _build(key: tuple[str, ...]) -> np.ndarray:
+    """The cell's table from `mixed_step_breakdown` → (total, shared, prefill attention,
+    decode attention) ms: shared ops of a T-token prefill, prefill attention of one whole
+    L-token prompt / L, decode attention of D sequences at context C (beside one prefill
+    token, whose share is negligible)."""
+    h = handle(key)
+    ms = 1e-3
+    shared = np.array([h.mixed_step_breakdown(int(t), 0, int(t), 2, 0)[1] for t in TOKENS])
+    attn = np.array([h.mixed_step_breakdown(int(n), 0, int(n), 2, 0)[2] / n for n in PROMPT])
+    grid = np.array([[h.mixed_step_breakdown(1, int(d), int(c), 2, 0)[3] for c in CONTEXT]
+                     for d in DECODES])
+    if not (np.all(np.isfinite(grid)) and np.all(shared > 0) and np.all(attn >= 0)):
+        raise ValueError(f"aiconfigurator returned unusable times for {key}")
+    return pack((TOKENS, shared * ms), (PROMPT, attn * ms), DECODES, CONTEXT, grid * ms)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached(key: tuple[str, ...]) -> MeasuredKernels | None:
+    try:
+        return MeasuredKernels(key, _build(key))
+    except Exception:  # any build/probe failure means "not covered": the roofline
+        return None
+
+
+def measured_kernels(cell: StepCell) -> MeasuredKernels | None:
+    """Provider factory of kind "measured" (`steptime.PROVIDERS`): the cell's tables, built
+    once per cell and cached; None (→ the roofline) when aiconfigurator is not installed or
+    has no table for the GPU, engine, model or quantization."""
+    key = cell_key(cell)
+    return _cached(key) if key is not None else None
+
+
+__all__ = ["BACKENDS", "MODELS", "SYSTEMS", "VERSION", "WEIGHT_MODES", "MeasuredKernels",
+           "cell_key", "handle", "measured_kernels", "pack"]

@@ -1,0 +1,172 @@
+"""Tests for recommender/steptime.py and recommender/steptime_aic.py: the step-time provider
+interface (registry keyed by kind, choice, fallback) and the measured-kernel provider.
+
+The measured provider is checked against direct calls of aiconfigurator-core (its own
+answer, computed in the test), not against the provider's own helpers.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from core.errors import UsageError
+from engines.config import EngineConfig
+from recommender import perf, steptime
+from recommender.catalog import get_gpu, get_model
+from recommender.perf import Batch, EngineParams, deployment, step_time
+from recommender.simulator import step_coefficients
+
+PARAMS = EngineParams(compute_efficiency=0.5, bandwidth_efficiency=0.8, step_overhead_s=0.002,
+                      per_seq_overhead_s=1e-5)
+LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _config(engine: str = "trtllm", **kw) -> EngineConfig:
+    kw = {"weight_quantization": "fp8", "kv_cache_dtype": "fp8", **kw}
+    return EngineConfig(engine=engine, model=LLAMA_8B, tp=1, **kw)  # type: ignore[arg-type]
+
+
+def _dep(kind: str | None = None, gpu: str = "H100-SXM", **kw) -> perf.Deployment:
+    return deployment(_config(**kw), get_gpu(gpu), get_model(LLAMA_8B), step_time=kind)
+
+
+class ConstantKernels:
+    """A real plug-in provider (not a stand-in for one): every forward takes 3 ms."""
+
+    kind = "constant"
+
+    def kernel_seconds(self, dep: object, batch: object, params: object) -> float:
+        return 0.003
+
+    def table(self) -> np.ndarray:
+        return np.zeros(0)
+
+
+def constant_kernels(cell: steptime.StepCell) -> ConstantKernels | None:
+    return ConstantKernels() if cell.gpu.vendor == "nvidia" else None
+
+
+def test_default_provider_is_the_roofline():
+    assert steptime.DEFAULT_KIND == "roofline"
+    assert _dep().kernels is perf.ROOFLINE
+
+
+def test_roofline_step_is_kernel_plus_overheads():
+    # Llama-3.1-8B FP8 on H100-SXM, one decode at context 1: ~8.03 GB of weights (FP8 body,
+    # bf16 embeddings) over 3.35 TB/s × 0.8 dominates the kernel; + 2 ms + 1 sampled × 10 µs.
+    dep = _dep("roofline")
+    batch = Batch(prefill_tokens=0, decode_seqs=1, decode_context=1)
+    kernel = perf.ROOFLINE.kernel_seconds(dep, batch, PARAMS)
+    assert step_time(dep, batch, PARAMS) == kernel + 0.002 + 1e-5
+    body = 8.03e9 - 2 * 128256 * 4096  # untied embeddings and lm_head stay bf16
+    weights = body + 2 * 128256 * 4096 * 2
+    assert kernel == pytest.approx(weights / (3.35e12 * 0.8), rel=0.03)
+
+
+def test_registry_is_keyed_by_kind_and_a_plugin_replaces_the_kernel_only(monkeypatch):
+    assert set(steptime.PROVIDERS) >= {"roofline", "measured"}
+    monkeypatch.setitem(steptime.PROVIDERS, "constant", f"{__name__}:constant_kernels")
+    with steptime.using("constant"):
+        dep = _dep()
+    assert dep.kernels is not None and dep.kernels.kind == "constant"
+    batch = Batch(prefill_tokens=100, decode_seqs=4, decode_context=500, prefill_seqs=1)
+    # 3 ms + 2 ms step overhead + 5 sampled positions × 10 µs
+    assert step_time(dep, batch, PARAMS) == pytest.approx(0.003 + 0.002 + 5e-5, rel=1e-12)
+    assert steptime.active_kind() == "roofline"  # the block's choice does not leak
+
+
+def test_unknown_kind_is_a_usage_error():
+    with pytest.raises(UsageError, match="step-time provider"), steptime.using("nope"):
+        pass
+    with pytest.raises(UsageError, match="step-time provider"):
+        _dep("nope")
+
+
+def test_a_cell_the_provider_does_not_cover_falls_back_to_the_roofline(monkeypatch):
+    monkeypatch.setitem(steptime.PROVIDERS, "constant", f"{__name__}:constant_kernels")
+    amd = deployment(EngineConfig(engine="vllm", model=LLAMA_8B, tp=1), get_gpu("MI300X"),
+                     get_model(LLAMA_8B), step_time="constant")
+    assert amd.kernels is perf.ROOFLINE
+
+
+# ---------------------------------------------------------------------------------------------
+# The measured provider (aiconfigurator-core)
+
+aic = pytest.importorskip("aiconfigurator_core.sdk")
+
+
+@pytest.fixture(scope="module")
+def measured():
+    dep = _dep("measured")
+    assert dep.kernels is not None and dep.kernels.kind == "measured"
+    direct = aic.EngineHandle.compile(
+        "meta-llama/Meta-Llama-3.1-8B", "h100_sxm", "trtllm", backend_version="current",
+        tp_size=1, gemm_quant_mode="fp8", kvcache_quant_mode="fp8", fmha_quant_mode="bfloat16")
+    return dep, direct
+
+
+def test_measured_decode_matches_aiconfigurator(measured):
+    dep, direct = measured
+    for seqs, context, rel in ((8, 2048, 0.01), (64, 4096, 0.01), (48, 3000, 0.03)):
+        want_ms = direct.decode_step_latency(seqs, context - 1, 2)  # s = isl + osl // 2
+        got = dep.kernels.kernel_seconds(dep, Batch(0, seqs, context), PARAMS)
+        assert got * 1e3 == pytest.approx(want_ms, rel=rel), (seqs, context)
+
+
+def test_measured_prefill_matches_aiconfigurator(measured):
+    dep, direct = measured
+    for tokens, rel in ((1024, 1e-9), (8192, 1e-9), (1500, 0.03)):
+        want_ms = direct.mixed_step_breakdown(tokens, 0, tokens, 2, 0)[0]
+        batch = Batch(tokens, 0, 0, prefill_context=tokens / 2, prefill_seqs=1)
+        assert dep.kernels.kernel_seconds(dep, batch, PARAMS) * 1e3 == pytest.approx(
+            want_ms, rel=rel)
+
+
+def test_measured_step_adds_servefit_overheads_and_ignores_efficiencies(measured):
+    dep, _ = measured
+    batch = Batch(0, 16, 1000)
+    slow = PARAMS.model_copy(update={"compute_efficiency": 0.1, "bandwidth_efficiency": 0.1})
+    kernel = dep.kernels.kernel_seconds(dep, batch, PARAMS)
+    assert step_time(dep, batch, PARAMS) == pytest.approx(kernel + 0.002 + 16e-5, rel=1e-12)
+    assert step_time(dep, batch, slow) == step_time(dep, batch, PARAMS)
+
+
+def test_simulator_reads_the_same_table(measured):
+    from recommender.sim_kernel import measured_step_seconds
+
+    dep, _ = measured
+    coef = step_coefficients(dep, PARAMS)
+    table = dep.kernels.table()
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        p, d = float(rng.integers(0, 4000)), float(rng.integers(0, 300))
+        if p + d == 0:
+            continue
+        cd, cp = float(rng.uniform(10, 30000)), float(rng.uniform(0, 8000))
+        want = step_time(dep, Batch(p, d, cd, prefill_context=cp, prefill_seqs=1.0 if p else 0.0),
+                         PARAMS)
+        got = measured_step_seconds(coef, table, p, d, d * cd, p * cp, 1.0 if p else 0.0)
+        assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_missing_table_falls_back_to_the_roofline():
+    # NVFP4 GEMMs need Blackwell: aiconfigurator has no H100 table for them.
+    assert _dep("measured", weight_quantization="nvfp4", kv_cache_dtype="auto").kernels \
+        is perf.ROOFLINE
+    # no table for AMD GPUs, nor for a model it does not bundle (Qwen3-14B)
+    assert _dep("measured", gpu="MI300X", engine="vllm").kernels is perf.ROOFLINE
+    qwen = get_model("Qwen/Qwen3-14B")
+    dep = deployment(EngineConfig(engine="vllm", model=qwen.name, tp=1), get_gpu("H100-SXM"),
+                     qwen, step_time="measured")
+    assert dep.kernels is perf.ROOFLINE
+
+
+def test_measured_tables_are_built_once_per_cell(measured):
+    dep, _ = measured
+    t0 = time.perf_counter()
+    again = _dep("measured")
+    assert time.perf_counter() - t0 < 0.5  # a build makes ~200 calls and takes ~1 s
+    assert again.kernels is dep.kernels
