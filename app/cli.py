@@ -108,6 +108,7 @@ def _add_predict(sub: Any) -> None:
     from engines import ENGINES  # the choices come from the registries
     from engines.config import SpeculativeMethod
     from recommender.perf import PRECISIONS
+    from recommender.steptime import DEFAULT_KIND, PROVIDERS
 
     p = sub.add_parser("predict", help="the performance model alone, for a fixed-length load")
     p.add_argument("--engine", required=True, choices=list(ENGINES))
@@ -132,6 +133,10 @@ def _add_predict(sub: Any) -> None:
                    help="longest sequence (prompt + output) the engine serves (default: sized "
                         "to the workload, ISL + OSL + 10 %% in 1024s, never the model's full "
                         "context)")
+    p.add_argument("--step-time", choices=list(PROVIDERS), default=DEFAULT_KIND,
+                   help="where step kernel times come from: the roofline model (default), or "
+                        "NVIDIA's measured per-operation tables (needs aiconfigurator-core; "
+                        "cells it lacks fall back to the roofline)")
     p.add_argument("--speculative", choices=get_args(SpeculativeMethod),
                    help="speculative decoding method")
     p.add_argument("--spec-tokens", type=int, default=3, help="draft tokens per step (k)")
@@ -152,6 +157,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from recommender.perf import weight_quantization
     from recommender.predict_sim import simulate_load
     from recommender.speculative import speculative_config
+    from recommender.steptime import using
 
     if args.offline and not args.num_requests:
         raise UsageError("--offline needs --num-requests N")
@@ -177,8 +183,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
                      offline=args.offline, num_requests=args.num_requests, seed=args.seed)
     except ValidationError as exc:
         raise usage_error(exc) from None
-    prediction = simulate_load(config, model, get_gpu(args.gpu), load, gpus=args.gpus,
-                               spec_acceptance=args.spec_acceptance)
+    with using(args.step_time):
+        prediction = simulate_load(config, model, get_gpu(args.gpu), load, gpus=args.gpus,
+                                   spec_acceptance=args.spec_acceptance)
     if args.json:
         print(json.dumps(prediction.json_ms(), indent=2))
     else:
