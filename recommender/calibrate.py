@@ -49,7 +49,8 @@ ENGINE_NAMES = {
     "nim (backend engine not stated in excerpt)": "trtllm",
 }
 # CSV GPU → catalog name. "H100 80GB" / "H100" are taken as SXM (NIM and SGLang benchmark on
-# SXM systems; GPUStack's pages that say which H100 name the SXM, so its unstated ones too). The GPUStack A100's memory is not stated: a 40 GB card cannot hold Qwen3-14B
+# SXM systems; GPUStack's pages that say which H100 name the SXM, so its unstated ones too).
+# The GPUStack A100's memory is not stated: a 40 GB card cannot hold Qwen3-14B
 # bf16 (29.6 GB) plus one 32K-token sequence, which those rows serve, so it is the 80 GB.
 GPU_NAMES = {
     "H200 SXM 141GB": "H200",
@@ -231,6 +232,7 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
             f"= 1): {', '.join(SCALES)}",
             "assumptions": [
                 "NIM rows counted as trtllm", "A100 of unstated size = A100-80GB",
+                "H100 of unstated form factor (GPUStack pages) = H100-SXM",
                 "trtllm-bench ModelOpt FP8/FP4 checkpoints run an FP8 KV cache",
                 "NIM FP8 profiles run an FP8 KV cache (train rows: throughput x ITL at "
                 "c >= 100 is ~86 running sequences, twice a bf16 pool)",

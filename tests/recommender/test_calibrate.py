@@ -97,8 +97,9 @@ def test_gpustack_moe_row_native_mxfp4_on_unstated_h100():
         engine="vllm", model="gpt-oss-120b (openai/gpt-oss-120b)",
         gpu="H100 (SXM/PCIe not stated)", num_gpus=2, tp="2",
         precision="MXFP4 (native gpt-oss checkpoint)",
-        isl="215 (ShareGPT mean: 215312 / 1000)", osl="196 (ShareGPT mean: 196205 generated / 1000)",
-        dataset="ShareGPT_V3_unfiltered_cleaned_split, 1000 prompts (vllm bench serve, openai-chat)",
+        isl="215 (ShareGPT mean: 215312 / 1000)",
+        osl="196 (ShareGPT mean: 196205 generated / 1000)",
+        dataset="ShareGPT_V3_unfiltered_cleaned_split, 1000 prompts (vllm bench serve)",
         concurrency="unbounded (all 1000 at once)", metric="total_token_throughput",
         value=16042.19, unit="tokens/s (in+out)",
     ))
