@@ -49,7 +49,8 @@ ENGINE_NAMES = {
     "nim (backend engine not stated in excerpt)": "trtllm",
 }
 # CSV GPU → catalog name. "H100 80GB" / "H100" are taken as SXM (NIM and SGLang benchmark on
-# SXM systems). The GPUStack A100's memory is not stated: a 40 GB card cannot hold Qwen3-14B
+# SXM systems; GPUStack's pages that say which H100 name the SXM, so its unstated ones too).
+# The GPUStack A100's memory is not stated: a 40 GB card cannot hold Qwen3-14B
 # bf16 (29.6 GB) plus one 32K-token sequence, which those rows serve, so it is the 80 GB.
 GPU_NAMES = {
     "H200 SXM 141GB": "H200",
@@ -60,6 +61,7 @@ GPU_NAMES = {
     "MI300X 192GB": "MI300X",
     "A100 80GB": "A100-80GB",
     "A100 (40/80GB variant not stated)": "A100-80GB",
+    "H100 (SXM/PCIe not stated)": "H100-SXM",
 }
 # CSV precision → (predict precision, kv_cache_dtype). Rows whose notes name ModelOpt
 # checkpoints (trtllm-bench) get an FP8 KV cache (kv_cache_quant_algo FP8; assumed).
@@ -70,6 +72,9 @@ PRECISIONS = {
     "FP4 (NVFP4)": ("nvfp4", "auto"),
     "FP8 checkpoint on A100 (no FP8 tensor cores; weight-only path)": ("fp8", "auto"),
     "AWQ int4": ("awq", "auto"),
+    # The checkpoints' own formats: gpt-oss ships its experts in MXFP4, DeepSeek in FP8.
+    "MXFP4 (native gpt-oss checkpoint)": ("mxfp4", "auto"),
+    "FP8 (native DeepSeek)": ("fp8", "auto"),
 }
 # (CSV metric, unit) → (Prediction field, factor to SI).
 METRICS = {
@@ -227,6 +232,7 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
             f"= 1): {', '.join(SCALES)}",
             "assumptions": [
                 "NIM rows counted as trtllm", "A100 of unstated size = A100-80GB",
+                "H100 of unstated form factor (GPUStack pages) = H100-SXM",
                 "trtllm-bench ModelOpt FP8/FP4 checkpoints run an FP8 KV cache",
                 "NIM FP8 profiles run an FP8 KV cache (train rows: throughput x ITL at "
                 "c >= 100 is ~86 running sequences, twice a bf16 pool)",
