@@ -2,7 +2,7 @@
 
 All figures are DuckDB SQL with bound parameters, except the two that need a sequential pass or
 a model: the LRU prefix-cache simulation (`profiler.prefix`, compiled) and the length segments
-(`profiler.segments`, scikit-learn on a seeded sample, assigned to every row in SQL).
+(`profiler.segments`, numpy k-means on a seeded sample, assigned to every row in SQL).
 """
 
 # ruff: noqa: S608 - the only name composed into SQL here is the constant REQUESTS_TABLE; every
@@ -10,10 +10,7 @@ a model: the LRU prefix-cache simulation (`profiler.prefix`, compiled) and the l
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -97,21 +94,8 @@ def profile_trace(
     Raises:
         TraceError: the trace is unreadable or invalid; the workspace is left as it was.
     """
-    _preload_segment_libraries()
     ingest(path, workspace, options)
     return compute_profile(workspace, lru_capacities=lru_capacities, seed=seed)
-
-
-@functools.cache  # once per process
-def _preload_segment_libraries() -> None:
-    """Import scikit-learn on a side thread while DuckDB ingests and runs the first queries.
-
-    The import costs ~1 s of Python; DuckDB's work releases the GIL, so the two overlap on a
-    multi-core machine. `segments` imports the same modules later (instantly, or waiting on
-    the import lock). A daemon thread: nothing to join or clean up.
-    """
-    threading.Thread(target=importlib.import_module, args=("sklearn.cluster",),
-                     name="servefit-preload", daemon=True).start()
 
 
 def load_profile_or_trace(
@@ -161,7 +145,6 @@ def compute_profile(
     Raises:
         WorkspaceError: no trace has been ingested into this workspace.
     """
-    _preload_segment_libraries()
     with workspace.connect(read_only=True) as con:
         info, warnings = _meta(con)
         return _profile(con, info, warnings, lru_capacities, seed)
