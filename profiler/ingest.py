@@ -41,6 +41,8 @@ META_DDL = """CREATE OR REPLACE TABLE trace_meta (
     format_json VARCHAR, warnings_json VARCHAR, n_requests BIGINT, fingerprint VARCHAR)"""
 # Bump when ingestion changes what it writes, so cached workspaces are re-ingested.
 INGEST_VERSION = 2
+PARQUET_ROW_COLUMN = "file_row_number"
+PARQUET_NUMBERED_SCAN = "read_parquet(?, file_row_number = true)"
 
 
 @dataclass
@@ -208,7 +210,7 @@ def _stage_table(
             f"{opened.source}: no column {missing[0]!r}; columns are {show_columns(names)}")
     types = dict(typed)
     time_is_datetime = _is_datetime(con, opened, fm.time, types=types, fmt=fmt, options=options)
-    con.execute(_stage_select(opened, fmt, fm, time_is_datetime), [opened.path])
+    con.execute(_stage_select(opened, fmt, fm, time_is_datetime, names), [opened.path])
     info = FormatInfo(
         kind=fmt.kind,
         label=fmt.label,
@@ -247,7 +249,9 @@ def _is_datetime(
     return bool(row and row[0])
 
 
-def _stage_select(opened: OpenedTrace, fmt: TableFormat, fm: FieldMap, dt: bool) -> str:
+def _stage_select(
+    opened: OpenedTrace, fmt: TableFormat, fm: FieldMap, dt: bool, names: list[str]
+) -> str:
     """CREATE the TEMP stage with the four core columns and only the optional ones mapped.
 
     Absent optional columns are added at write time as metadata-only columns, which is several
@@ -271,11 +275,17 @@ def _stage_select(opened: OpenedTrace, fmt: TableFormat, fm: FieldMap, dt: bool)
         "status": fmt.status_sql(fm) or (col(fm.status, "VARCHAR") if fm.status else None),
     }
     extra = "".join(f", {sql} AS {name}" for name, sql in optional.items() if sql)
+    # Parquet numbers its rows as it reads them (file order, no extra pass); a window
+    # row_number() over the whole scan costs ~40 % of the staging on 10 M rows.
+    if opened.container == "parquet" and PARQUET_ROW_COLUMN not in names:
+        src_row, source = f"{PARQUET_ROW_COLUMN} + 1", PARQUET_NUMBERED_SCAN
+    else:
+        src_row, source = "row_number() OVER ()", scan_sql(opened)
     return f"""
         CREATE OR REPLACE TEMP TABLE stage AS
-        SELECT row_number() OVER () AS src_row, {time_sql} AS t_raw,
+        SELECT ({src_row})::BIGINT AS src_row, {time_sql} AS t_raw,
                {col(fm.input, "DOUBLE")} AS in_v, {col(fm.output, "DOUBLE")} AS out_v{extra}
-        FROM {scan_sql(opened)}
+        FROM {source}
     """
 
 
@@ -337,8 +347,8 @@ def _write(
         order = "ORDER BY t_raw, src_row"
     else:
         request_id, order = "src_row - 1", ""
-    present = {d[0] for d in con.execute("SELECT * FROM stage LIMIT 0").description}
     optional = list(REQUEST_COLUMNS)[4:]
+    present = _non_null_columns(con, optional)
     # Columns up to the last staged one are written; absent ones before it as NULLs, the
     # absent tail is added afterwards as metadata-only columns.
     last = max((i for i, c in enumerate(optional) if c in present), default=-1)
@@ -368,3 +378,21 @@ def _write(
         con.execute("ROLLBACK")
         raise
     con.execute("DROP TABLE stage")
+
+
+def _non_null_columns(con: Any, optional: list[str]) -> set[str]:
+    """The staged optional columns that hold at least one value.
+
+    A column mapped but empty (e.g. the NULL session_id/block_hashes of a ServeFit file without
+    them) is written like an absent one: all NULL, but added as a metadata-only column when it
+    is in the tail, instead of carrying 10 M NULLs (a list column's most of all) through the
+    write.
+    """
+    staged = [d[0] for d in con.execute("SELECT * FROM stage LIMIT 0").description]
+    candidates = [c for c in optional if c in staged]
+    if not candidates:
+        return set()
+    counts = con.execute(
+        "SELECT " + ", ".join(f"count({c}) > 0" for c in candidates) + " FROM stage"
+    ).fetchone()
+    return {c for c, has in zip(candidates, counts, strict=True) if has}

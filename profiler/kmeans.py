@@ -98,14 +98,15 @@ def silhouette(
     if not 2 <= len(groups) <= len(x) - 1:
         raise ValueError(f"silhouette needs 2 <= clusters <= n - 1, got {len(groups)}")
     sizes = np.bincount(lab)
-    # Sum of distances from each point to every cluster, a block of rows at a time (bounded
-    # memory: at most _BLOCK x n distances at once).
+    onehot = np.zeros((len(x), len(groups)))
+    onehot[np.arange(len(x)), lab] = 1.0
+    # Sum of distances from each point to every cluster: a block of rows of the distance matrix
+    # at a time (at most _BLOCK x n distances in memory) times the one-hot labels (BLAS).
     sums = np.empty((len(x), len(groups)))
     for start in range(0, len(x), _BLOCK):
         block = x[start:start + _BLOCK]
-        dist = np.sqrt(((block[:, None, :] - x[None, :, :]) ** 2).sum(axis=2))
-        sums[start:start + _BLOCK] = np.stack(
-            [dist[:, lab == g].sum(axis=1) for g in range(len(groups))], axis=1)
+        d2 = sum((block[:, None, j] - x[None, :, j]) ** 2 for j in range(x.shape[1]))
+        sums[start:start + _BLOCK] = np.sqrt(d2) @ onehot
     rows = np.arange(len(x))
     own = sizes[lab]
     a = sums[rows, lab] / np.maximum(own - 1, 1)  # self-distance is 0, so excluded by n-1
