@@ -212,7 +212,9 @@ def _stage_table(
             f"{opened.source}: no column {missing[0]!r}; columns are {show_columns(names)}")
     types = dict(typed)
     time_is_datetime = _is_datetime(con, opened, fm.time, types=types, fmt=fmt, options=options)
-    con.execute(_stage_select(opened, fmt, fm, time_is_datetime, names), [opened.path])
+    empty = _empty_parquet_columns(con, opened, fm)
+    con.execute(_stage_select(opened, fmt, fm, time_is_datetime, names=names, empty=empty),
+                [opened.path])
     info = FormatInfo(
         kind=fmt.kind,
         label=fmt.label,
@@ -251,15 +253,45 @@ def _is_datetime(
     return bool(row and row[0])
 
 
+def _empty_parquet_columns(con: Any, opened: OpenedTrace, fm: FieldMap) -> set[str]:
+    """Mapped optional Parquet columns that are NULL in every row (e.g. a ServeFit file's
+    session_id and block_hashes when the trace has none).
+
+    Staging them costs as much as the four core columns together (a list column of NULLs the
+    most); an empty column staged or not gives the same table. The file's statistics say it for
+    free for a plain column (every value null); for a nested one (a list) they do not tell an
+    empty list from NULL, so one count over just those columns confirms them.
+    """
+    mapped = [c for c in (fm.session, fm.model, fm.hashes, fm.block_size, fm.status) if c]
+    if opened.container != "parquet" or not mapped:
+        return set()
+    rows = con.execute(
+        "SELECT split_part(path_in_schema, ', ', 1), bool_and(stats_null_count = num_values), "
+        "bool_or(path_in_schema <> split_part(path_in_schema, ', ', 1)) "
+        "FROM parquet_metadata(?) GROUP BY 1", [opened.path]).fetchall()
+    empty = {c for c, all_null, nested in rows if all_null and not nested and c in mapped}
+    nested = [c for c, all_null, nested in rows if all_null and nested and c in mapped]
+    if nested:
+        counts = con.execute(
+            "SELECT " + ", ".join(f"count({quote_ident(c)}) = 0" for c in nested)
+            + f" FROM {scan_sql(opened)}", [opened.path]).fetchone()
+        empty |= {c for c, none in zip(nested, counts, strict=True) if none}
+    return empty
+
+
 def _stage_select(
-    opened: OpenedTrace, fmt: TableFormat, fm: FieldMap, dt: bool, names: list[str]
+    opened: OpenedTrace, fmt: TableFormat, fm: FieldMap, dt: bool, *, names: list[str],
+    empty: set[str],
 ) -> str:
     """CREATE the TEMP stage with the four core columns and only the optional ones mapped.
 
-    Absent optional columns are added at write time as metadata-only columns, which is several
-    times cheaper in DuckDB than carrying NULLs through every row.
+    Absent optional columns, and mapped ones known to be `empty`, are added at write time as
+    metadata-only columns, which is several times cheaper in DuckDB than carrying NULLs through
+    every row.
     """
-    def col(name: str, cast: str) -> str:
+    def col(name: str | None, cast: str) -> str | None:
+        if name is None or name in empty:
+            return None
         return f"TRY_CAST({quote_ident(name)} AS {cast})"
 
     if fm.time is None:
@@ -267,14 +299,14 @@ def _stage_select(
     elif dt:
         time_sql = f"epoch_us(TRY_CAST({quote_ident(fm.time)} AS TIMESTAMPTZ))::DOUBLE"
     else:
-        time_sql = col(fm.time, "DOUBLE")
+        time_sql = f"TRY_CAST({quote_ident(fm.time)} AS DOUBLE)"
     optional = {
-        "session_id": col(fm.session, "VARCHAR") if fm.session else None,
-        "model": col(fm.model, "VARCHAR") if fm.model else None,
-        "block_hashes": col(fm.hashes, "UBIGINT[]") if fm.hashes else None,
+        "session_id": col(fm.session, "VARCHAR"),
+        "model": col(fm.model, "VARCHAR"),
+        "block_hashes": col(fm.hashes, "UBIGINT[]"),
         "block_size": col(fm.block_size, "INTEGER") if fm.block_size else (
             f"{int(fmt.block_size)}::INTEGER" if fmt.block_size and fm.hashes else None),
-        "status": fmt.status_sql(fm) or (col(fm.status, "VARCHAR") if fm.status else None),
+        "status": fmt.status_sql(fm) or col(fm.status, "VARCHAR"),
     }
     extra = "".join(f", {sql} AS {name}" for name, sql in optional.items() if sql)
     # Parquet numbers its rows as it reads them (file order, no extra pass); a window
@@ -286,7 +318,8 @@ def _stage_select(
     return f"""
         CREATE OR REPLACE TEMP TABLE stage AS
         SELECT ({src_row})::BIGINT AS src_row, {time_sql} AS t_raw,
-               {col(fm.input, "DOUBLE")} AS in_v, {col(fm.output, "DOUBLE")} AS out_v{extra}
+               TRY_CAST({quote_ident(fm.input)} AS DOUBLE) AS in_v,
+               TRY_CAST({quote_ident(fm.output)} AS DOUBLE) AS out_v{extra}
         FROM {source}
     """
 
@@ -297,6 +330,9 @@ def _stage_select(
 def _block_size(con: Any, info: FormatInfo) -> FormatInfo:
     """The trace's block size when rows carry one (ServeFit tables) and all agree."""
     if info.block_size is not None or not {"block_size", "hashes"} <= set(info.columns):
+        return info
+    staged = {d[0] for d in con.execute("SELECT * FROM stage LIMIT 0").description}
+    if not {"block_size", "block_hashes"} <= staged:  # an empty column: no row has hashes
         return info
     lo, hi = con.execute("SELECT min(block_size), max(block_size) FROM stage "
                          "WHERE block_hashes IS NOT NULL").fetchone()
