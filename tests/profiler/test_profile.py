@@ -210,14 +210,14 @@ def test_rate_figures_do_not_depend_on_the_scan_batches(tmp_path, monkeypatch, n
 
 
 def test_rate_figures_of_a_table_out_of_arrival_order(tmp_path):
-    """A workspace table not stored in arrival order (written by an older version) still gets
-    the right peaks and rate series."""
+    """A workspace table not stored in arrival order (the rows under the `requests` view
+    shuffled here) still gets the right peaks and rate series."""
     path, reader = TRACES["burstgpt_3"]
     raw = reader(path)
     ws = Workspace.resolve(tmp_path / "ws.duckdb")
     profile_trace(str(path), workspace=ws, lru_capacities=[])
     with ws.connect() as con:
-        con.execute("CREATE OR REPLACE TABLE requests AS SELECT * FROM requests "
+        con.execute("CREATE OR REPLACE TABLE requests_rows AS SELECT * FROM requests_rows "
                     "ORDER BY hash(request_id)")
         stored = np.array([r[0] for r in con.execute("SELECT arrival_s FROM requests")
                            .fetchall()])
