@@ -1,13 +1,14 @@
 """Profile speed on a 10 M-request trace: ServeFit (DuckDB) against a plain pandas baseline.
 
-Synthesizes a Parquet trace with `python -m app synth` from the bundled sample's profile, then
-times, each in a fresh process with its peak RSS: `python -m app profile TRACE --json` (end to
-end: start-up, ingest into the workspace, every figure) and a straightforward pandas
-implementation of the same figures (read, sort, windows, gaps, percentiles, sessions, rate
-series; not the k-means segments, which use the same library either way), and checks that the
-two agree to 1e-6.
+Synthesizes a Parquet trace with `python -m app synth` from the bundled sample's profile (or
+takes --trace), then times, each as a user runs it in a fresh process with its peak RSS:
+`python -m app profile TRACE --json` cold (fresh workspace: start-up, ingest, every figure) and
+warm (the table already in the workspace), the cold run again under a DuckDB memory cap, and a
+plain pandas script computing the core figures (read, sort, windows, gaps, percentiles,
+sessions, rate series; no segments). Prints the pandas / ServeFit ratio of process wall times
+and checks that the figures agree to 1e-6.
 
-Usage: .venv/bin/python bench/profile_speed.py [--requests N] [--keep]
+Usage: .venv/bin/python bench/profile_speed.py [--requests N | --trace FILE] [--keep]
 """
 
 from __future__ import annotations
@@ -58,67 +59,58 @@ out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
 """
 
-RSS_WRAPPER = r"""
-import resource, runpy, sys, time
-t0 = time.perf_counter()
-sys.argv = ["app", *sys.argv[1:]]
-code = 0
-try:
-    runpy.run_module("app", run_name="__main__")
-except SystemExit as e:
-    code = e.code
-print(f"RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}", file=sys.stderr)
-sys.exit(code)
-"""
-
-
-def _run(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    start = time.perf_counter()
-    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.exit(f"command failed: {' '.join(args)}\n{done.stderr}")
-    return elapsed, done
-
-
-def _rss(stderr: str) -> float:
-    return float(next(line.split()[1] for line in stderr.splitlines() if line.startswith("RSS")))
+def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, str, float]:
+    """(wall seconds, stdout, peak RSS MiB) of one command in a fresh process, as a user runs it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            sys.exit(f"command failed: {' '.join(args)}\n{err.read().decode()}")
+        return elapsed, out.read().decode(), usage.ru_maxrss / 1024
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=10_000_000)
+    parser.add_argument("--trace", help="profile this Parquet trace instead of synthesizing one")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="servefit-bench-"))
     py = sys.executable
     try:
-        trace = work / "synthetic.parquet"
-        secs, _ = _run([py, "-m", "app", "synth", str(SAMPLE), "--requests", str(args.requests),
-                        "-o", str(trace), "--workspace", str(work / "src.duckdb")], work)
-        size_mb = trace.stat().st_size / 2**20
-        print(f"synth: {args.requests:,} requests from {SAMPLE.name} in {secs:.1f} s "
-              f"({size_mb:.0f} MiB Parquet)")
-        cli = [py, "-c", RSS_WRAPPER, "profile", str(trace), "--json", "--workspace"]
-        secs_sf, done = _run([*cli, str(work / "ws.duckdb")], work)
-        ours = json.loads(done.stdout)
-        print(f"servefit profile, first run (CLI end to end: start-up, ingest into the DuckDB "
-              f"workspace, every figure): {secs_sf:.2f} s, peak RSS {_rss(done.stderr):.0f} MiB")
-        secs_again, done = _run([*cli, str(work / "ws.duckdb")], work)
-        print(f"servefit profile, again (trace already in the workspace: figures only, CLI end "
-              f"to end): {secs_again:.2f} s, peak RSS {_rss(done.stderr):.0f} MiB")
-        os.environ["SERVEFIT_MEMORY_LIMIT"] = CAPPED
-        secs_cap, done = _run([*cli, str(work / "capped.duckdb")], work)
-        del os.environ["SERVEFIT_MEMORY_LIMIT"]
-        print(f"servefit profile, first run with SERVEFIT_MEMORY_LIMIT={CAPPED} (DuckDB spills): "
-              f"{secs_cap:.2f} s, peak RSS {_rss(done.stderr):.0f} MiB")
-        secs_pd, done = _run([py, "-c", PANDAS_BASELINE, str(trace)], work)
-        base = json.loads(done.stdout)
-        print(f"pandas baseline (same figures, computation only): {base['seconds']:.2f} s "
-              f"({secs_pd:.2f} s with start-up), peak RSS {base['peak_rss_mb']:.0f} MiB")
-        print(f"ratio pandas / servefit (process wall time, > 1 = servefit faster): first run "
-              f"{secs_pd / secs_sf:.2f}x, again {secs_pd / secs_again:.2f}x")
+        trace = Path(args.trace).resolve() if args.trace else work / "synthetic.parquet"
+        if not args.trace:
+            secs, _, _ = _run([py, "-m", "app", "synth", str(SAMPLE), "--requests",
+                               str(args.requests), "-o", str(trace), "--workspace",
+                               str(work / "src.duckdb")], work)
+            print(f"synth: {args.requests:,} requests from {SAMPLE.name} in {secs:.1f} s")
+        print(f"trace: {trace.name}, {trace.stat().st_size / 2**20:.0f} MiB Parquet; "
+              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+        cli = [py, "-m", "app", "profile", str(trace), "--json", "--workspace"]
+        secs_cold, out, rss = _run([*cli, str(work / "ws.duckdb")], work)
+        ours = json.loads(out)
+        print(f"servefit cold (fresh workspace: start-up, ingest, every figure, JSON): "
+              f"{secs_cold:.2f} s, peak RSS {rss:.0f} MiB")
+        secs_warm, out, rss = _run([*cli, str(work / "ws.duckdb")], work)
+        print(f"servefit warm (table already in the workspace: start-up, every figure, JSON): "
+              f"{secs_warm:.2f} s, peak RSS {rss:.0f} MiB")
+        secs_cap, _, rss = _run([*cli, str(work / "capped.duckdb")], work,
+                                {"SERVEFIT_MEMORY_LIMIT": CAPPED})
+        print(f"servefit cold with SERVEFIT_MEMORY_LIMIT={CAPPED} (DuckDB spills): "
+              f"{secs_cap:.2f} s, peak RSS {rss:.0f} MiB")
+        secs_pd, out, rss = _run([py, "-c", PANDAS_BASELINE, str(trace)], work)
+        base = json.loads(out)
+        print(f"pandas script (read, sort, rates, percentiles, sessions; no segments): "
+              f"{secs_pd:.2f} s with start-up ({base['seconds']:.2f} s computing), "
+              f"peak RSS {rss:.0f} MiB")
+        print(f"ratio pandas / servefit (process wall time, > 1 = servefit faster): "
+              f"cold {secs_pd / secs_cold:.2f}x, warm {secs_pd / secs_warm:.2f}x")
         _compare(ours, base)
     finally:
         if args.keep:

@@ -2,7 +2,7 @@
 
 All figures are DuckDB SQL with bound parameters, except the two that need a sequential pass or
 a model: the LRU prefix-cache simulation (`profiler.prefix`, compiled) and the length segments
-(`profiler.segments`, scikit-learn on a seeded sample, assigned to every row in SQL).
+(`profiler.segments`, numpy k-means on a seeded sample, assigned to every row in SQL).
 """
 
 # ruff: noqa: S608 - the only name composed into SQL here is the constant REQUESTS_TABLE; every
@@ -10,10 +10,7 @@ a model: the LRU prefix-cache simulation (`profiler.prefix`, compiled) and the l
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,8 +39,9 @@ SELECT stddev_pop(gap) / avg(gap) FROM (
 # One pass over the trace into per-second counts; the 1 s and 60 s peaks and the (dense) rate
 # series of `?`-second windows all come from that small table: floor(t / w) = floor(t) // w
 # for whole-second windows. sum(x::BIGINT)::BIGINT takes DuckDB's fast non-HUGEINT path.
+# MATERIALIZED: per_s is read three times, and DuckDB would otherwise aggregate it three times.
 _WINDOWS_SQL = f"""
-WITH per_s AS (
+WITH per_s AS MATERIALIZED (
     SELECT floor(arrival_s)::BIGINT AS s, count(*) AS n,
            sum(input_tokens::BIGINT)::BIGINT AS i, sum(output_tokens::BIGINT)::BIGINT AS o
     FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL GROUP BY s
@@ -57,6 +55,12 @@ SELECT g.w, coalesce(n, 0), coalesce(i, 0), coalesce(o, 0),
        (SELECT max(c) FROM (SELECT sum(n) AS c FROM per_s GROUP BY s // 60))
 FROM range(0, (SELECT max(w) + 1 FROM per_w)) g(w) LEFT JOIN per_w USING (w) ORDER BY g.w
 """
+
+_SECONDS_SQL = f"""
+SELECT floor(arrival_s)::BIGINT, input_tokens, output_tokens FROM {REQUESTS_TABLE}
+WHERE arrival_s IS NOT NULL
+"""
+RATE_BATCH_ROWS = 1 << 18
 
 _LENGTH_SQL = f"""
 SELECT avg(input_tokens), max(input_tokens), min(input_tokens),
@@ -97,21 +101,8 @@ def profile_trace(
     Raises:
         TraceError: the trace is unreadable or invalid; the workspace is left as it was.
     """
-    _preload_segment_libraries()
     ingest(path, workspace, options)
     return compute_profile(workspace, lru_capacities=lru_capacities, seed=seed)
-
-
-@functools.cache  # once per process
-def _preload_segment_libraries() -> None:
-    """Import scikit-learn on a side thread while DuckDB ingests and runs the first queries.
-
-    The import costs ~1 s of Python; DuckDB's work releases the GIL, so the two overlap on a
-    multi-core machine. `segments` imports the same modules later (instantly, or waiting on
-    the import lock). A daemon thread: nothing to join or clean up.
-    """
-    threading.Thread(target=importlib.import_module, args=("sklearn.cluster",),
-                     name="servefit-preload", daemon=True).start()
 
 
 def load_profile_or_trace(
@@ -161,7 +152,6 @@ def compute_profile(
     Raises:
         WorkspaceError: no trace has been ingested into this workspace.
     """
-    _preload_segment_libraries()
     with workspace.connect(read_only=True) as con:
         info, warnings = _meta(con)
         return _profile(con, info, warnings, lru_capacities, seed)
@@ -209,7 +199,9 @@ def _timing(con: Any, warnings: list[str]) -> tuple[dict[str, float | None], Rat
         return dict.fromkeys(keys), None
     window = next((w for w in RATE_WINDOWS_S if duration / w <= MAX_RATE_POINTS),
                   RATE_WINDOWS_S[-1])
-    rows = con.execute(_WINDOWS_SQL, [window]).fetchall()
+    rows = _rate_windows(con, window, duration)
+    if rows is None:  # not in arrival order (an older workspace): aggregate in SQL
+        rows = con.execute(_WINDOWS_SQL, [window]).fetchall()
     peak1, peak60 = float(rows[0][4]), rows[0][5] / 60.0
     (cv,) = con.execute(_GAPS_CV_SQL).fetchone()
     mean = n_timed / duration if duration else None
@@ -232,6 +224,74 @@ def _timing(con: Any, warnings: list[str]) -> tuple[dict[str, float | None], Rat
         output_tokens=[int(r[3]) for r in rows],
     ) if duration else None
     return timing, series
+
+
+def _rate_windows(con: Any, window: int, duration: float) -> list[tuple[int, ...]] | None:
+    """`_WINDOWS_SQL`'s rows in one streaming pass, or None if the rows are not in time order.
+
+    The table is stored in arrival order, so each second's (and minute's) requests are one run
+    of rows: run lengths give the 1 s and 60 s peaks without DuckDB hashing ~duration groups
+    (1.8 M on the bench trace, the profile's costliest query), and the few rate windows are
+    bincounts. Memory: one batch of rows and one slot per window.
+    """
+    n_windows = int(duration) // window + 1
+    # A fresh cursor: the relation API refuses a connection with an unfinished result, and
+    # it streams Arrow without the extra copy of a DB-API result.
+    with con.cursor() as cur:
+        return _scan_windows(cur.sql(_SECONDS_SQL).to_arrow_reader(RATE_BATCH_ROWS), window,
+                             n_windows)
+
+
+def _scan_windows(reader: Any, window: int, n_windows: int) -> list[tuple[int, ...]] | None:
+    import numpy as np
+
+    counts = np.zeros(n_windows, np.int64)
+    inputs, outputs = np.zeros(n_windows, np.int64), np.zeros(n_windows, np.int64)
+    runs = {1: _Runs(), 60: _Runs()}
+    for batch in reader:
+        sec = batch.column(0).to_numpy()
+        if len(sec) == 0:
+            continue
+        if not runs[1].add(sec):
+            return None
+        runs[60].add(sec // 60)
+        w = sec // window
+        counts += np.bincount(w, minlength=n_windows)
+        # float weights are exact here: one batch's sum stays far below 2^53.
+        for total, column in ((inputs, 1), (outputs, 2)):
+            weights = batch.column(column).to_numpy().astype(np.float64)
+            total[:] += np.bincount(w, weights=weights, minlength=n_windows).astype(np.int64)
+    peak1, peak60 = runs[1].peak(), runs[60].peak()
+    return [(i, int(counts[i]), int(inputs[i]), int(outputs[i]), peak1, peak60)
+            for i in range(n_windows)]
+
+
+class _Runs:
+    """The longest run of equal values across a sorted stream of integer arrays."""
+
+    def __init__(self) -> None:
+        self.best = 0
+        self.last: int | None = None
+        self.open = 0  # length of the run of `last` so far
+
+    def add(self, values: Any) -> bool:
+        """Take the next sorted chunk; False when the stream is not sorted."""
+        import numpy as np
+
+        if (self.last is not None and values[0] < self.last) or np.any(values[1:] < values[:-1]):
+            return False
+        starts = np.flatnonzero(np.diff(values)) + 1
+        lengths = np.diff(np.concatenate(([0], starts, [len(values)])))
+        if values[0] == self.last:
+            lengths[0] += self.open
+        else:
+            self.best = max(self.best, self.open)
+        self.best = max(self.best, int(lengths[:-1].max(initial=0)))
+        self.last, self.open = int(values[-1]), int(lengths[-1])
+        return True
+
+    def peak(self) -> int:
+        return max(self.best, self.open)
 
 
 def _lengths(con: Any) -> tuple[LengthStats, LengthStats]:

@@ -1,9 +1,10 @@
 """Length segments: clusters of requests in (ln(1 + input), ln(1 + output)) space.
 
-k-means (scikit-learn, seeded) is fitted on a reservoir sample of at most `SAMPLE_ROWS` rows;
-k in 1..`MAX_K` is chosen by the silhouette score (k = 1 when no split scores at least
-`MIN_SILHOUETTE`). Every row of the trace is then assigned to its nearest centroid in SQL, so
-shares, medians and the per-segment log moments are exact over the whole trace.
+k-means (`profiler.kmeans`, numpy, seeded) is fitted on a reservoir sample of at most
+`SAMPLE_ROWS` rows; k in 1..`MAX_K` is chosen by the silhouette score on a subset of
+`SILHOUETTE_ROWS` (k = 1 when no split scores at least `MIN_SILHOUETTE`). Every row of the
+trace is then assigned to its nearest centroid in SQL, so shares, medians and the per-segment
+log moments are exact over the whole trace.
 """
 
 # ruff: noqa: S608 - composed from constants and a count of placeholders; values are bound.
@@ -96,18 +97,16 @@ def _centroids(sample: Any, seed: int) -> list[tuple[float, float]]:
     best: tuple[float, Any] = (MIN_SILHOUETTE, mean[None, :])
     distinct = len(np.unique(sample, axis=0))
     if len(sample) >= MIN_ROWS_TO_SPLIT and distinct > MAX_K:
-        from sklearn.cluster import KMeans
-        from sklearn.metrics import silhouette_score
-        from threadpoolctl import threadpool_limits
+        from profiler.kmeans import kmeans, silhouette
 
-        # OpenMP threads cost more than they save on 2-D data this small (10-100x here).
-        with threadpool_limits(limits=1):
-            for k in range(2, MAX_K + 1):
-                model = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(sample)
-                score = silhouette_score(sample, model.labels_,
-                                         sample_size=min(SILHOUETTE_ROWS, len(sample)),
-                                         random_state=seed)
-                if score > best[0]:
-                    best = (score, model.cluster_centers_)
+        for k in range(2, MAX_K + 1):
+            centres, labels, _ = kmeans(sample, k, seed=seed, n_init=3)
+            try:
+                score = silhouette(sample, labels, seed=seed,
+                                   sample_size=min(SILHOUETTE_ROWS, len(sample)))
+            except ValueError:  # the scored subset holds one cluster only: no evidence of k
+                continue
+            if score > best[0]:
+                best = (score, centres)
     centers = sorted((float(x), float(y)) for x, y in best[1])
     return centers

@@ -309,3 +309,42 @@ def test_usage_counts_everywhere_means_nothing_estimated(tmp_path, ws):
     assert not result.format.tokens_estimated
     assert not any("estimated" in w for w in result.warnings)
     assert _requests(ws)["input_tokens"].tolist() == [10 + i for i in range(20)]
+
+
+@pytest.mark.parametrize("hashes", ["null", "empty", "one_empty_rest_null"])
+def test_servefit_parquet_with_empty_optional_columns(tmp_path, ws, hashes):
+    """Columns that hold no value are skipped when staged; the table is the same: NULLs stay
+    NULL, empty lists stay empty lists (Parquet statistics alone cannot tell them apart)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 50
+    lists = {"null": [None] * n, "empty": [[] for _ in range(n)],
+             "one_empty_rest_null": [[]] + [None] * (n - 1)}[hashes]
+    table = pa.table({
+        "request_id": pa.array(range(n), pa.int64()),
+        "arrival_s": pa.array([0.5 * i for i in range(n)], pa.float64()),
+        "input_tokens": pa.array([10 + i for i in range(n)], pa.int32()),
+        "output_tokens": pa.array([3 + i % 7 for i in range(n)], pa.int32()),
+        "session_id": pa.array([None] * n, pa.string()),
+        "model": pa.array(["m"] * n, pa.string()),
+        "block_hashes": pa.array(lists, pa.list_(pa.uint64())),
+        "block_size": pa.array([16] * n, pa.int32()),
+        "status": pa.array([None] * n, pa.string()),
+        "tokens_estimated": pa.array([False] * n, pa.bool_()),
+    })
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, row_group_size=16)
+    info = ingest(str(path), ws).format
+    got = _requests(ws)
+    assert info.kind == "servefit"
+    assert list(got.columns) == table.column_names
+    assert got["session_id"].isna().all() and got["status"].isna().all()
+    assert got["model"].tolist() == ["m"] * n
+    assert got["input_tokens"].tolist() == [10 + i for i in range(n)]
+    with ws.connect(read_only=True) as con:
+        stored = [r[0] for r in con.execute(
+            "SELECT block_hashes FROM requests ORDER BY request_id").fetchall()]
+    assert stored == lists
+    # The block size is the file's only where some row carries hashes (an empty list does).
+    assert info.block_size == (None if hashes == "null" else 16)
