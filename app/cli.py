@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, get_args
 
-from app.cli_common import usage_error
+from app.cli_common import COMMAND_HELP, usage_error
 from core.errors import ServeFitError, UsageError
 from profiler.formats import ALL_KINDS
 from profiler.formats.base import FIELDS
@@ -23,7 +23,9 @@ PROG = "python -m app"
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return the process exit code."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), "")
+    parser = build_parser(command if command in COMMAND_HELP else "")
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
@@ -38,19 +40,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser: every command with its options (`only` None), or only command
+    `only` with its options and the others by name and help ("": none), so a command's
+    registries are imported only when it runs."""
+    from app.cli_bench import add_bench
+    from app.cli_recommend import add_recommend
+
+    adders = {"profile": _add_profile, "synth": _add_synth, "predict": _add_predict,
+              "export": _add_export, "bench": add_bench, "recommend": add_recommend}
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_profile(sub)
-    _add_synth(sub)
-    _add_predict(sub)
-    _add_export(sub)
-    from app.cli_bench import add_bench  # its own module, like recommend
-
-    add_bench(sub)
-    from app.cli_recommend import add_recommend  # its own module: the command is long
-
-    add_recommend(sub)
+    for name, add in adders.items():
+        if only is None or only == name:
+            add(sub)
+        else:
+            sub.add_parser(name, help=COMMAND_HELP[name])
     return parser
 
 
@@ -72,7 +77,7 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_profile(sub: Any) -> None:
-    p = sub.add_parser("profile", help="ingest a trace and print its load profile")
+    p = sub.add_parser("profile", help=COMMAND_HELP["profile"])
     p.add_argument("trace")
     _add_trace_options(p)
     p.add_argument("--lru-capacity-blocks", type=int, nargs="+", action="extend",
@@ -84,7 +89,7 @@ def _add_profile(sub: Any) -> None:
 
 
 def _add_synth(sub: Any) -> None:
-    p = sub.add_parser("synth", help="write a synthetic trace with a profile's shape")
+    p = sub.add_parser("synth", help=COMMAND_HELP["synth"])
     p.add_argument("source", metavar="PROFILE_OR_TRACE")
     p.add_argument("--requests", type=int, required=True, metavar="N")
     p.add_argument("-o", "--output", required=True, metavar="OUT_PARQUET")
@@ -95,8 +100,7 @@ def _add_synth(sub: Any) -> None:
 
 
 def _add_export(sub: Any) -> None:
-    p = sub.add_parser("export", help="write config file, launch scripts, docker-compose, "
-                                      "Kubernetes manifest, bench command and report")
+    p = sub.add_parser("export", help=COMMAND_HELP["export"])
     p.add_argument("rec", metavar="REC_JSON",
                    help="recommendation: an EngineConfig or {\"config\": …, \"gpu\": …}")
     p.add_argument("--out", required=True, metavar="DIR", help="bundle folder (created)")
@@ -110,7 +114,7 @@ def _add_predict(sub: Any) -> None:
     from recommender.perf import PRECISIONS
     from recommender.steptime import DEFAULT_KIND, PROVIDERS
 
-    p = sub.add_parser("predict", help="the performance model alone, for a fixed-length load")
+    p = sub.add_parser("predict", help=COMMAND_HELP["predict"])
     p.add_argument("--engine", required=True, choices=list(ENGINES))
     p.add_argument("--model", required=True, help="catalog name, HF id or config.json path")
     p.add_argument("--gpu", required=True, help="catalog GPU name, e.g. H100-SXM")

@@ -11,6 +11,8 @@ import json
 import sys
 from typing import Any
 
+from app.cli_common import COMMAND_HELP
+
 
 def add_bench(sub: Any) -> None:
     """Register the `bench` sub-command; its workload and API kinds are the runners'
@@ -21,7 +23,7 @@ def add_bench(sub: Any) -> None:
     from runners.schemas import Api
     from runners.workloads import BENCH_KINDS
 
-    p = sub.add_parser("bench", help="live benchmark of an endpoint or a launched engine")
+    p = sub.add_parser("bench", help=COMMAND_HELP["bench"])
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--endpoint", metavar="URL", help="an OpenAI-compatible server")
     where.add_argument("--launch", choices=[m for m in LAUNCH_MODES if m != "endpoint"],

@@ -1,6 +1,6 @@
-"""What more than one CLI module needs: one-line usage errors from pydantic validation, and
-the atomic write of a command's output file (`app.cli` and `app.cli_recommend` both import
-from here, never from each other)."""
+"""What more than one CLI module needs: each command's one-line help, one-line usage errors
+from pydantic validation, and the atomic write of a command's output file (`app.cli`,
+`app.cli_bench` and `app.cli_recommend` import from here, never from each other)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,18 @@ from core.errors import UsageError
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
+
+# Every command and its line in `python -m app --help`. Only the command being run gets its
+# options (whose choices import the registries that own them), so start-up stays light.
+COMMAND_HELP = {
+    "profile": "ingest a trace and print its load profile",
+    "synth": "write a synthetic trace with a profile's shape",
+    "predict": "the performance model alone, for a fixed-length load",
+    "export": "write config file, launch scripts, docker-compose, Kubernetes manifest, bench "
+              "command and report",
+    "bench": "live benchmark of an endpoint or a launched engine",
+    "recommend": "rank engines and configs for a trace on a GPU",
+}
 
 
 def usage_error(exc: ValidationError, *, option: bool = False) -> UsageError:

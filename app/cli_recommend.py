@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from app.cli_common import usage_error, write_output
+from app.cli_common import COMMAND_HELP, usage_error, write_output
 
 if TYPE_CHECKING:
     from recommender.recommendation import Candidate, PredictedMetrics, Recommendation
@@ -22,7 +22,7 @@ def add_recommend(sub: Any) -> None:
     """Register the `recommend` command on the CLI's subparsers."""
     from recommender.recommendation import OBJECTIVES  # the choices come from the registry
 
-    p = sub.add_parser("recommend", help="rank engines and configs for a trace on a GPU")
+    p = sub.add_parser("recommend", help=COMMAND_HELP["recommend"])
     p.add_argument("source", metavar="TRACE|PROFILE_JSON")
     p.add_argument("--gpu", required=True, help="catalog GPU name, e.g. H100-SXM")
     p.add_argument("--gpus", type=int, default=1, help="GPUs available (default 1)")
