@@ -1,9 +1,9 @@
 """`python -m app profile` and `synth`: JSON keys, files written, exit codes.
 
-One success and one refusal per command run as a real `python -m app` subprocess (start-up,
-the process's exit status and streams); the rest call the CLI in this process (the `cli`
-fixture), which tests the same command logic without paying the interpreter's start-up and
-imports again for every test."""
+A real `python -m app` subprocess runs profile's text summary and one of its usage errors, and
+synth's refusal of a broken profile (start-up, the process's exit status and streams); the rest
+call the CLI in this process (the `cli` fixture), which tests the same command logic without
+paying the interpreter's start-up and imports again for every test."""
 
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ def test_trace_option_help_names_the_profilers_formats_and_units(cli, tmp_path):
     assert "override the timestamp rule: s, ms, us, ns, datetime" in text
 
 
-def test_profile_json_has_exactly_the_design_keys(tmp_path):
+def test_profile_json_has_exactly_the_design_keys(cli, tmp_path):
     trace = ref.TRACES / "mooncake_conversation_trace.jsonl.gz"
-    out = run_cli("profile", str(trace), "--json", "--lru-capacity-blocks", "500", "10000",
+    out = cli("profile", str(trace), "--json", "--lru-capacity-blocks", "500", "10000",
                   "-o", "p.json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     printed = json.loads(out.stdout)
@@ -58,8 +58,8 @@ def test_profile_json_has_exactly_the_design_keys(tmp_path):
     assert printed["output_tokens"]["max"] == raw["output_length"].max()
 
 
-def test_profile_text_summary(cli, tmp_path):
-    out = cli("profile", str(ref.TRACES / "BurstGPT_1.head400.csv"), cwd=tmp_path)
+def test_profile_text_summary(tmp_path):
+    out = run_cli("profile", str(ref.TRACES / "BurstGPT_1.head400.csv"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "BurstGPT" in out.stdout and "400" in out.stdout
 
@@ -95,7 +95,7 @@ def test_usage_errors_exit_2(cli, tmp_path):
 def test_profile_then_synth_from_the_saved_profile(cli, tmp_path):
     trace = ref.TRACES / "BurstGPT_3.head400.csv"
     assert cli("profile", str(trace), "-o", "p.json", cwd=tmp_path).returncode == 0
-    out = run_cli("synth", "p.json", "--requests", "2000", "-o", "s.parquet", "--seed", "3",
+    out = cli("synth", "p.json", "--requests", "2000", "-o", "s.parquet", "--seed", "3",
                   cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     synth = pd.read_parquet(tmp_path / "s.parquet")
@@ -104,8 +104,8 @@ def test_profile_then_synth_from_the_saved_profile(cli, tmp_path):
     assert json.loads(again.stdout)["format"]["kind"] == "servefit"
 
 
-def test_synth_refuses_a_broken_profile(cli, tmp_path):
+def test_synth_refuses_a_broken_profile(tmp_path):
     (tmp_path / "p.json").write_text('{"n_requests": "many", "format": {}}')
-    out = cli("synth", "p.json", "--requests", "10", "-o", "s.parquet", cwd=tmp_path)
+    out = run_cli("synth", "p.json", "--requests", "10", "-o", "s.parquet", cwd=tmp_path)
     assert out.returncode == 2 and "not a valid profile.json" in out.stderr
     assert not (tmp_path / "s.parquet").exists()
