@@ -1,8 +1,8 @@
 """`python -m app recommend`: JSON keys, -o then export, and one line with exit 2 and no file on
 bad input.
 
-The JSON run and the missing trace go through a real `python -m app` subprocess (start-up, the
-process's exit status and streams); the others call the CLI in this process (the `cli`
+The human view and the missing trace go through a real `python -m app` subprocess (start-up,
+the process's exit status and streams); the others call the CLI in this process (the `cli`
 fixture): the same command logic without a new interpreter and its imports each time."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
-    out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
+    out = cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
                   "--slo-ttft-p95-ms", "500", "--slo-tpot-p95-ms", "50",
                   "--max-requests", "2000", "--json", "-o", "rec.json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -46,8 +46,8 @@ def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
     assert printed["reasons"][0]["text"] in report
 
 
-def test_human_view_shows_pick_reasons_and_alternatives(cli, tmp_path: Path) -> None:
-    out = cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
+def test_human_view_shows_pick_reasons_and_alternatives(tmp_path: Path) -> None:
+    out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
                   "--max-requests", "1000", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     for heading in ("Pick", "Predicted", "Why", "Alternatives (best per engine)"):
