@@ -1,13 +1,18 @@
-"""Fixtures for the Streamlit AppTests: a fresh app home and empty Streamlit caches."""
+"""Fixtures for the app tests: a fresh app home and empty Streamlit caches for the Streamlit
+AppTests, and `cli`, the command line run inside the test process."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import streamlit as st
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
+MAIN = ENTRY.parent / "__main__.py"
 
 
 @pytest.fixture
@@ -21,6 +26,44 @@ def app_home(tmp_path, monkeypatch):
     yield home
     st.cache_data.clear()
     st.cache_resource.clear()
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What a `python -m app` run leaves a user: the exit status and the two streams."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(monkeypatch, capfd) -> Callable[..., CliResult]:
+    """`python -m app ARGS` run by `app.cli.main` inside this process, from `cwd`.
+
+    For tests of what a command does (its output, files, exit codes); a few tests per command
+    keep a real subprocess for start-up and the process's own exit. Each call starts from what
+    a fresh process would see: the given cwd, no SERVEFIT_WORKSPACE, sys.argv as
+    `python -m app ARGS` sets it (bench stores it), and the streams read at the file-descriptor
+    level (capfd), so output from below Python's sys.stdout is not missed. monkeypatch undoes
+    the cwd, environment and argv after the test.
+    """
+    from app.cli import main
+
+    monkeypatch.delenv("SERVEFIT_WORKSPACE", raising=False)
+
+    def run(*args: str, cwd: Path) -> CliResult:
+        monkeypatch.chdir(cwd)
+        monkeypatch.setattr(sys, "argv", [str(MAIN), *args])
+        capfd.readouterr()  # drop whatever was printed before this command
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's --help (0) and usage errors (2), as a process
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        out = capfd.readouterr()
+        return CliResult(code, out.out, out.err)
+
+    return run
 
 
 # The real vLLM CPU server (slow tests only): the runners' fixtures, shared here so the browser

@@ -1,4 +1,9 @@
-"""`python -m app` end to end in a subprocess: JSON keys, files written, exit codes."""
+"""`python -m app profile` and `synth`: JSON keys, files written, exit codes.
+
+A real `python -m app` subprocess runs profile's text summary and one of its usage errors, and
+synth's refusal of a broken profile (start-up, the process's exit status and streams); the rest
+call the CLI in this process (the `cli` fixture), which tests the same command logic without
+paying the interpreter's start-up and imports again for every test."""
 
 from __future__ import annotations
 
@@ -28,8 +33,8 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
-def test_trace_option_help_names_the_profilers_formats_and_units(tmp_path):
-    out = run_cli("profile", "--help", cwd=tmp_path)
+def test_trace_option_help_names_the_profilers_formats_and_units(cli, tmp_path):
+    out = cli("profile", "--help", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())  # argparse wraps help lines
     listed = text.split("force the trace format: ")[1].split(" (default: detect)")[0]
@@ -37,9 +42,9 @@ def test_trace_option_help_names_the_profilers_formats_and_units(tmp_path):
     assert "override the timestamp rule: s, ms, us, ns, datetime" in text
 
 
-def test_profile_json_has_exactly_the_design_keys(tmp_path):
+def test_profile_json_has_exactly_the_design_keys(cli, tmp_path):
     trace = ref.TRACES / "mooncake_conversation_trace.jsonl.gz"
-    out = run_cli("profile", str(trace), "--json", "--lru-capacity-blocks", "500", "10000",
+    out = cli("profile", str(trace), "--json", "--lru-capacity-blocks", "500", "10000",
                   "-o", "p.json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     printed = json.loads(out.stdout)
@@ -64,10 +69,10 @@ def test_profile_text_summary(tmp_path):
     ("a,b\n1,2\n", "--map"),
     ("input_tokens,output_tokens\n5,7\n-3,2\n", "row 2"),
 ])
-def test_bad_input_is_one_line_exit_2_and_no_workspace(tmp_path, content, needle):
+def test_bad_input_is_one_line_exit_2_and_no_workspace(cli, tmp_path, content, needle):
     bad = tmp_path / "bad.csv"
     bad.write_text(content)
-    out = run_cli("profile", str(bad), "-o", "p.json", cwd=tmp_path)
+    out = cli("profile", str(bad), "-o", "p.json", cwd=tmp_path)
     assert out.returncode == 2
     assert out.stdout == ""
     lines = out.stderr.strip().splitlines()
@@ -76,24 +81,26 @@ def test_bad_input_is_one_line_exit_2_and_no_workspace(tmp_path, content, needle
     assert not (tmp_path / "p.json").exists()
 
 
-def test_usage_errors_exit_2(tmp_path):
+def test_usage_errors_exit_2(cli, tmp_path):
     trace = str(ref.TRACES / "BurstGPT_1.head400.csv")
-    for args in (["--map", "nonsense"], ["--map", "colour=x"], ["--time-unit", "weeks"],
-                 ["--format", "nope"], ["--lru-capacity-blocks", "0"]):
-        out = run_cli("profile", trace, *args, cwd=tmp_path)
+    # The first through a real process (its exit status), the others in this process.
+    for run, args in ((run_cli, ["--map", "nonsense"]), (cli, ["--map", "colour=x"]),
+                      (cli, ["--time-unit", "weeks"]), (cli, ["--format", "nope"]),
+                      (cli, ["--lru-capacity-blocks", "0"])):
+        out = run("profile", trace, *args, cwd=tmp_path)
         assert out.returncode == 2, args
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
-def test_profile_then_synth_from_the_saved_profile(tmp_path):
+def test_profile_then_synth_from_the_saved_profile(cli, tmp_path):
     trace = ref.TRACES / "BurstGPT_3.head400.csv"
-    assert run_cli("profile", str(trace), "-o", "p.json", cwd=tmp_path).returncode == 0
-    out = run_cli("synth", "p.json", "--requests", "2000", "-o", "s.parquet", "--seed", "3",
+    assert cli("profile", str(trace), "-o", "p.json", cwd=tmp_path).returncode == 0
+    out = cli("synth", "p.json", "--requests", "2000", "-o", "s.parquet", "--seed", "3",
                   cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     synth = pd.read_parquet(tmp_path / "s.parquet")
     assert len(synth) == 2000 and synth["arrival_s"].is_monotonic_increasing
-    again = run_cli("profile", "s.parquet", "--json", cwd=tmp_path)
+    again = cli("profile", "s.parquet", "--json", cwd=tmp_path)
     assert json.loads(again.stdout)["format"]["kind"] == "servefit"
 
 

@@ -1,5 +1,10 @@
 """`python -m app bench`: DESIGN §2.4 JSON keys (predict's names, ms) against a local streaming
-server, the stored run behind them, and one-line exit-2 errors for bad input."""
+server, the stored run behind them, and one-line exit-2 errors for bad input.
+
+What needs a process runs one (`run`): the JSON run (start-up, the stored argv), two worker
+processes, --launch local, Ctrl-C's exit 130, and one usage error. The other tests call the CLI
+in this process (the `cli` fixture): the same command logic without a new interpreter each
+time."""
 
 from __future__ import annotations
 
@@ -67,11 +72,12 @@ def test_text_output_two_workers_and_a_given_vocabulary(fake, tmp_path):
     assert len(prompts) == 4 and all(len(p) == 16 and max(p) < 5000 for p in prompts)
 
 
-def test_warmup_requests_are_sent_first_and_left_out(fake, tmp_path):
+def test_warmup_requests_are_sent_first_and_left_out(cli, fake, tmp_path):
     before = len(fake.bodies)
-    out = run("--endpoint", fake.url, "--workload", "concurrency", "--concurrency", "2",
+    out = cli("bench", "--endpoint", fake.url, "--workload", "concurrency", "--concurrency", "2",
               "--num-requests", "6", "--prompt-tokens", "16", "--output-tokens", "2",
-              "--warmup-s", "0.4", "--workspace", str(tmp_path / "w.duckdb"), "--json")
+              "--warmup-s", "0.4", "--workspace", str(tmp_path / "w.duckdb"), "--json",
+              cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert got["warmup_requests"] > 0 and got["completed"] == 6
@@ -92,9 +98,12 @@ def test_warmup_requests_are_sent_first_and_left_out(fake, tmp_path):
     (["--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "3",
       "--warmup-s", "-1"], "--warmup-s: Input should be greater than or equal to 0"),
 ])
-def test_bad_input_is_one_line_exit_2(args, message, tmp_path):
+def test_bad_input_is_one_line_exit_2(cli, args, message, tmp_path):
     ws = tmp_path / "w.duckdb"
-    out = run(*args, "--workspace", str(ws))
+    # The first through a real process (argparse's own exit), the others in this process.
+    in_process = args != ["--workload", "poisson"]
+    out = (cli("bench", *args, "--workspace", str(ws), cwd=tmp_path) if in_process
+           else run(*args, "--workspace", str(ws)))
     assert out.returncode == 2, out.stderr
     # The one line (argparse's own errors come after its usage text, as for every command).
     lines = out.stderr.strip().splitlines()
@@ -104,11 +113,11 @@ def test_bad_input_is_one_line_exit_2(args, message, tmp_path):
     assert not ws.exists()  # refused before anything was written
 
 
-def test_unreachable_endpoint_is_one_line_and_stored_as_failed(tmp_path):
+def test_unreachable_endpoint_is_one_line_and_stored_as_failed(cli, tmp_path):
     ws = tmp_path / "w.duckdb"
-    out = run("--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "5",
+    out = cli("bench", "--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "5",
               "--num-requests", "3", "--prompt-tokens", "8", "--output-tokens", "2",
-              "--workspace", str(ws))
+              "--workspace", str(ws), cwd=tmp_path)
     assert out.returncode == 2 and "cannot reach" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     [info] = list_runs(Workspace(ws))

@@ -1,5 +1,8 @@
-"""`python -m app export` end to end in a subprocess: files printed, exit codes, no writes on
-bad input."""
+"""`python -m app export`: files printed, exit codes, no writes on bad input.
+
+The bundle and the missing file go through a real `python -m app` subprocess (start-up, the
+process's exit status and streams); the others call the CLI in this process (the `cli`
+fixture): the same command logic without a new interpreter each time."""
 
 from __future__ import annotations
 
@@ -33,9 +36,9 @@ def test_export_writes_the_bundle_and_prints_the_files(tmp_path: Path) -> None:
     assert "short prompts" in (tmp_path / "bundle" / "REPORT.md").read_text()
 
 
-def test_export_json_lists_the_files(tmp_path: Path) -> None:
+def test_export_json_lists_the_files(cli, tmp_path: Path) -> None:
     (tmp_path / "rec.json").write_text(json.dumps(CONFIG))
-    out = run_cli("export", "rec.json", "--out", "b", "--json", cwd=tmp_path)
+    out = cli("export", "rec.json", "--out", "b", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     printed = json.loads(out.stdout)
     assert printed["out"] == "b" and "b/launch.sh" in printed["files"]
@@ -52,9 +55,9 @@ def test_export_json_lists_the_files(tmp_path: Path) -> None:
                  "model_facts": {"num_attention_heads": 32, "num_kv_heads": 8,
                                  "max_context_tokens": 8192}}), "tp=3 must divide"),
 ])
-def test_bad_rec_json_is_one_line_exit_2_and_nothing_written(tmp_path, content, needle):
+def test_bad_rec_json_is_one_line_exit_2_and_nothing_written(cli, tmp_path, content, needle):
     (tmp_path / "rec.json").write_text(content)
-    out = run_cli("export", "rec.json", "--out", "bundle", cwd=tmp_path)
+    out = cli("export", "rec.json", "--out", "bundle", cwd=tmp_path)
     assert out.returncode == 2
     assert out.stdout == ""
     lines = out.stderr.strip().splitlines()

@@ -1,6 +1,9 @@
-"""`python -m app recommend` end to end in a subprocess: JSON keys (with each candidate's band
-and coverage), -o then export, the text view's band line, and one line with exit 2 and no
-file on bad input."""
+"""`python -m app recommend`: JSON keys (with each candidate's band and coverage), -o then
+export, the text view's band line, and one line with exit 2 and no file on bad input.
+
+The human view and the missing trace go through a real `python -m app` subprocess (start-up,
+the process's exit status and streams); the others call the CLI in this process (the `cli`
+fixture): the same command logic without a new interpreter and its imports each time."""
 
 from __future__ import annotations
 
@@ -26,8 +29,8 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
-def test_json_then_export_round_trip(tmp_path: Path) -> None:
-    out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
+def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
+    out = cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
                   "--slo-ttft-p95-ms", "500", "--slo-tpot-p95-ms", "50",
                   "--max-requests", "2000", "--json", "-o", "rec.json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -36,7 +39,7 @@ def test_json_then_export_round_trip(tmp_path: Path) -> None:
     assert printed["request"]["slo_ttft_p95_s"] == pytest.approx(0.5)
     assert json.loads((tmp_path / "rec.json").read_text()) == printed
     assert printed["pick"]["predicted"]["goodput_rps"] is not None
-    exported = run_cli("export", "rec.json", "--out", "bundle", "--json", cwd=tmp_path)
+    exported = cli("export", "rec.json", "--out", "bundle", "--json", cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
     files = json.loads(exported.stdout)["files"]
     assert all((tmp_path / f).is_file() for f in files)
@@ -91,8 +94,8 @@ def test_human_view_shows_pick_reasons_and_alternatives(tmp_path: Path) -> None:
     (("--gpu", "H100-SXM", "--model", "nope/nope"), "unknown model"),
     (("--gpu", "H100-SXM", "--model", MODEL, "--gpus", "0"), "--gpus"),
 ])
-def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path: Path, args, needle) -> None:
-    out = run_cli("recommend", str(SAMPLE), *args, "-o", "rec.json", cwd=tmp_path)
+def test_bad_input_is_one_line_exit_2_and_no_file(cli, tmp_path: Path, args, needle) -> None:
+    out = cli("recommend", str(SAMPLE), *args, "-o", "rec.json", cwd=tmp_path)
     assert out.returncode == 2
     assert out.stdout == ""
     lines = out.stderr.strip().splitlines()
@@ -107,9 +110,9 @@ def test_missing_trace_is_exit_2_and_no_file(tmp_path: Path) -> None:
     assert not (tmp_path / "rec.json").exists()
 
 
-def test_trace_without_timestamps_asks_for_a_rate(tmp_path: Path) -> None:
+def test_trace_without_timestamps_asks_for_a_rate(cli, tmp_path: Path) -> None:
     sharegpt = ROOT / "tests" / "data" / "traces" / "sharegpt_head1000.json.gz"
-    out = run_cli("recommend", str(sharegpt), "--gpu", "H100-SXM", "--model", MODEL,
+    out = cli("recommend", str(sharegpt), "--gpu", "H100-SXM", "--model", MODEL,
                   "-o", "rec.json", cwd=tmp_path)
     assert out.returncode == 2 and "--arrival-rate" in out.stderr
     assert not (tmp_path / "rec.json").exists()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pandas as pd
+import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app.resources import RECOMMENDATION_KEY
@@ -31,6 +34,22 @@ def recommend_on_sample(max_requests: int = 1_000) -> AppTest:
     return at
 
 
+@pytest.fixture(scope="module")
+def recommended(tmp_path_factory) -> Iterator[AppTest]:
+    """One press of Recommend on the sample (a search of a few seconds), shared by this module's
+    tests: they read what it shows, or start their own app from its recommendation. Its own app
+    home and cwd, and empty Streamlit caches, as `app_home` gives a single test."""
+    home = tmp_path_factory.mktemp("recommended")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SERVEFIT_APP_HOME", str(home / "app-home"))
+        mp.chdir(home)
+        st.cache_data.clear()
+        st.cache_resource.clear()
+        yield recommend_on_sample()
+        st.cache_data.clear()
+        st.cache_resource.clear()
+
+
 def _profile_figures() -> dict[str, float]:
     df = pd.read_csv(ref.SAMPLE)
     ts = pd.to_datetime(df["TIMESTAMP"])
@@ -40,8 +59,8 @@ def _profile_figures() -> dict[str, float]:
     return figures
 
 
-def test_recommendation_figures_and_files(app_home):
-    at = recommend_on_sample()
+def test_recommendation_figures_and_files(recommended):
+    at = recommended  # read only: nothing here changes its widgets
     rec = at.session_state[RECOMMENDATION_KEY]
     assert (rec.gpu, rec.model, rec.request.slo_ttft_p95_s) == (GPU, MODEL, 2.0)
     p = rec.pick.predicted
@@ -83,9 +102,15 @@ def test_recommendation_figures_and_files(app_home):
     assert sorted(labels) == sorted([*files, "All files (zip)"])
 
 
-def test_each_engines_best_can_be_exported(app_home):
-    at = recommend_on_sample()
-    rec = at.session_state[RECOMMENDATION_KEY]
+def test_each_engines_best_can_be_exported(app_home, recommended):
+    # A fresh app holding the shared recommendation, as after pressing Recommend: the view
+    # shows the recommendation in the session, whichever run made it.
+    rec = recommended.session_state[RECOMMENDATION_KEY]
+    at = AppTest.from_file(str(ENTRY), default_timeout=300)
+    at.session_state[RECOMMENDATION_KEY] = rec
+    at.run()
+    at.switch_page("views/recommend.py").run()
+    assert not at.exception and not at.error
     engines = {c.config.engine for c in rec.alternatives}
     assert "vllm" in engines, engines
     export = at.selectbox(key="rec.export")

@@ -95,7 +95,9 @@ class ScriptedServer:
         app = web.Application()
         app.router.add_post("/v1/completions", self._handle)
         app.router.add_post("/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
+        # A short shutdown: a handler still sleeping in a timeout test's script is cut off
+        # instead of being waited for (up to 60 s by default) when the module's server stops.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         self._loop.run_until_complete(site.start())
