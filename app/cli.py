@@ -27,6 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = next((a for a in argv if not a.startswith("-")), "")
     parser = build_parser(command if command in COMMAND_HELP else "")
     args = parser.parse_args(argv)
+    args.argv = argv  # the command line as given (bench stores it with the run)
     try:
         return int(args.handler(args) or 0)
     except ServeFitError as exc:

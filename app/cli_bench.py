@@ -72,7 +72,7 @@ def add_bench(sub: Any) -> None:
     p.set_defaults(handler=cmd_bench)
 
 
-_NOT_OPTIONS = ("command", "handler", "workspace", "json")
+_NOT_OPTIONS = ("command", "handler", "workspace", "json", "argv")
 
 
 def options_of(args: argparse.Namespace) -> Any:
@@ -93,7 +93,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if live:
             print("\r" + progress_line(sample), end="", file=sys.stderr, flush=True)
 
-    report = bench(options, workspace=args.workspace, argv=sys.argv[1:], progress=progress)
+    report = bench(options, workspace=args.workspace, argv=args.argv, progress=progress)
     if live:
         print(file=sys.stderr)
     summary = report_json(report)
