@@ -1,4 +1,7 @@
-"""`python -m app predict`: DESIGN §2.4 JSON keys, simulated tails in ms, usage errors."""
+"""`python -m app predict`: DESIGN §2.4 JSON keys, simulated tails in ms, usage errors.
+
+The JSON test and the usage errors run a real `python -m app` process (start-up, exit status,
+streams); the others call the CLI in this process (the `cli` fixture)."""
 
 from __future__ import annotations
 
@@ -20,13 +23,19 @@ LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 BASE = ["--engine", "vllm", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM"]
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
+def process(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app", "predict", *args], capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
 
 
+@pytest.fixture
+def run(cli, tmp_path):
+    """`python -m app predict ARGS` in this process."""
+    return lambda *args: cli("predict", *args, cwd=tmp_path)
+
+
 def test_json_keys_units_and_tails_from_the_simulator():
-    out = run(*BASE, "--isl", "1000", "--osl", "200", "--concurrency", "32", "--json")
+    out = process(*BASE, "--isl", "1000", "--osl", "200", "--concurrency", "32", "--json")
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert {"output_throughput_tok_s", "total_throughput_tok_s", "request_throughput_rps",
@@ -47,7 +56,7 @@ def test_json_keys_units_and_tails_from_the_simulator():
     assert got["requests"] == 320  # 10 per user by default
 
 
-def test_rate_mode_is_seeded_and_offline_counts_requests():
+def test_rate_mode_is_seeded_and_offline_counts_requests(run):
     args = [*BASE, "--isl", "500", "--osl", "100", "--json"]
     a = json.loads(run(*args, "--rate", "4", "--num-requests", "300").stdout)
     b = json.loads(run(*args, "--rate", "4", "--num-requests", "300").stdout)
@@ -59,14 +68,14 @@ def test_rate_mode_is_seeded_and_offline_counts_requests():
     assert off["requests"] == 500 and off["mode"] == "offline"
 
 
-def test_speculative_flags_lower_tpot_at_concurrency_1():
+def test_speculative_flags_lower_tpot_at_concurrency_1(run):
     args = [*BASE, "--isl", "500", "--osl", "200", "--concurrency", "1", "--json"]
     plain = json.loads(run(*args).stdout)
     spec = json.loads(run(*args, "--speculative", "ngram", "--spec-tokens", "3").stdout)
     assert spec["tpot_ms"]["mean"] < 0.8 * plain["tpot_ms"]["mean"]
 
 
-def test_engine_and_precision_choices_are_the_registries():
+def test_engine_and_precision_choices_are_the_registries(run):
     # fp16 is a registered precision (served as unquantised weights, like bf16); sglang and
     # trtllm are registered engines.
     args = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM", "--isl", "200",
@@ -79,7 +88,7 @@ def test_engine_and_precision_choices_are_the_registries():
     assert run("--engine", "vllm", *args, "--precision", "fp3").returncode == 2
 
 
-def test_text_view_shows_tails():
+def test_text_view_shows_tails(run):
     out = run(*BASE, "--isl", "200", "--osl", "50", "--concurrency", "4")
     assert out.returncode == 0, out.stderr
     assert "p99" in out.stdout and "TTFT" in out.stdout and "req/s" in out.stdout
@@ -96,7 +105,7 @@ def test_text_view_shows_tails():
 ])
 def test_usage_errors_are_one_line(args):
     base = ["--engine", "vllm", "--model", "Qwen/Qwen3-8B", "--gpu", "H100-SXM"]
-    out = run(*base, *args)
+    out = process(*base, *args)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
@@ -104,7 +113,7 @@ QWEN32_H100 = ["--engine", "vllm", "--model", "Qwen3-32B", "--gpu", "H100-SXM",
                "--isl", "1000", "--osl", "1000", "--concurrency", "8", "--num-requests", "40"]
 
 
-def test_max_model_len_is_sized_to_the_workload_not_the_context():
+def test_max_model_len_is_sized_to_the_workload_not_the_context(run):
     # Qwen3-32B BF16 (~65 GB) on one 80 GB H100 leaves a KV pool of ~19 k tokens: less than
     # its 40,960-token context, plenty for 1000+1000-token requests (issue 12: was refused).
     out = run(*QWEN32_H100, "--json")
@@ -121,7 +130,7 @@ def test_max_model_len_is_sized_to_the_workload_not_the_context():
     assert "max_model_len 3072" in text.stdout and "warning: max_model_len" in text.stdout
 
 
-def test_given_max_model_len_is_kept_and_unwarned():
+def test_given_max_model_len_is_kept_and_unwarned(run):
     got = json.loads(run(*QWEN32_H100, "--max-model-len", "8192", "--json").stdout)
     assert got["max_model_len"] == 8192
     assert not any("max_model_len" in w for w in got["warnings"])
@@ -132,7 +141,7 @@ def test_given_max_model_len_is_kept_and_unwarned():
     ("40960", "fewer than one max_model_len (40960)"),  # the context: the pool cannot hold it
     ("50000", "exceeds Qwen/Qwen3-32B's context of 40960"),
 ])
-def test_a_max_model_len_that_cannot_serve_is_one_line(length, says):
+def test_a_max_model_len_that_cannot_serve_is_one_line(run, length, says):
     out = run(*QWEN32_H100, "--max-model-len", length)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert says in out.stderr
