@@ -1,9 +1,12 @@
 """How far a prediction can be trusted: calibration cells and their cross-validated errors.
 
 Owns the cell of a deployment and load (`cell_of`: engine × GPU family × dense/MoE × regime),
-the bands file (data/calibration/bands.json: each cell's leave-one-source-out median APE and
-the held-out rows behind it, written by `bench/predict_accuracy.py --write-bands`) and
-`band_for`, which turns a cell into `core.figures.Band` or None outside every calibrated cell.
+the bands file (data/calibration/bands.json: per step-time provider, each cell's
+leave-one-source-out median APE and the held-out rows behind it, written by
+`bench/predict_accuracy.py --write-bands`) and `band_for`, which turns a cell into
+`core.figures.Band` for the step-time provider in use (`steptime.active_kind`), or None
+outside every calibrated cell or for a provider the file has no errors for: the errors are
+the provider's, so another provider's would be a band that was never measured.
 No fitting here; the file is data.
 
 A trace replay (what `recommend` simulates) is open-loop, and no published row measures an
@@ -28,6 +31,7 @@ from core.errors import UsageError
 from core.figures import Band
 from core.load import ClosedLoop, Offline, Rate
 from recommender.specs import GPU, ModelSpec
+from recommender.steptime import DEFAULT_KIND, active_kind
 
 BANDS_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "bands.json"
 # Closed loop at this many users or fewer is "low batch": the step is weight-read bound and
@@ -69,16 +73,40 @@ class CellError(BaseModel):
     rows: int = Field(ge=1, description="Held-out measurements behind it.")
 
 
+class ProviderBands(BaseModel):
+    """One step-time provider's errors: overall and per cell."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    overall: CellError = Field(description="All held-out rows together.")
+    cells: dict[str, CellError] = Field(description="Cell (`cell_of`) → its error.")
+
+
 class BandsFile(BaseModel):
-    """data/calibration/bands.json."""
+    """data/calibration/bands.json. The top-level `overall`/`cells` are the default
+    provider's (`steptime.DEFAULT_KIND`; a schema-1 file has only those); `providers` holds
+    every provider the bench measured, keyed by kind."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: int = 1
     method: str = Field(description="How the errors were measured.")
     csv_sha256: str = Field(description="The calibration CSV the errors come from.")
-    overall: CellError = Field(description="All held-out rows together.")
-    cells: dict[str, CellError] = Field(description="Cell (`cell_of`) → its error.")
+    fit_procedure: str | None = Field(default=None, description="fitting.PROCEDURES key the "
+                                      "folds were fitted with.")
+    overall: CellError = Field(description="All held-out rows together (default provider).")
+    cells: dict[str, CellError] = Field(description="Cell (`cell_of`) → its error (default "
+                                        "provider).")
+    providers: dict[str, ProviderBands] = Field(
+        default_factory=dict, description="Step-time provider kind → its errors.")
+
+    def for_provider(self, kind: str) -> ProviderBands | None:
+        """The errors measured with step-time provider `kind`, None when it was not run."""
+        if kind in self.providers:
+            return self.providers[kind]
+        if not self.providers and kind == DEFAULT_KIND:  # schema 1: the default's only
+            return ProviderBands(overall=self.overall, cells=self.cells)
+        return None
 
 
 @lru_cache(maxsize=4)
@@ -95,24 +123,35 @@ def load_bands(path: str | Path = BANDS_FILE) -> BandsFile:
                          "`python bench/predict_accuracy.py --write-bands`") from exc
 
 
-def band_for(cell: str, bands: BandsFile | None = None) -> Band | None:
-    """The cell's band, or None when no held-out measurement falls in it."""
+def band_for(cell: str, bands: BandsFile | None = None, kind: str | None = None,
+             ) -> Band | None:
+    """The cell's band under step-time provider `kind` (default: the one in use,
+    `steptime.active_kind`), or None when no held-out measurement falls in it or the file
+    has no errors for that provider."""
     bands = bands or load_bands()
-    found = bands.cells.get(cell)
+    errors = bands.for_provider(kind or active_kind())
+    found = errors.cells.get(cell) if errors is not None else None
     if found is None:
         return None
     return Band(cell=cell, median_ape=found.median_ape, rows=found.rows)
 
 
 def band_of_prediction(
-    cell: str, path: str | Path = BANDS_FILE
+    cell: str, path: str | Path = BANDS_FILE, kind: str | None = None,
 ) -> tuple[Band | None, str | None]:
-    """(the cell's band, None) or, outside every calibrated cell or without a bands file,
+    """(the cell's band under step-time provider `kind`, default the one in use, None) or,
+    outside every calibrated cell, for a provider without bands or without a bands file,
     (None, the warning that says so plainly)."""
+    kind = kind or active_kind()
     if not Path(path).exists():
         return None, (f"no error bands ({Path(path).name} missing): how far this prediction "
                       "can be trusted is unknown")
-    band = band_for(cell, load_bands(path))
+    bands = load_bands(path)
+    if bands.for_provider(kind) is None:
+        return None, (f"no error bands for step-time provider {kind!r} (measured for "
+                      f"{', '.join(bands.providers) or DEFAULT_KIND} only): how far this "
+                      "prediction can be trusted is unknown")
+    band = band_for(cell, bands, kind)
     if band is None:
         return None, (f"outside every calibrated cell: no published measurement backs {cell}, "
                       "so this prediction has no error band (its error is unknown)")
@@ -129,14 +168,20 @@ def replay_regime(throughput_rps: float, mean_e2e_s: float | None) -> Regime:
     return regime_of(None, concurrency=max(1, round(throughput_rps * mean_e2e_s)))
 
 
-@lru_cache(maxsize=1024)
-def cell_band(cell: str, path: str | Path = BANDS_FILE) -> Band | None:
-    """`band_for(cell)` from the bands file at `path`, cached per (cell, path); None outside
-    every calibrated cell or without a bands file (`band_of_prediction` says which).
+def cell_band(cell: str, path: str | Path = BANDS_FILE, kind: str | None = None,
+              ) -> Band | None:
+    """`band_for(cell)` under step-time provider `kind` (default the one in use) from the
+    bands file at `path`, cached per (cell, path, kind); None outside every calibrated cell,
+    for a provider without bands or without a bands file (`band_of_prediction` says which).
 
     Raises:
         UsageError: the bands file exists but is malformed.
     """
+    return _cell_band(cell, str(path), kind or active_kind())
+
+
+@lru_cache(maxsize=1024)
+def _cell_band(cell: str, path: str, kind: str) -> Band | None:
     if not Path(path).exists():
         return None
-    return band_for(cell, load_bands(path))
+    return band_for(cell, load_bands(path), kind)

@@ -155,15 +155,32 @@ def deployment(
     )
 
 
+def moe_dense_share(model: ModelSpec) -> float:
+    """Share of the body weights every token reads: 1 for a dense model; for MoE the
+    non-expert part (attention, shared experts, dense layers, router), derived from the
+    published active and total counts. active = dense + (total − dense)·k/E, so
+    dense/total = (active/total − k/E) / (1 − k/E). Taking active/total itself as the dense
+    share (as before issue 12's MoE rows) counted the k routed experts twice: at one token
+    the read was active/total + (1 − active/total)·k/E, 1.6-1.7x the active weights for
+    gpt-oss-120b and Qwen3-235B-A22B, which skewed every low-batch MoE step and, through the
+    shared fit, the dense ones too."""
+    if not model.is_moe:
+        return 1.0
+    routed = (model.experts_per_token or 1) / (model.num_experts or 1)
+    active = model.active_params_b / model.total_params_b
+    return min(1.0, max(0.0, (active - routed) / (1.0 - routed))) if routed < 1 else 1.0
+
+
 def _moe_touched_fraction(model: ModelSpec, tokens: float) -> float:
     """Share of the body weights one step reads: all of a dense model; for MoE the dense part
-    plus the experts that at least one of `tokens` routes to, 1 − (1 − k/E)^tokens."""
+    (`moe_dense_share`) plus the experts that at least one of `tokens` routes to,
+    1 − (1 − k/E)^tokens (active/total at one token)."""
     if not model.is_moe or tokens <= 0:
         return 1.0
-    active = model.active_params_b / model.total_params_b
+    dense = moe_dense_share(model)
     k, e = model.experts_per_token or 1, model.num_experts or 1
     touched = 1.0 - (1.0 - k / e) ** tokens
-    return active + (1.0 - active) * touched
+    return dense + (1.0 - dense) * touched
 
 
 def _roofline(compute_s: float, memory_s: float) -> float:
@@ -474,6 +491,6 @@ def predict(
 __all__ = [  # the parameter records are re-exported from recommender.params
     "FIT_FILE", "ROOFLINE", "Batch", "Deployment", "EngineParams", "GpuScales", "PerfParams",
     "Prediction", "RooflineKernels", "SchedulerDefaults", "default_params", "deployment",
-    "draft_time", "engine_defaults", "load_params", "predict", "roofline_kernels", "step_time",
-    "weight_quantization",
+    "draft_time", "engine_defaults", "load_params", "moe_dense_share", "predict",
+    "roofline_kernels", "step_time", "weight_quantization",
 ]

@@ -18,13 +18,14 @@ from core.errors import ServeFitError, UsageError
 from engines import ENGINES
 from engines.config import EngineConfig
 from profiler.schema import Profile
-from recommender.bands import BANDS_FILE, band_of_prediction
+from recommender.bands import BANDS_FILE, band_of_prediction, load_bands
 from recommender.catalog import get_model, load_gpus
 from recommender.memory import WEIGHT_BYTES_PER_PARAM, plan_memory
 from recommender.recommendation import Reason, RecommendRequest, RecWarning
 from recommender.scoring import Evaluation, Goals, Target, evaluate
 from recommender.search import SearchResult, search
 from recommender.specs import GPU
+from recommender.steptime import active_kind
 from recommender.workload import Workload, head_window
 
 HELD_OUT_ERROR_WARN_PCT = 25.0
@@ -332,11 +333,12 @@ def _coverage() -> dict | None:
 
 def _band_warning(ctx: Context) -> list[RecWarning]:
     """Plainly, when no published measurement covers the pick's calibration cell (or the
-    bands file is missing): its figures then have no error band."""
+    bands file is missing, or has no errors for the step-time provider in use): its figures
+    then have no error band."""
     cell = ctx.best.predicted.calibration_cell
     if ctx.best.predicted.band is not None or cell is None:
         return []
-    if not BANDS_FILE.exists():
+    if not BANDS_FILE.exists() or load_bands().for_provider(active_kind()) is None:
         return [RecWarning(code="no_error_band", text=band_of_prediction(cell)[1] or "")]
     return [RecWarning(code="uncalibrated_cell", text=(
         f"no published measurement covers {cell}: the figures are the model's alone "

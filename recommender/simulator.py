@@ -83,7 +83,7 @@ def step_coefficients(dep: perf.Deployment, params: perf.EngineParams) -> np.nda
     bytes_s = dep.bandwidth_bytes_s * params.bandwidth_efficiency
     active, keep = 1.0, 0.0
     if m.is_moe:
-        active = m.active_params_b / m.total_params_b
+        active = perf.moe_dense_share(m)  # the kernel's "touched" base, as perf's
         keep = 1.0 - (m.experts_per_token or 1) / (m.num_experts or 1)
     comm_tok = comm_fix = 0.0
     if dep.tp > 1:

@@ -3,17 +3,30 @@ band `predict` carries, or a plain warning outside every calibrated cell."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
 from core.figures import Band
 from core.load import ClosedLoop, Offline, Rate, fixed
 from engines.config import EngineConfig
-from recommender.bands import band_for, cell_of, load_bands, regime_of
+from recommender.bands import (
+    BANDS_FILE,
+    ProviderBands,
+    band_for,
+    band_of_prediction,
+    cell_band,
+    cell_of,
+    load_bands,
+    regime_of,
+)
 from recommender.catalog import get_gpu, get_model
 from recommender.predict_sim import simulate_load
+from recommender.steptime import using
 
+ROOT = Path(__file__).resolve().parents[2]
 H100 = get_gpu("H100-SXM")
 LLAMA8 = get_model("llama-3.1-8b")
 CFG = EngineConfig(engine="vllm", model=LLAMA8.name)
@@ -72,3 +85,55 @@ def test_no_bands_file_is_a_warning_not_an_error(tmp_path):
     pred = simulate_load(CFG, LLAMA8, H100, fixed(500, 100, concurrency=2, num_requests=20),
                          bands_file=tmp_path / "missing.json")
     assert pred.band is None and any("missing" in w for w in pred.warnings)
+
+
+@pytest.fixture
+def two_provider_bands(tmp_path):
+    """A schema-2 file: the roofline's errors (also at the top level, as the bench writes
+    them) and different ones for the measured provider."""
+    roof = {"overall": {"median_ape": 0.2, "rows": 12},
+            "cells": {"vllm/hopper/dense/low_batch": {"median_ape": 0.12, "rows": 7}}}
+    measured = {"overall": {"median_ape": 0.3, "rows": 9},
+                "cells": {"vllm/hopper/dense/low_batch": {"median_ape": 0.05, "rows": 6}}}
+    path = tmp_path / "bands.json"
+    path.write_text(json.dumps({
+        "schema_version": 2, "method": "test", "csv_sha256": "0" * 64,
+        "fit_procedure": "all", **roof, "providers": {"roofline": roof, "measured": measured},
+    }))
+    return path
+
+
+def test_the_band_is_the_step_time_providers_own(two_provider_bands):
+    bands = load_bands(two_provider_bands)
+    cell = "vllm/hopper/dense/low_batch"
+    assert band_for(cell, bands, "roofline") == Band(cell=cell, median_ape=0.12, rows=7)
+    assert band_for(cell, bands, "measured") == Band(cell=cell, median_ape=0.05, rows=6)
+    assert band_for(cell, bands) == Band(cell=cell, median_ape=0.12, rows=7)  # default kind
+    with using("measured"):  # the provider in use picks the band, here and in predict
+        assert band_for(cell, bands) == Band(cell=cell, median_ape=0.05, rows=6)
+        assert cell_band(cell, two_provider_bands) == Band(cell=cell, median_ape=0.05, rows=6)
+    assert cell_band(cell, two_provider_bands) == Band(cell=cell, median_ape=0.12, rows=7)
+
+
+def test_a_provider_without_bands_says_so(bands_file):
+    # A schema-1 file holds the default provider's errors only.
+    cell = "vllm/hopper/dense/low_batch"
+    assert band_of_prediction(cell, bands_file, "roofline")[0] == Band(
+        cell=cell, median_ape=0.12, rows=7)
+    band, warning = band_of_prediction(cell, bands_file, "measured")
+    assert band is None
+    assert warning is not None and "no error bands for step-time provider 'measured'" in warning
+    assert cell_band(cell, bands_file, "measured") is None
+
+
+def test_shipped_bands_match_the_calibration_csv():
+    """bands.json is the LOSO of this CSV: a CSV change without --write-bands fails here."""
+    csv = ROOT / "data" / "calibration" / "published_calibration.csv"
+    bands = load_bands(BANDS_FILE)
+    assert bands.csv_sha256 == hashlib.sha256(csv.read_bytes()).hexdigest()
+    assert "roofline" in bands.providers
+    assert bands.for_provider("roofline") == ProviderBands(overall=bands.overall,
+                                                           cells=bands.cells)
+    fit = json.loads((ROOT / "data" / "calibration" / "fit.json").read_text())
+    assert fit["provenance"]["csv_sha256"] == bands.csv_sha256
+    assert fit["provenance"]["fit_procedure"] == bands.fit_procedure

@@ -20,6 +20,7 @@ from recommender.perf import (
     PerfParams,
     default_params,
     deployment,
+    moe_dense_share,
     predict,
     step_time,
 )
@@ -143,3 +144,20 @@ def test_model_that_does_not_fit_raises():
     m = get_model("llama-3.1-405b")
     with pytest.raises(UsageError):
         predict(deploy("vllm", m), m, H100, fixed(10, 10, concurrency=1))
+
+
+@pytest.mark.parametrize(("name", "dense"), [
+    # (active/total − k/E) / (1 − k/E), by hand from the model cards' counts:
+    ("gpt-oss-120b", (5.1 / 116.8 - 4 / 128) / (1 - 4 / 128)),  # 0.0128
+    ("Qwen3-235B-A22B", (22 / 235 - 8 / 128) / (1 - 8 / 128)),  # 0.0332
+    ("llama-3.1-8b", 1.0),
+])
+def test_moe_dense_share_counts_the_routed_experts_once(name, dense):
+    """At one token a MoE step reads the dense part plus k of E experts: exactly the active
+    weights (active/total of the body), not active/total plus k/E of the rest."""
+    model = get_model(name)
+    assert moe_dense_share(model) == pytest.approx(dense, rel=1e-9)
+    if model.is_moe:
+        k_over_e = model.experts_per_token / model.num_experts
+        one_token = dense + (1 - dense) * k_over_e
+        assert one_token == pytest.approx(model.active_params_b / model.total_params_b)

@@ -33,15 +33,17 @@ def test_a_replay_is_the_closed_loop_at_its_mean_occupancy(rps, e2e_s, regime) -
 
 
 def test_an_moe_model_has_no_calibrated_cell_and_says_so(tmp_path: Path) -> None:
+    # Issue 12's rows calibrate MoE on Hopper and Blackwell; none measures MoE on Ampere.
     cells = json.loads(BANDS_JSON.read_text())["cells"]
-    assert not any("/moe/" in cell for cell in cells)  # what makes this case uncalibrated
-    rec = recommend(RecommendRequest(source=str(SAMPLE), gpu="H100-SXM", model=MOE,
+    assert not any("/ampere/moe/" in cell for cell in cells)  # what makes this uncalibrated
+    rec = recommend(RecommendRequest(source=str(SAMPLE), gpu="A100-80GB", model=MOE,
                                      max_requests=300))
     pick = rec.pick.predicted
     assert pick.band is None
     assert pick.calibration_cell is not None
-    assert pick.calibration_cell.startswith(f"{rec.pick.config.engine}/hopper/moe/")
-    assert all(c.predicted.band is None and "/moe/" in (c.predicted.calibration_cell or "")
+    assert pick.calibration_cell.startswith(f"{rec.pick.config.engine}/ampere/moe/")
+    assert all(c.predicted.band is None
+               and "/ampere/moe/" in (c.predicted.calibration_cell or "")
                for c in rec.candidates)
     [warning] = [w for w in rec.warnings if w.code == "uncalibrated_cell"]
     assert (f"no published measurement covers {pick.calibration_cell}: the figures are the "

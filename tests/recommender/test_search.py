@@ -96,11 +96,11 @@ def mooncake(tmp_path_factory: pytest.TempPathFactory):
 def test_shared_prefixes_cut_ttft_with_prefix_caching(mooncake) -> None:
     req = mooncake.requests
     assert req.block_hashes is not None
-    target = _target("H100-SXM", "meta-llama/Llama-3.1-8B-Instruct", 2)
+    target = _target("H100-SXM", "meta-llama/Llama-3.1-8B-Instruct", 4)
     goals = Goals("goodput", None, None)
     base = base_grid(target, max_model_len(req, target.model))[0].model_copy(
         update={"weight_quantization": "fp8", "kv_cache_dtype": "fp8"})
-    on, off = (evaluate(base.model_copy(update={"prefix_caching": flag}), req, 2, target, goals)
+    on, off = (evaluate(base.model_copy(update={"prefix_caching": flag}), req, 4, target, goals)
                for flag in (True, False))
     assert on.feasible and off.feasible
     assert on.predicted.ttft_s.mean < 0.8 * off.predicted.ttft_s.mean
