@@ -329,19 +329,16 @@ def _closed(conc: int, spec, n_per_user: int = 6):
                     options=SimOptions(arrival="closed_loop", concurrency=conc)).summary
 
 
-@pytest.mark.parametrize(("spec", "high", "hurts"), [(NGRAM, 256, True), (EAGLE, 128, False)])
-def test_speculation_helps_at_batch_1_and_hurts_at_high_concurrency(spec, high, hurts):
-    # DESIGN §4.3 with the fitted parameters: 1.5-2x per-request speed at batch 1; at high
-    # concurrency the k+1-token verification is compute-bound (and samples k+1 positions per
-    # sequence) and the gain shrinks: ngram (a = 0.5, E = 1.9) turns negative by 256 users,
-    # EAGLE (a = 0.75, E = 2.7) keeps less of its gain. (The issue-12 fit, robust on all 492
-    # rows, moved vLLM's crossover: ngram was negative by 64 users, EAGLE about even at 64.)
+@pytest.mark.parametrize(("spec", "high"), [(NGRAM, 64), (EAGLE, 128)])
+def test_speculation_helps_at_batch_1_and_hurts_at_high_concurrency(spec, high):
+    # DESIGN §4.3 with the fitted parameters: 1.5-2x per-request speed at batch 1; past a few
+    # dozen users the k+1-token verification is compute-bound (and samples k+1 positions per
+    # sequence) and the gain turns negative: ngram (a = 0.5, E = 1.9) by 64 users, EAGLE
+    # (a = 0.75, E = 2.7) later, about break-even at 64.
     plain1, spec1 = _closed(1, None), _closed(1, spec)
-    gain1 = plain1.tpot_s.mean / spec1.tpot_s.mean
-    assert 1.4 < gain1 < 2.6
+    assert 1.4 < plain1.tpot_s.mean / spec1.tpot_s.mean < 2.6
     plain_hi, spec_hi = _closed(high, None), _closed(high, spec)
-    gain_hi = spec_hi.output_throughput_tok_s / plain_hi.output_throughput_tok_s
-    assert gain_hi < (1.0 if hurts else gain1)
+    assert spec_hi.output_throughput_tok_s < plain_hi.output_throughput_tok_s
     assert spec_hi.completed == plain_hi.completed == high * 6
 
 
