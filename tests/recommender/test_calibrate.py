@@ -151,5 +151,6 @@ def test_fit_file_loads_and_round_trips():
 
 def test_fit_is_deterministic():
     rows, _ = parse_csv()
-    subset = [r for r in rows if r.split == "train"][::8]
+    # About 15 rows: as many as before issue 12 added 325 (determinism needs no more).
+    subset = [r for r in rows if r.split == "train"][::24]
     assert calibrate.fit(subset) == calibrate.fit(subset)
