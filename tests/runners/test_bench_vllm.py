@@ -71,17 +71,28 @@ def test_trace_replay_and_sweep_on_real_vllm(tiny_model_dir, tmp_path):
     assert {"queue_depth", "running", "kv_cache_usage", "prefix_cache_hits_tokens",
             "prefix_cache_queries_tokens"} <= keys, keys
 
-    # The tiny model is overhead-bound on a CPU, so queued requests still raise throughput
-    # past max_num_seqs (with exact stamps the knee fell at 8 or 16: CI once saw +28 % from 8
-    # to 16); the sweep must stop within the cap of 32, right past its knee.
+    # The stop rule on a real server: levels double from 1, and the sweep ends right past the
+    # knee it finds, or at the cap of 32 when none forms. Which of the two happens is not
+    # asserted: the tiny CPU engine shares 2 cores with the client, so one level's throughput
+    # moves by +-15 % against the next (fresh-clone CI runs saw the knee at 8, at 16, and none
+    # within 32, with 4 -> 8 -10 % then 8 -> 16 +28 %). Where the knee falls is tested on a
+    # server with a fixed capacity (test_bench.py::test_sweep_stops_past_the_knee).
     knee = swept.knee.knee_concurrency
     levels = [lv.concurrency for lv in swept.levels]
     print(f"\nsweep levels: {[lv.model_dump() for lv in swept.levels]}", file=sys.stderr)
-    assert knee is not None and levels[-1] == 2 * knee <= 32
+    assert levels == [2**i for i in range(len(levels))]
     tput = np.array([lv.output_throughput_tok_s for lv in swept.levels])
     e2e = np.array([lv.e2e_p50_s for lv in swept.levels])
     flat = (tput[1:] / tput[:-1] < 1.10) & (e2e[1:] / e2e[:-1] > 1.20)
-    assert flat.tolist() == [False] * (len(flat) - 1) + [True]  # only the last step is flat
+    if knee is not None:
+        assert levels[-1] == 2 * knee <= 32
+        assert flat.tolist() == [False] * (len(flat) - 1) + [True]  # only the last step is flat
+    else:
+        assert levels[-1] == 32 and not flat.any()
+    # Queued requests keep the overhead-bound engine busier than one request at a time, and
+    # queueing shows in the tail: the last level waits far longer for its first token.
+    assert tput[-1] > tput[0]
+    assert swept.levels[-1].ttft_p95_s > 1.5 * swept.levels[0].ttft_p95_s
     # max_num_seqs=2 caps what the engine runs whenever a scrape lands. Neither "a scrape saw
     # it busy" nor vLLM's waiting gauge is asserted: on a fresh 2-core machine the server's
     # /metrics answers slowly under load (9 scrapes in a 3 s sweep, all between requests), and
