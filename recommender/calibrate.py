@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from core.atomic import write_atomic
 from core.errors import ServeFitError, UsageError
 from recommender.catalog import get_model
 from recommender.fitting import (
@@ -253,11 +254,7 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
         "params": json.loads(params.model_dump_json()),
         "errors": _summary(rows, params),
     }
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(out, json.dumps(record, indent=2) + "\n")
     return record
 
 

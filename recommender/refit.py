@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.atomic import write_atomic
 from core.errors import UsageError
 from recommender.catalog import get_gpu, get_model
 from recommender.fitting import SCALES, CalRow, errors, fit
@@ -155,11 +156,7 @@ def refit_measured(
                       "max_ape_pct": float(np.max(after_err))},
         },
     }
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(out, json.dumps(record, indent=2) + "\n")
     return record
 
 
