@@ -182,6 +182,4 @@ def cell_band(cell: str, path: str | Path = BANDS_FILE, kind: str | None = None,
 
 @lru_cache(maxsize=1024)
 def _cell_band(cell: str, path: str, kind: str) -> Band | None:
-    if not Path(path).exists():
-        return None
-    return band_for(cell, load_bands(path), kind)
+    return band_of_prediction(cell, path, kind)[0]
