@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, get_args
 
-from app.cli_common import COMMAND_HELP, usage_error
+from app.cli_common import COMMAND_HELP, usage_error, write_output
 from core.errors import ServeFitError, UsageError
 from profiler.formats import ALL_KINDS
 from profiler.formats.base import FIELDS
@@ -175,9 +175,6 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     if args.speculative:
         spec = speculative_config(args.speculative, args.spec_tokens, args.draft_model)
     model = get_model(args.model)
-    if args.max_model_len is not None and args.max_model_len > model.max_context_tokens:
-        raise UsageError(f"--max-model-len {args.max_model_len} exceeds {model.name}'s context "
-                         f"of {model.max_context_tokens} tokens")
     try:
         config = EngineConfig(
             engine=args.engine, model=model.name, tp=args.tp, max_num_seqs=args.max_num_seqs,
@@ -197,12 +194,6 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         from app.render import prediction_text
 
         print(prediction_text(prediction))
-        print(f"max_model_len {prediction.max_model_len}")
-        if (band := prediction.band) is not None:
-            print(f"band        ±{band.median_ape:.0%} median error on unseen sources "
-                  f"(cell {band.cell}, {band.rows} held-out rows)")
-        for warning in prediction.warnings:
-            print(f"warning: {warning}")
     return 0
 
 
@@ -252,7 +243,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
                             seed=args.seed)
     text = profile.model_dump_json(indent=2)
     if args.output:
-        write_atomic(args.output, text + "\n")
+        write_output(args.output, text + "\n")
     print(text if args.json else profile_text(profile))
     return 0
 
@@ -286,15 +277,4 @@ def _cmd_export(args: argparse.Namespace) -> int:
     print(json.dumps({"out": args.out, "files": paths}, indent=2) if args.json
           else "\n".join(paths))
     return 0
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` whole or not at all (`core.atomic`); an OS error is the user's
-    (a bad folder, a full disk), so it becomes a UsageError naming the path."""
-    from core import atomic
-
-    try:
-        atomic.write_atomic(path, text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 

@@ -82,6 +82,10 @@ def prediction_text(prediction: LoadPrediction) -> str:
         *(row(name[:-2].upper(), getattr(p, name)) for name in LATENCIES),
         f"KV cache    {p.kv_capacity_tokens:,} tokens per replica, "
         f"{p.preemptions:,} preemptions",
+        f"max_model_len {p.max_model_len}",
+        *([f"Band        {band_text(p.band)}"]
+          if p.band is not None else []),
+        *(f"warning: {w}" for w in p.warnings),
     ])
 
 
@@ -108,14 +112,11 @@ def band_short(band: Band | None) -> str:
 
 def candidate_rows(candidates: list[Candidate]) -> dict[str, list]:
     """Candidates (recommender.recommendation.Candidate) as a table, ms and units on screen."""
-    def ms(seconds: float | None, digits: int) -> float | None:
-        return None if seconds is None else round(seconds * 1e3, digits)
-
     return {
         "config": [c.label for c in candidates],
         "feasible": [c.feasible for c in candidates],
-        "TTFT p95 (ms)": [ms(c.predicted.ttft_s.p95, 1) for c in candidates],
-        "TPOT p95 (ms)": [ms(c.predicted.tpot_s.p95, 2) for c in candidates],
+        "TTFT p95 (ms)": [_ms(c.predicted.ttft_s.p95, 1) for c in candidates],
+        "TPOT p95 (ms)": [_ms(c.predicted.tpot_s.p95, 2) for c in candidates],
         "output tok/s": [round(c.predicted.output_throughput_tok_s) for c in candidates],
         "goodput req/s": [None if c.predicted.goodput_rps is None
                           else round(c.predicted.goodput_rps, 2) for c in candidates],
@@ -134,32 +135,6 @@ def candidate_points(candidates: list[Candidate], pick_label: str) -> list[dict]
              "label": c.label, "group": c.config.engine, "pareto": c.pareto,
              "picked": c.label == pick_label} for c in candidates
             if c.predicted.ttft_s.p95 is not None]
-
-
-def bench_argv(where: dict, load: dict, trace_path: str) -> list[str]:
-    """The `python -m app bench` command line for the Validate form's values."""
-    argv = ["python", "-m", "app", "bench"]
-    if where["where"] == "endpoint":
-        argv += ["--endpoint", where["url"]] + (["--model", where["model"]]
-                                                if where.get("model") else [])
-    else:
-        argv += ["--launch", where["where"], "--config", "rec.json"]
-    kind = load["kind"]
-    argv += ["--workload", kind, "--api", load["api"]]
-    if load.get("warmup_s"):
-        argv += ["--warmup-s", f"{load['warmup_s']:g}"]
-    if kind == "trace":
-        return [*argv, "--trace", trace_path, "--duration-s", f"{load['duration_s']:g}",
-                "--time-scale", f"{load['time_scale']:g}"]
-    argv += ["--prompt-tokens", str(load["prompt_tokens"]),
-             "--output-tokens", str(load["output_tokens"])]
-    if kind == "sweep":
-        return [*argv, "--concurrency", str(load["concurrency"]),
-                "--num-requests", str(load["num_requests"])]
-    total = 2 * load["steady_s"] + load["burst_s"]  # the CLI takes the whole run's length
-    return [*argv, "--rate", f"{load['base_rate_rps']:g}",
-            "--peak-rate", f"{load['peak_rate_rps']:g}", "--burst-s", f"{load['burst_s']:g}",
-            "--duration-s", f"{total:g}"]
 
 
 def _ms(value: float | None, digits: int = 1) -> float | None:

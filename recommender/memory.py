@@ -395,8 +395,14 @@ def size_max_model_len(
 
     A config that sets max_model_len is returned as it is; otherwise it is sized to the
     workload (`workload_max_model_len`), never to the model's full context.
+
+    Raises:
+        UsageError: the config's max_model_len exceeds the model's context.
     """
     if config.max_model_len is not None:
+        if config.max_model_len > model.max_context_tokens:
+            raise UsageError(f"max_model_len {config.max_model_len} exceeds {model.name}'s "
+                             f"context of {model.max_context_tokens} tokens")
         return config, None
     length = workload_max_model_len(longest_tokens, model)
     warning = (

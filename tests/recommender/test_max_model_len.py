@@ -35,6 +35,14 @@ def test_recommend_sizes_its_window_with_the_same_function():
     assert max_model_len(reqs, QWEN32) == 3072  # longest 2000 → 2200 → 3 × 1024
 
 
+def test_a_max_model_len_past_the_context_is_refused_by_the_library():
+    cfg = EngineConfig(engine="vllm", model=QWEN32.name, max_model_len=40_961)
+    with pytest.raises(UsageError, match="exceeds Qwen/Qwen3-32B's context of 40960 tokens"):
+        simulate_load(cfg, QWEN32, H100, fixed(1000, 100, concurrency=1))
+    at_context = cfg.model_copy(update={"max_model_len": 40_960})
+    assert size_max_model_len(at_context, QWEN32, 2000) == (at_context, None)
+
+
 def test_a_given_max_model_len_is_kept():
     cfg = EngineConfig(engine="vllm", model=QWEN32.name, max_model_len=5000)
     same, warning = size_max_model_len(cfg, QWEN32, 2000)
