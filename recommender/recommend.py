@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.capacity import Capacity
 from core.errors import UsageError
 from core.figures import LATENCIES
 from engines.export import ExportRequest
@@ -22,6 +23,7 @@ from profiler.profile import profile_trace
 from profiler.schema import Profile
 from profiler.workspace import Workspace
 from recommender import perf
+from recommender.capacity import Deployment, Setting, TraceRates, plan_capacity
 from recommender.catalog import get_gpu, get_model
 from recommender.facts import hardware_facts, model_facts
 from recommender.reasons import Context, explain, warn
@@ -80,6 +82,8 @@ def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
     ctx = Context(request=request, profile=profile, workload=workload, target=target,
                   goals=goals, result=result, synthetic=synthetic)
     rec = _assemble(ctx, progress)
+    _tell(progress, 0.92, "how far the pick holds")
+    rec.capacity = _capacity(ctx, rec)
     rec.export = export_view(rec, profile_source=request.source)
     rec.search_time_s = time.perf_counter() - start
     _tell(progress, 1.0, "done")
@@ -103,6 +107,21 @@ def _assemble(ctx: Context, progress: Progress | None) -> Recommendation:
         window=_window_text(ctx.workload, ctx.synthetic, ctx.goals, ranked[0]),
         search_time_s=0.0, candidates_simulated=ctx.result.simulated, export={},
     )
+
+
+def _capacity(ctx: Context, rec: Recommendation) -> Capacity:
+    """The pick's and each other engine's SLO boundary on the simulated window, and growth."""
+    def dep(c: Candidate) -> Deployment:
+        return Deployment(c.config, c.replicas, c.label, c.predicted.band)
+
+    today = ctx.workload.rate_rps
+    p = ctx.profile
+    peak, window = (p.peak_qps_60s, 60.0) if p.peak_qps_60s else (p.peak_qps_1s, 1.0)
+    rates = TraceRates(today_rps=today, mean_rps=p.mean_qps or today, peak_rps=peak,
+                       peak_window_s=window if peak else None)
+    others = [dep(c) for c in rec.alternatives if c.label != rec.pick.label]
+    setting = Setting(ctx.workload.requests, ctx.target, ctx.goals)
+    return plan_capacity(setting, dep(rec.pick), others, rates)
 
 
 def _load(request: RecommendRequest, workspace: Workspace | None, tmp: Path

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.capacity import Capacity
 from core.figures import ServingFigures
 from engines.config import EngineConfig
 
@@ -130,3 +131,7 @@ class Recommendation(_Record):
     candidates_simulated: int = Field(default=0, ge=0,
                                       description="Simulations run (all search stages).")
     export: dict[str, Any] = Field(description="An engines.export.ExportRequest as JSON.")
+    capacity: Capacity | None = Field(
+        default=None, description="How far the pick (and each engine's best) holds: the SLO "
+        "boundary with its band, as multiples of the trace's mean and peak rate, the growth "
+        "table and the load curve (None in recommendations stored before it existed).")

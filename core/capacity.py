@@ -1,0 +1,126 @@
+"""The SLO boundary's records: how far a deployment holds, predicted or measured.
+
+Shared by `recommender.capacity` (which fills them), the engines' export report and the
+runners' measured boundary (which print them); seconds and req/s inside. No logic beyond
+field validation and the predicted-against-measured comparison.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# What breaks first as the load grows, read from the simulator's state at the first load
+# that fails: the KV pool (preemptions or a full pool), the max_num_seqs cap (running
+# sequences at the cap with a queue), the compute (a queue grows while neither binds), or
+# prefill interference (TPOT breaks with no queue: decode steps stretched by prefills);
+# "none" where the load holds.
+Limit = Literal["kv_capacity", "compute", "max_num_seqs", "prefill_interference", "none"]
+LIMIT_TEXT: dict[str, str] = {
+    "kv_capacity": "KV cache capacity",
+    "compute": "compute",
+    "max_num_seqs": "the max_num_seqs cap",
+    "prefill_interference": "prefill interference",
+    "none": "nothing (it holds)",
+}
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LoadPoint(_Record):
+    """One simulated load: the trace's arrivals compressed `multiple` times."""
+
+    multiple: float = Field(gt=0, description="Load over today's (1 = the trace's own rate).")
+    rate_rps: float = Field(ge=0, description="Offered requests/s at this load.")
+    ttft_p95_s: float | None = Field(description="Predicted p95 TTFT (None: none served).")
+    tpot_p95_s: float | None = Field(description="Predicted p95 TPOT (None: none served).")
+    holds: bool = Field(description="SLOs met and the load kept up with.")
+
+
+class Boundary(_Record):
+    """The highest load one deployment serves within the SLOs (a bracketing search)."""
+
+    label: str = Field(description="The candidate's short description.")
+    engine: str
+    replicas: int = Field(ge=1)
+    gpus: int = Field(ge=1)
+    rate_rps: float = Field(ge=0, description="Highest load found to hold, req/s (0: not even "
+                            "the search's smallest load holds).")
+    rate_low_rps: float | None = Field(default=None, ge=0, description="Band: rate_rps less "
+                                       "the prediction's cross-validated error.")
+    rate_high_rps: float | None = Field(default=None, ge=0, description="Band: rate_rps plus "
+                                        "the prediction's cross-validated error.")
+    multiple_of_mean: float = Field(ge=0, description="rate_rps over the trace's mean rate.")
+    multiple_of_peak: float | None = Field(description="rate_rps over the trace's peak rate.")
+    binding: Limit = Field(description="What breaks first just past the boundary.")
+    capped: bool = Field(default=False, description="Still holds at the search's largest "
+                         "load: the boundary is at least rate_rps.")
+    simulations: int = Field(ge=0, description="Simulations the search ran.")
+
+
+class GrowthRow(_Record):
+    """What `factor` × today's traffic needs."""
+
+    factor: float = Field(gt=0)
+    rate_rps: float = Field(ge=0, description="today's rate × factor.")
+    pick_replicas: int | None = Field(description="Replicas of the pick that hold it (None: "
+                                      "more than the search tries).")
+    pick_gpus: int | None
+    binding: Limit = Field(description="What breaks first for today's deployment at this "
+                           "load ('none': it still holds).")
+    alternative: str | None = Field(default=None, description="Cheapest other engine's best "
+                                    "that holds it (fewest GPUs).")
+    alternative_gpus: int | None = None
+
+
+class LoadCurve(_Record):
+    """Predicted p95 TTFT/TPOT of the pick against load, with what to mark on the chart."""
+
+    points: list[LoadPoint] = Field(description="The search's loads, lightest first.")
+    slo_ttft_s: float | None
+    slo_tpot_s: float | None
+    mean_rps: float = Field(ge=0, description="The trace's mean rate.")
+    peak_rps: float | None = Field(description="The trace's peak rate.")
+    boundary_rps: float = Field(ge=0)
+
+
+class Capacity(_Record):
+    """How far the pick holds, each engine's best alternative, and what growth needs."""
+
+    today_rps: float = Field(ge=0, description="The simulated window's own rate (1×).")
+    mean_rps: float = Field(ge=0, description="The trace's mean arrival rate.")
+    peak_rps: float | None = Field(description="The trace's peak rate (busiest "
+                                   "`peak_window_s`), None when the trace is too short.")
+    peak_window_s: float | None = None
+    slo_ttft_s: float | None = Field(gt=0, description="The p95 TTFT limit held: the SLO, "
+                                     "or the sane limit when no SLO is given; None: unlimited.")
+    slo_tpot_s: float | None = Field(gt=0, description="The p95 TPOT limit held, likewise.")
+    pick: Boundary
+    alternatives: list[Boundary] = Field(description="Each other engine's best candidate.")
+    growth: list[GrowthRow]
+    curve: LoadCurve
+    method: str = Field(description="How the boundary was found, in words.")
+
+
+class BoundaryDelta(_Record):
+    """A predicted boundary against the one measured on a live endpoint."""
+
+    predicted_rps: float = Field(ge=0)
+    measured_rps: float = Field(ge=0)
+    error: float | None = Field(description="(predicted − measured) / measured; None when "
+                                "nothing held in the measurement.")
+    within_band: bool | None = Field(description="The measurement inside the predicted band "
+                                     "(None: no band).")
+
+
+def compare_boundary(predicted: Boundary, measured_rps: float) -> BoundaryDelta:
+    """The relative error of `predicted` against `measured_rps`, and whether the band holds it."""
+    error = (predicted.rate_rps - measured_rps) / measured_rps if measured_rps > 0 else None
+    within = None
+    if predicted.rate_low_rps is not None and predicted.rate_high_rps is not None:
+        within = predicted.rate_low_rps <= measured_rps <= predicted.rate_high_rps
+    return BoundaryDelta(predicted_rps=predicted.rate_rps, measured_rps=measured_rps,
+                         error=error, within_band=within)
