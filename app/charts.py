@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from core.capacity import LoadCurve
 from profiler.chart_data import ArrivalSeries, Heatmap, LogHistogram, ReuseCurve, SegmentOutline
 
 HEIGHT = 360
@@ -106,3 +107,27 @@ def live_run(samples: Sequence) -> go.Figure:
     fig.update_xaxes(title_text="seconds since the start", row=3, col=1)
     fig.update_layout(height=3 * 180, margin=MARGIN, showlegend=False)
     return fig
+
+
+def load_curve(curve: LoadCurve) -> go.Figure:
+    """Predicted p95 TTFT and TPOT (ms, log axes) against load, with the SLO lines and the
+    trace's mean, its peak and the boundary marked."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("p95 TTFT (ms)", "p95 TPOT (ms)"))
+    x = [p.rate_rps for p in curve.points]
+    for col, (name, slo) in enumerate((("ttft_p95_s", curve.slo_ttft_s),
+                                        ("tpot_p95_s", curve.slo_tpot_s)), start=1):
+        y = [None if getattr(p, name) is None else getattr(p, name) * 1e3 for p in curve.points]
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=name[:4].upper(),
+                                 marker={"color": ["green" if p.holds else "red"
+                                                   for p in curve.points]}), 1, col)
+        if slo is not None:
+            fig.add_hline(y=slo * 1e3, line_dash="dash", annotation_text="SLO", row=1, col=col)
+        marks = [("mean", curve.mean_rps, "dot"), ("peak", curve.peak_rps, "dot"),
+                 ("boundary", curve.boundary_rps, "solid")]
+        for label, rps, dash in marks:
+            if rps:
+                fig.add_vline(x=rps, line_dash=dash, annotation_text=label, row=1, col=col)
+    fig.update_xaxes(title_text="offered load (req/s)")
+    fig.update_yaxes(type="log")
+    fig.update_layout(showlegend=False)
+    return _layout(fig, "Predicted p95 latency against load (green: SLOs hold)")

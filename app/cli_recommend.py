@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from app.cli_common import COMMAND_HELP, usage_error, write_output
 
 if TYPE_CHECKING:
+    from core.capacity import Capacity
     from recommender.recommendation import Candidate, PredictedMetrics, Recommendation
 
 
@@ -104,11 +105,25 @@ def recommendation_text(rec: Recommendation) -> str:
         lines += ["Warnings", *(f"  ! {w.text}" for w in rec.warnings)]
     lines += ["Alternatives (best per engine)",
               *(_alt_row(c) for c in rec.alternatives)]
+    if rec.capacity is not None:
+        lines += _capacity_lines(rec.capacity)
     if rec.routing is not None:
         lines += ["Routing   " + rec.routing.gain_text,
                   *(f"  {d.criteria}: {d.share:.0%} of requests on {d.gpus} GPU(s), "
                     f"{d.config.engine} tp{d.config.tp}" for d in rec.routing.deployments)]
     return "\n".join(lines)
+
+
+def _capacity_lines(capacity: Capacity) -> list[str]:
+    from core.capacity import boundary_text, growth_table
+
+    lines = [f"Holds     up to {boundary_text(capacity.pick)} (today "
+             f"{capacity.today_rps:,.3g} req/s)",
+             *(f"  {b.label}: {boundary_text(b)}" for b in capacity.alternatives),
+             "Growth"]
+    return lines + [f"  {r['traffic']}: pick needs {r['pick needs GPUs']} GPU(s); today's "
+                    f"deployment {r['deployment now']}; cheapest other engine "
+                    f"{r['cheapest other engine']}" for r in growth_table(capacity)]
 
 
 def _ms(seconds: float | None, spec: str) -> str:

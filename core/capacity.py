@@ -124,3 +124,31 @@ def compare_boundary(predicted: Boundary, measured_rps: float) -> BoundaryDelta:
         within = predicted.rate_low_rps <= measured_rps <= predicted.rate_high_rps
     return BoundaryDelta(predicted_rps=predicted.rate_rps, measured_rps=measured_rps,
                          error=error, within_band=within)
+
+
+def boundary_text(b: Boundary) -> str:
+    """One line: '21.2 req/s (20.0–22.3), 3.8× the mean, 2.5× the peak; prefill interference
+    binds first' (what the front ends and the export report print)."""
+    text = f"{'at least ' if b.capped else ''}{b.rate_rps:,.3g} req/s"
+    if b.rate_low_rps is not None and b.rate_high_rps is not None:
+        text += f" ({b.rate_low_rps:,.3g}–{b.rate_high_rps:,.3g})"
+    text += f", {b.multiple_of_mean:,.2g}× the trace's mean"
+    if b.multiple_of_peak is not None:
+        text += f", {b.multiple_of_peak:,.2g}× its peak"
+    if b.binding != "none":
+        text += f"; {LIMIT_TEXT[b.binding]} binds first"
+    return text
+
+
+def growth_table(capacity: Capacity) -> list[dict[str, str]]:
+    """The growth table as rows of text cells (today's traffic ×factor)."""
+    def gpus(n: int | None) -> str:
+        return "more than searched" if n is None else str(n)
+
+    return [{"traffic": f"{row.factor:g}× ({row.rate_rps:,.3g} req/s)",
+             "pick needs GPUs": gpus(row.pick_gpus),
+             "deployment now": ("holds" if row.binding == "none"
+                                    else f"breaks: {LIMIT_TEXT[row.binding]}"),
+             "cheapest other engine": (f"{row.alternative} ({row.alternative_gpus} GPUs)"
+                                       if row.alternative else "none holds")}
+            for row in capacity.growth]

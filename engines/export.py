@@ -21,6 +21,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from core.capacity import LIMIT_TEXT, Capacity, boundary_text, growth_table
 from core.figures import Band
 from engines import get_engine
 from engines.base import EnginePlugin
@@ -88,6 +89,9 @@ class ExportRequest(BaseModel):
     calibration_cell: str | None = Field(
         default=None, max_length=200, description="The predictions' calibration cell, "
         "calibrated or not (with `band` None: no published measurement covers it).")
+    capacity: Capacity | None = Field(
+        default=None, description="How far the config holds (the SLO boundary, growth table "
+        "and load curve), for the report.")
     reasons: list[str] = Field(default_factory=list, description="Why this config, one line each.")
     warnings: list[str] = Field(default_factory=list, description="Caveats, one line each.")
     engine_version: str | None = Field(
@@ -348,12 +352,62 @@ def _report(request: ExportRequest, plugin: EnginePlugin, files: dict[str, str],
         lines += ["", _band_line(request)]
     else:
         lines.append("None were given in the request.")
+    if request.capacity is not None:
+        lines += ["", *_capacity_lines(request.capacity)]
     lines += ["", "## Reasons", ""]
     lines += [f"- {r}" for r in request.reasons] or ["None were given in the request."]
     if request.warnings:
         lines += ["", "## Warnings", "", *[f"- {w}" for w in request.warnings]]
     lines += ["", "## Files", "", *[f"- `{name}`" for name in [*files, REPORT_FILE]]]
     return "\n".join(lines) + "\n"
+
+
+def _capacity_lines(capacity: Capacity) -> list[str]:
+    """The SLO boundary, the growth table and the load curve (a table and a Mermaid chart)."""
+    limits = [f"p95 {name} {value * 1e3:,.4g} ms" for name, value in
+              (("TTFT", capacity.slo_ttft_s), ("TPOT", capacity.slo_tpot_s)) if value is not None]
+    lines = ["## How far it holds", "",
+             f"SLO boundary ({' and '.join(limits) or 'no limit'}): "
+             f"{boundary_text(capacity.pick)}. Today's load: {capacity.today_rps:,.3g} req/s "
+             f"(trace mean {capacity.mean_rps:,.3g} req/s"
+             + (f", peak {capacity.peak_rps:,.3g} req/s over {capacity.peak_window_s:g} s"
+                if capacity.peak_rps is not None and capacity.peak_window_s else "") + ").",
+             "", f"Found with {capacity.method}.", ""]
+    lines += [f"- {b.label}: {boundary_text(b)}" for b in capacity.alternatives]
+    rows = growth_table(capacity)
+    if rows:
+        heads = list(rows[0])
+        lines += ["", "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads),
+                  *("| " + " | ".join(r[h] for h in heads) + " |" for r in rows)]
+    lines += ["", "Predicted p95 latency against load (the boundary's search):", "",
+              "| req/s | p95 TTFT ms | p95 TPOT ms | holds |", "|---|---|---|---|"]
+    for p in capacity.curve.points:
+        lines.append(f"| {p.rate_rps:,.3g} | {_ms(p.ttft_p95_s)} | {_ms(p.tpot_p95_s)} | "
+                     f"{'yes' if p.holds else 'no'} |")
+    return [*lines, "", *_mermaid(capacity)]
+
+
+def _ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1e3:,.4g}"
+
+
+def _mermaid(capacity: Capacity) -> list[str]:
+    """A Mermaid xychart of p95 TTFT against load with the SLO line (rendered by GitHub,
+    GitLab and most Markdown viewers; plain text elsewhere)."""
+    points = [p for p in capacity.curve.points if p.ttft_p95_s is not None]
+    if len(points) < 2:
+        return []
+    xs = ", ".join(f'"{p.rate_rps:.3g}"' for p in points)
+    ttft = ", ".join(f"{min(p.ttft_p95_s or 0.0, 1e6) * 1e3:.4g}" for p in points)
+    lines = ["```mermaid", "xychart-beta",
+             '    title "Predicted p95 TTFT (ms) against load (req/s)"',
+             f"    x-axis [{xs}]", f"    line [{ttft}]"]
+    if capacity.slo_ttft_s is not None:
+        slo = ", ".join(f"{capacity.slo_ttft_s * 1e3:.4g}" for _ in points)
+        lines.append(f"    line [{slo}]")
+    return [*lines, "```", "", "Lines: the predicted p95 TTFT"
+            + (", the p95 TTFT SLO" if capacity.slo_ttft_s is not None else "")
+            + f". Binding limit past the boundary: {LIMIT_TEXT[capacity.pick.binding]}."]
 
 
 def _band_line(request: ExportRequest) -> str:

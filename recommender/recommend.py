@@ -248,6 +248,7 @@ def export_view(rec: Recommendation, *, profile_source: str) -> dict:
         profile=profile_source, predicted=figures, band=p.band,
         calibration_cell=p.calibration_cell,
         reasons=[r.text for r in rec.reasons], warnings=[w.text for w in rec.warnings],
+        capacity=rec.capacity,
     )
     return request.model_dump(mode="json")
 

@@ -1,4 +1,5 @@
-"""Recommend view: GPU, model and SLOs in; the pick, why, the alternatives and config files out."""
+"""Recommend view: GPU, model and SLOs in; the pick, why, how far it holds, the alternatives
+and config files out."""
 
 from __future__ import annotations
 
@@ -133,6 +134,31 @@ def _others(rec) -> None:
                      hide_index=True)
 
 
+def _capacity(rec) -> None:
+    from core.capacity import LIMIT_TEXT, boundary_text, growth_table
+
+    cap = rec.capacity
+    if cap is None:
+        return
+    st.markdown("**How far the pick holds**")
+    b = cap.pick
+    cols = st.columns(4)
+    cols[0].metric("SLO boundary", f"{'≥ ' if b.capped else ''}{b.rate_rps:,.3g} req/s")
+    cols[1].metric("× trace mean", f"{b.multiple_of_mean:,.2g}×")
+    cols[2].metric("× trace peak", "n/a" if b.multiple_of_peak is None
+                   else f"{b.multiple_of_peak:,.2g}×")
+    cols[3].metric("Binds first", LIMIT_TEXT[b.binding])
+    st.caption(f"{boundary_text(b)}. Today: {cap.today_rps:,.3g} req/s. Found with "
+               f"{cap.method}.")
+    st.dataframe({"engine's best": [x.label for x in [b, *cap.alternatives]],
+                  "boundary": [boundary_text(x) for x in [b, *cap.alternatives]]},
+                 hide_index=True)
+    st.markdown("**At 2× / 5× / 10× today's traffic**")
+    rows = growth_table(cap)
+    st.dataframe({k: [r[k] for r in rows] for k in (rows[0] if rows else {})}, hide_index=True)
+    st.plotly_chart(charts.load_curve(cap.curve), width="stretch")
+
+
 def _export_request(rec, candidate) -> dict:
     """ExportRequest JSON of the pick (the recommendation's own) or of another engine's best."""
     if candidate.label == rec.pick.label:
@@ -140,7 +166,8 @@ def _export_request(rec, candidate) -> dict:
     from recommender.recommend import export_view
 
     # The reasons and warnings explain the pick, so they do not travel with an alternative.
-    other = rec.model_copy(update={"pick": candidate, "reasons": [], "warnings": []})
+    other = rec.model_copy(update={"pick": candidate, "reasons": [], "warnings": [],
+                                   "capacity": None})
     return export_view(other, profile_source=rec.request.source)
 
 
@@ -188,6 +215,7 @@ def render() -> None:
         st.info("Pick the GPU, model and SLOs, then press Recommend.")
         return
     _pick(rec)
+    _capacity(rec)
     _others(rec)
     _downloads(rec)
 

@@ -45,6 +45,7 @@ def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
     assert all((tmp_path / f).is_file() for f in files)
     report = (tmp_path / "bundle" / "REPORT.md").read_text()
     assert printed["reasons"][0]["text"] in report
+    _capacity_is_carried_and_reported(printed, report)
     # every candidate carries its cell and the cell's band (with its coverage) from bands.json
     cells = json.loads(BANDS_JSON.read_text())["cells"]
     for candidate in printed["candidates"]:
@@ -58,6 +59,30 @@ def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
     else:
         assert (f"±{pick['band']['median_ape'] * 100:.0f} %" in report
                 and f"covered by {pick['band']['rows']} held-out measurements" in report)
+
+
+def _capacity_is_carried_and_reported(printed: dict, report: str) -> None:
+    """`capacity` in the JSON: the pick's boundary with its band, multiples of the trace's
+    mean and peak, the growth table; REPORT.md states the same boundary and table."""
+    from core.capacity import Capacity, boundary_text, growth_table
+
+    cap = Capacity.model_validate(printed["capacity"])
+    b, band = cap.pick, printed["pick"]["predicted"]["band"]
+    assert b.label == printed["pick"]["label"] and b.rate_rps > 0
+    if band is not None:
+        assert b.rate_low_rps == pytest.approx(b.rate_rps * (1 - band["median_ape"]))
+        assert b.rate_high_rps == pytest.approx(b.rate_rps * (1 + band["median_ape"]))
+    assert b.multiple_of_mean == pytest.approx(b.rate_rps / cap.mean_rps)
+    assert cap.peak_rps is not None and b.multiple_of_peak == pytest.approx(
+        b.rate_rps / cap.peak_rps)
+    assert [g.factor for g in cap.growth] == [2.0, 5.0, 10.0]
+    assert {a.engine for a in cap.alternatives} == (
+        {c["config"]["engine"] for c in printed["alternatives"]} - {b.engine})
+    # the search's loads: the ones at or under the boundary hold, the ones over it do not
+    assert all(p.holds == (p.rate_rps <= b.rate_rps * (1 + 1e-9)) for p in cap.curve.points)
+    assert "## How far it holds" in report and boundary_text(b) in report
+    assert all(row["traffic"] in report for row in growth_table(cap))
+    assert "xychart-beta" in report
 
 
 def test_text_view_shows_the_picks_band_or_no_calibrated_cell(tmp_path: Path) -> None:
@@ -83,7 +108,8 @@ def test_human_view_shows_pick_reasons_and_alternatives(tmp_path: Path) -> None:
     out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
                   "--max-requests", "1000", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    for heading in ("Pick", "Predicted", "Band", "Why", "Alternatives (best per engine)"):
+    for heading in ("Pick", "Predicted", "Band", "Why", "Alternatives (best per engine)",
+                    "Holds     up to", "Growth"):
         assert heading in out.stdout
     assert " ms" in out.stdout
     assert not list(tmp_path.iterdir())  # no workspace litter without --workspace

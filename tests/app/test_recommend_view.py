@@ -74,9 +74,20 @@ def test_recommendation_figures_and_files(recommended):
     for reason in quoted:
         assert abs(reason.value - expected[reason.figure]) <= 1e-6 * abs(expected[reason.figure])
     # the candidate chart marks the pick
-    (chart,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    (chart,) = [c for c in charts if any(t.get("name") == "pick" for t in c["data"])]
     star = next(t for t in chart["data"] if t["name"] == "pick")
     assert star["x"] == [p.output_throughput_tok_s]
+    # how far the pick holds: the boundary, and its load curve charted from the library's
+    # points (ms on screen), with the SLO lines and the mean, peak and boundary marked
+    cap = rec.capacity
+    assert metrics["SLO boundary"] == f"{cap.pick.rate_rps:,.3g} req/s"
+    (curve,) = [c for c in charts if c is not chart]
+    ttft = next(t for t in curve["data"] if t["name"] == "TTFT")
+    assert ttft["x"] == [q.rate_rps for q in cap.curve.points]
+    assert ttft["y"] == [q.ttft_p95_s * 1e3 for q in cap.curve.points]
+    marks = {a["text"] for a in curve["layout"]["annotations"]}
+    assert {"SLO", "mean", "peak", "boundary"} <= marks
     # the pick's band (its cell's entry of bands.json, read here) next to its figures, and a
     # band column in the candidates tables
     cell = p.calibration_cell
