@@ -64,6 +64,9 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--timeout-s", type=float, default=600.0, help="bound on each request")
     p.add_argument("--warmup-s", type=float, default=0.0, metavar="W",
                    help="unmeasured load for W seconds first (cold kernels, caches)")
+    p.add_argument("--step-factor", type=float, metavar="F",
+                   help="boundary: load multiplier per step (default 1.5)")
+    p.add_argument("--max-steps", type=int, metavar="K", help="boundary: most steps (default 8)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workspace", metavar="PATH",
                    help="DuckDB workspace for the results (default .servefit/workspace.duckdb "
@@ -130,6 +133,8 @@ def _text(s: dict[str, Any]) -> str:
         lines.append(f"soak       last/first window: TTFT p50 x{_num(k['ttft_p50_ratio'])}, "
                      f"p95 x{_num(k['ttft_p95_ratio'])}, throughput "
                      f"x{_num(k['throughput_ratio'])}")
+    if "boundary" in s:
+        lines += _boundary_lines(s["boundary"])
     hit = s["scraped"]["prefix_cache_hit_rate"]
     if hit is not None:
         lines.append(f"prefix hit {hit:.1%} (engine counters)")
@@ -138,3 +143,20 @@ def _text(s: dict[str, Any]) -> str:
 
 def _num(value: float | None, unit: str = "") -> str:
     return "-" if value is None else f"{value:.2f}{' ' + unit if unit else ''}"
+
+
+def _boundary_lines(b: dict[str, Any]) -> list[str]:
+    rate = b["boundary_rps"]
+    found = ("none: the first step already broke" if rate is None
+             else f"{'at least ' if b['capped'] else ''}{rate:.2f} req/s")
+    lines = [f"boundary   {found} (stopped: {b['stopped_because']})"]
+    for st in b["steps"]:
+        verdict = "holds" if st["holds"] else f"breaks: {st['broke']}"
+        lines.append(f"  step {st['step']}  x{st['multiple']:.3g}  offered "
+                     f"{st['offered_rps']:.2f} req/s  done {st['completed']}/{st['sent']}  "
+                     f"TTFT p95 {_num(_ms(st['ttft_p95_s']), 'ms')}  {verdict}")
+    return lines
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3

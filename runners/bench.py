@@ -1,6 +1,6 @@
 """A live benchmark from start to end: bring the server up (or reach it), scrape its metrics,
-run the workload (or a concurrency sweep to the knee), store every result as it finishes,
-summarize and analyse, and always tear the server down.
+run the workload (or a concurrency sweep to the knee, or a boundary's steps until one breaks),
+store every result as it finishes, summarize and analyse, and always tear the server down.
 
 Run status in the store: `running` while it goes; `complete` when every request was accounted
 for; `incomplete` when stopped (stop event, Ctrl-C); `failed` on an error or when the server
@@ -28,6 +28,13 @@ from core.loop import run_coroutine, run_outside_loop, watch_stop
 from engines import get_engine
 from engines.config import EngineConfig, EngineKind
 from profiler.workspace import Workspace
+from runners.boundary import (
+    BoundaryAnalysis,
+    BoundaryStep,
+    analyze_boundary,
+    judge_step,
+    should_stop,
+)
 from runners.errors import one_line
 from runners.launch import LaunchSpec, launched
 from runners.loadgen import LoadOptions, WorkloadOutcome, run_workload
@@ -46,7 +53,13 @@ from runners.prompts import server_root
 from runners.schemas import Api, RequestResult
 from runners.scrape import MetricSample, Scraper, hit_rate
 from runners.store import RunMeta, RunRecorder, RunStatus
-from runners.workloads import Schedule, WorkloadSpec, build_schedule
+from runners.workloads import (
+    Schedule,
+    WorkloadSpec,
+    boundary_steps,
+    build_schedule,
+    offered_rps,
+)
 
 PROGRESS_INTERVAL_S = 0.5
 HEALTH_INTERVAL_S = 1.0
@@ -147,6 +160,7 @@ class BenchReport(BaseModel):
     knee: Knee | None = None
     burst: BurstAnalysis | None = None
     soak: SoakAnalysis | None = None
+    boundary: BoundaryAnalysis | None = None
 
 
 @dataclass
@@ -166,6 +180,7 @@ class _Live:
     measured_from_s: float = 0.0  # perf_counter when the measured load began (after warm-up)
     server_gone: str | None = None
     scraper: Scraper | None = None
+    boundary_steps: list[BoundaryStep] = field(default_factory=list)
 
 
 def run_bench(request: BenchRequest, *, workspace: Workspace,
@@ -186,6 +201,8 @@ def run_bench(request: BenchRequest, *, workspace: Workspace,
 
 
 def _schedules(request: BenchRequest) -> list[tuple[int | None, Schedule]]:
+    if request.workload.kind == "boundary":  # steps 0, 1, … at increasing compression
+        return [(k, schedule) for k, (_, schedule) in enumerate(boundary_steps(request.workload))]
     if request.sweep_max_concurrency is None:
         return [(None, build_schedule(request.workload))]
     levels, c = [], 1
@@ -241,7 +258,8 @@ def _run(live: _Live, workspace: Workspace, progress: Callable[[ProgressSample],
         recorder.finish("failed", error=one_line(f"{type(exc).__name__}: {exc}"))
         raise
     report = _report(live, run_id, outcomes)
-    analysis = report.model_dump(include={"levels", "knee", "burst", "soak", "scraped"},
+    analysis = report.model_dump(include={"levels", "knee", "burst", "soak", "scraped",
+                                          "boundary"},
                                  exclude_none=True)
     if live.server_gone:
         recorder.finish("failed", summary=report.summary.model_dump(), analysis=analysis,
@@ -319,9 +337,25 @@ async def _workloads(live: _Live, halt: asyncio.Event
         outcome = await run_workload(schedule, options, on_result=on_result, stop=halt)
         outcomes.append((level, outcome))
         offset += max(outcome.indices, default=-1) + 1
-        if halt.is_set() or (level is not None and find_knee(_levels(outcomes)).past_knee):
+        if halt.is_set() or (level is not None and _enough(live, outcomes)):
             break
     return outcomes
+
+
+def _enough(live: _Live, outcomes: list[tuple[int | None, WorkloadOutcome]]) -> bool:
+    """The stepped runs' stop rules: a sweep past its knee; a boundary step that broke."""
+    if live.request.workload.kind != "boundary":
+        return find_knee(_levels(outcomes)).past_knee
+    level, outcome = outcomes[-1]
+    assert level is not None
+    first, schedule = offered_rps(live.schedules[0][1]), live.schedules[level][1]
+    offered = offered_rps(schedule)
+    request = live.request
+    live.boundary_steps.append(judge_step(
+        level, offered / first if first > 0 else 1.0, offered, outcome.results,
+        span=(outcome.started_at_s, outcome.ended_at_s),
+        slo=(request.slo_ttft_p95_s, request.slo_tpot_p95_s), unsent=outcome.unsent))
+    return should_stop(live.boundary_steps)
 
 
 def _load_options(live: _Live, seed: int) -> LoadOptions:
@@ -354,10 +388,10 @@ def _on_result(live: _Live, schedule: Schedule, offset: int, start_s: float
     assert recorder is not None
 
     def on_result(index: int, result: RequestResult) -> None:
-        if level is not None:
-            phase = f"c{level}"
-        elif schedule.open_loop:
+        if schedule.open_loop:  # boundary steps name their phase after their load
             phase = schedule.request(index).phase
+        elif level is not None:
+            phase = f"c{level}"
         else:  # closed-loop pools: the phase at its send (offset from just before the start)
             phase = schedule.phase_at(result.sent_at_s - start_s)
         live.results.append(result)
@@ -450,6 +484,8 @@ def _report(live: _Live, run_id: str, outcomes: list[tuple[int | None, WorkloadO
     if request.sweep_max_concurrency:
         levels = _levels(outcomes)
         report.levels, report.knee = levels, find_knee(levels)
+    elif request.workload.kind == "boundary":
+        report.boundary = analyze_boundary(live.boundary_steps)
     elif outcomes and schedule.kind == "burst":
         report.burst = _burst(schedule, outcomes[0][1], live.metrics)
     elif outcomes and schedule.kind == "soak" and schedule.phases:

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from engines.config import EngineConfig
     from runners.launch import LaunchSpec
 
-BenchWorkload = Literal["trace", "poisson", "gamma", "concurrency", "sweep", "burst", "soak"]
+BenchWorkload = Literal["trace", "poisson", "gamma", "concurrency", "sweep", "burst", "soak",
+                        "boundary"]
 assert set(get_args(BenchWorkload)) == set(BENCH_KINDS)  # the registry's kinds, typed
 DEFAULT_LOG_DIR = Path(".servefit") / "logs"
 DEFAULT_NUM_REQUESTS = 100
@@ -71,6 +72,9 @@ class BenchOptions(BaseModel):
     vocab_size: int | None = Field(default=None, gt=0)
     timeout_s: float = Field(default=600.0, gt=0)
     warmup_s: float = Field(default=0.0, ge=0)
+    step_factor: float | None = Field(default=None, gt=1, description="boundary: load "
+                                      "multiplier per step.")
+    max_steps: int | None = Field(default=None, ge=1, description="boundary: most steps.")
     seed: int = 0
 
     @model_validator(mode="after")
@@ -122,7 +126,7 @@ def build_request(options: BenchOptions, *, workspace: str | None = None,
     """
     launch = _launch_spec(options, config) if options.launch else None
     workload = _WORKLOAD_FIELDS[options.workload](options)
-    if workload["kind"] == "trace":
+    if workload["kind"] == "trace" or (workload["kind"] == "boundary" and options.trace):
         workload["workspace"] = str(Workspace.resolve(workspace).path)
         if replay_workspace:
             workload["trace_path"] = None
@@ -174,6 +178,16 @@ def _closed(o: BenchOptions) -> dict[str, Any]:
             "concurrency": 1 if sweep else o.concurrency}
 
 
+def _boundary(o: BenchOptions) -> dict[str, Any]:
+    """The trace (or Poisson at --rate) replayed at increasing compression, --num-requests
+    (default 100) or --duration-s per step."""
+    n = o.num_requests if o.num_requests or o.duration_s else DEFAULT_NUM_REQUESTS
+    return {**_base(o), "kind": "boundary", "trace_path": o.trace, "rate_rps": o.rate_rps,
+            "time_scale": o.time_scale, "num_requests": n, "duration_s": o.duration_s,
+            "concurrency": o.concurrency, "step_factor": o.step_factor,
+            "max_steps": o.max_steps}
+
+
 def _burst_fields(o: BenchOptions) -> dict[str, Any]:
     return {**_base(o), "kind": "burst", **_burst(o)}
 
@@ -187,7 +201,7 @@ def _soak(o: BenchOptions) -> dict[str, Any]:
 # WorkloadSpec fields of each bench kind (defaults filled where the CLI allows).
 _WORKLOAD_FIELDS: dict[str, Callable[[BenchOptions], dict[str, Any]]] = {
     "trace": _trace, "poisson": _rate, "gamma": _rate, "concurrency": _closed,
-    "sweep": _closed, "burst": _burst_fields, "soak": _soak,
+    "sweep": _closed, "burst": _burst_fields, "soak": _soak, "boundary": _boundary,
 }
 assert set(_WORKLOAD_FIELDS) == set(BENCH_KINDS)
 
@@ -269,7 +283,7 @@ def report_json(report: BenchReport) -> dict[str, Any]:
     if report.knee is not None:
         out["knee_concurrency"] = report.knee.knee_concurrency
         out["levels"] = [lv.model_dump() for lv in report.levels or []]
-    for name in ("burst", "soak"):
+    for name in ("burst", "soak", "boundary"):
         value = getattr(report, name)
         if value is not None:
             out[name] = value.model_dump()

@@ -4,7 +4,9 @@ Each kind is a plug-in in `WORKLOADS` (kind -> builder). Open-loop kinds (trace,
 burst, soak at a rate) give every request an arrival offset `at_s`; closed-loop kinds
 (concurrency, soak at a concurrency) give `at_s=None` and a concurrency limit, and when they are
 bounded by time their request list is a pool the load generator cycles through. The concurrency
-sweep is `concurrency` run at increasing levels by its caller.
+sweep is `concurrency` run at increasing levels by its caller; the boundary is a trace (or Poisson)
+run at increasing time compression (`boundary_steps`), stopped by its caller's stop rule
+(`runners.boundary`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core.arrivals import Process, exact_count_poisson, renewal_times
 from core.errors import RunnerError
 
-WorkloadKind = Literal["trace", "poisson", "gamma", "concurrency", "burst", "soak"]
+WorkloadKind = Literal["trace", "poisson", "gamma", "concurrency", "burst", "soak", "boundary"]
 
 # Closed-loop runs bounded by time reuse this many distinct request records (prompts still
 # differ: they are built from the sent index, not the pool slot).
@@ -66,6 +68,10 @@ class WorkloadSpec(_Record):
     burst_s: float | None = Field(default=None, gt=0, description="Burst: length of the step up.")
     window_s: float | None = Field(default=None,
                                    gt=0, description="Soak: length of each drift phase.")
+    step_factor: float | None = Field(default=None, gt=1, description="Boundary: load "
+                                      "multiplier from one step to the next (default 1.5).")
+    max_steps: int | None = Field(default=None, ge=1, description="Boundary: most steps run "
+                                  "(default 8).")
     seed: int = 0
 
     @model_validator(mode="after")
@@ -81,6 +87,8 @@ class WorkloadSpec(_Record):
             raise ValueError("workload 'soak' needs exactly one of rate_rps or concurrency")
         if self.kind == "trace" and self.trace_path is None and self.workspace is None:
             raise ValueError("workload 'trace' needs trace_path or workspace")
+        if self.kind == "boundary":
+            _check_boundary(self)
         return self
 
 
@@ -92,7 +100,23 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "concurrency": ("concurrency", *_SYNTH),
     "burst": ("base_rate_rps", "peak_rate_rps", "steady_s", "burst_s", *_SYNTH),
     "soak": ("duration_s", "window_s", *_SYNTH),
+    "boundary": (),
 }
+DEFAULT_STEP_FACTOR = 1.5
+DEFAULT_MAX_STEPS = 8
+
+
+def _check_boundary(spec: WorkloadSpec) -> None:
+    """A boundary replays a trace, or Poisson at rate_rps with fixed lengths; each step is
+    bounded by num_requests or duration_s."""
+    replay = spec.trace_path is not None or spec.workspace is not None
+    if not replay and (spec.rate_rps is None or spec.prompt_tokens is None
+                       or spec.output_tokens is None):
+        raise ValueError("workload 'boundary' needs trace_path or workspace, or rate_rps, "
+                         "prompt_tokens and output_tokens (Poisson)")
+    if spec.num_requests is None and spec.duration_s is None:
+        raise ValueError("workload 'boundary' needs num_requests or duration_s (each step's "
+                         "bound)")
 
 
 class ScheduledRequest(_Record):
@@ -287,6 +311,43 @@ def _trace_rows(spec: WorkloadSpec) -> list[tuple[Any, ...]]:
             [spec.start_s, end, limit]).fetchall()
 
 
+def boundary_steps(spec: WorkloadSpec) -> list[tuple[float, Schedule]]:
+    """(load multiple, schedule) of each step of a boundary: the first step (the trace at its
+    time_scale, or Poisson at rate_rps) with its send offsets divided by step_factor^k (a
+    Poisson stream compressed is Poisson at the multiplied rate). Each step holds the same
+    requests; its phase is named after its multiple ("x1", "x1.5", ...)."""
+    base = _boundary_base(spec)
+    factor = spec.step_factor or DEFAULT_STEP_FACTOR
+    out = []
+    for k in range(spec.max_steps or DEFAULT_MAX_STEPS):
+        m = factor ** k
+        name = f"x{m:.3g}"
+        reqs = [r.model_copy(update={"at_s": (r.at_s or 0.0) / m, "phase": name})
+                for r in base.requests]
+        end = base.phases[0].end_s / m if base.phases else 0.0
+        out.append((m, Schedule(kind="boundary", requests=reqs, concurrency=base.concurrency,
+                                phases=[Phase(name=name, start_s=0.0, end_s=end)])))
+    return out
+
+
+def offered_rps(schedule: Schedule) -> float:
+    """An open-loop schedule's offered rate: requests over the span of their send offsets
+    (the recommender's window rate, `recommender.workload.Workload.rate_rps`)."""
+    at = [r.at_s for r in schedule.requests if r.at_s is not None]
+    span = max(at, default=0.0) - min(at, default=0.0)
+    return len(at) / span if span > 0 else float(len(at))
+
+
+def _boundary_base(spec: WorkloadSpec) -> Schedule:
+    kind = "trace" if spec.trace_path is not None or spec.workspace is not None else "poisson"
+    return WORKLOADS[kind](spec.model_copy(update={"kind": kind}))
+
+
+def _boundary(spec: WorkloadSpec) -> Schedule:
+    """The boundary's first step (`boundary_steps` gives them all)."""
+    return boundary_steps(spec.model_copy(update={"max_steps": 1}))[0][1]
+
+
 WORKLOADS: dict[str, Builder] = {
     "trace": _trace,
     "poisson": _poisson,
@@ -294,6 +355,7 @@ WORKLOADS: dict[str, Builder] = {
     "concurrency": _concurrency,
     "burst": _burst,
     "soak": _soak,
+    "boundary": _boundary,
 }
 
 # What `bench` runs: every workload kind, and the sweep (the `concurrency` kind at 1, 2, 4, …
