@@ -103,11 +103,24 @@ def _burst_form(cols, profile, trace_path: str) -> dict:
     return out
 
 
+def _boundary_form(cols, profile, trace_path: str) -> dict:
+    return {"trace": trace_path,
+            "num_requests": cols[0].number_input("Requests per step (from the trace's start)",
+                                                 6, value=200, key="val.step_requests"),
+            "time_scale": cols[1].number_input("First step's time scale (0.5 = twice as fast)",
+                                               0.001, value=1.0, key="val.boundary_scale"),
+            "step_factor": cols[2].number_input("Load × per step", 1.05, value=1.5,
+                                                key="val.step_factor"),
+            "max_steps": cols[2].number_input("Most steps", 1, value=8, key="val.max_steps")}
+
+
 # The bench kinds this view has a form for (label, form); the list shown is runners' registry
 # (runners.workloads.BENCH_KINDS) narrowed to these.
 _FORMS = {"trace": ("Replay my trace", _trace_form),
           "sweep": ("Concurrency sweep to the knee", _sweep_form),
-          "burst": ("Burst: steady, step up, steady", _burst_form)}
+          "burst": ("Burst: steady, step up, steady", _burst_form),
+          "boundary": ("SLO boundary: my trace faster each step until the SLOs break",
+                       _boundary_form)}
 WORKLOADS = {kind: _FORMS[kind][0] for kind in BENCH_KINDS if kind in _FORMS}
 
 
@@ -190,6 +203,40 @@ def _results(report) -> None:
         st.markdown("**Predicted against measured**")
         st.table(pd.DataFrame(comparison_rows(rec.pick.predicted, s))
                  .set_index("figure"))
+    if report.boundary is not None:
+        _boundary(report.boundary, rec)
+
+
+def _boundary(measured, rec) -> None:
+    """The measured boundary's steps, and the predicted boundary against it."""
+    from core.capacity import compare_boundary
+
+    found = measured.boundary_rps
+    st.markdown("**SLO boundary, measured**: " + (
+        "none: the first step already broke" if found is None else
+        f"{'at least ' if measured.capped else ''}{found:,.3g} req/s")
+        + f" (stopped: {measured.stopped_because})")
+    st.table(pd.DataFrame({
+        "step": [x.step for x in measured.steps],
+        "load ×": [round(x.multiple, 3) for x in measured.steps],
+        "offered req/s": [round(x.offered_rps, 3) for x in measured.steps],
+        "completed": [x.completed for x in measured.steps],
+        "TTFT p95 (ms)": [None if x.ttft_p95_s is None else round(x.ttft_p95_s * 1e3, 1)
+                          for x in measured.steps],
+        "verdict": ["holds" if x.holds else f"breaks: {x.broke}" for x in measured.steps],
+    }).set_index("step"))
+    if rec is None or rec.capacity is None or found is None:
+        return
+    delta = compare_boundary(rec.capacity.pick, found)
+    st.table(pd.DataFrame({
+        "predicted req/s": [round(delta.predicted_rps, 3)],
+        "measured req/s": [round(delta.measured_rps, 3)],
+        "error (%)": [None if delta.error is None else round(delta.error * 100, 1)],
+        "within the band": ["n/a" if delta.within_band is None
+                            else "yes" if delta.within_band else "no"],
+    }))
+    st.caption("The prediction is the pick's boundary on the recommended GPUs; a measured "
+               "boundary on the same hardware is one more calibration point for it.")
 
 
 def render() -> None:

@@ -93,3 +93,34 @@ def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
     assert list(runs["run"]) == [job.report.run_id]
     steady = next(t.value for t in at.dataframe if "goodput_rps" in t.value.columns)
     assert list(steady["completed"]) == [summary.completed]
+
+
+def test_boundary_run_shows_measured_against_predicted(app_home, rec):
+    server = FakeOpenAI(ttft_s=0.01, tpot_s=0.0005).start()
+    try:
+        at = _validate(rec)
+        at.text_input(key="val.url").set_value(server.url)
+        at.selectbox(key="val.engine").set_value("vllm")
+        at.selectbox(key="val.kind").set_value("boundary").run()
+        at.number_input(key="val.step_requests").set_value(12)
+        at.number_input(key="val.boundary_scale").set_value(0.1)  # the sample 10x as fast
+        at.number_input(key="val.max_steps").set_value(2)
+        at.button(key="val.start").click().run()
+        job = at.session_state[JOB_KEY]
+        job._thread.join(120)
+        at.run()
+    finally:
+        server.stop()
+    assert not at.exception and job.error is None, job.error
+    measured = job.report.boundary
+    assert measured is not None and [s.step for s in measured.steps] == [0, 1]
+    assert job.report.summary.count == 2 * 12  # bounded: two steps of 12 requests
+    assert measured.capped and measured.boundary_rps == measured.steps[-1].offered_rps
+    steps = next(t.value for t in at.table if "offered req/s" in t.value.columns)
+    assert list(steps["verdict"]) == ["holds", "holds"]
+    compared = next(t.value for t in at.table if "predicted req/s" in t.value.columns)
+    predicted = rec.capacity.pick.rate_rps
+    assert compared["predicted req/s"][0] == pytest.approx(predicted, abs=1e-3)
+    assert compared["measured req/s"][0] == pytest.approx(measured.boundary_rps, abs=1e-3)
+    error = (predicted - measured.boundary_rps) / measured.boundary_rps * 100
+    assert compared["error (%)"][0] == pytest.approx(error, abs=0.05)
