@@ -3,8 +3,9 @@
 Runs the full search (every engine plug-in, formats, parallelism, scheduler knobs, features,
 whole-window polishing, counterfactual reasons, warnings, routing) over the bundled Azure
 conversation sample and prints the wall time, the simulations run and the candidates ranked
-on the whole window, plus the pick. One warm-up run first loads the numba caches; the timed
-runs are what a user waits for once the caches exist. DESIGN §5 budget: < 30 s.
+on the whole window, plus the pick and how far it holds (`recommender.capacity`). One warm-up
+run first loads the numba caches; the timed runs are what a user waits for once the caches
+exist. DESIGN §5 budget: < 30 s.
 
 Run: .venv/bin/python bench/recommend_speed.py [--gpu H100-SXM] [--gpus 1]
      [--model meta-llama/Llama-3.1-8B-Instruct] [--repeat 1] [--trace PATH]
@@ -43,6 +44,14 @@ def timed_recommendation(trace: str = str(SAMPLE), gpu: str = "H100-SXM", gpus: 
               f"{rec.candidates_simulated} simulations, {len(rec.candidates)} candidates "
               f"on the whole window ({rec.window.split(';')[0]})")
     print(f"pick: {rec.pick.label}")
+    if rec.capacity is not None:
+        cap = rec.capacity
+        print(f"capacity: the pick holds {cap.pick.rate_rps:.2f} req/s "
+              f"({cap.pick.multiple_of_mean:.2f}x the mean; binds first: {cap.pick.binding}), "
+              f"boundary searches of {cap.pick.simulations} + "
+              f"{sum(b.simulations for b in cap.alternatives)} simulations (pick + other "
+              f"engines), growth x{'/x'.join(f'{g.factor:g}' for g in cap.growth)}: "
+              f"{', '.join(str(g.pick_gpus) for g in cap.growth)} GPUs for the pick")
 
 
 def main() -> int:
