@@ -122,3 +122,17 @@ def test_compare_boundary_error_and_band():
     assert got.error == pytest.approx(0.2) and got.within_band
     assert not compare_boundary(b, 16.0).within_band
     assert compare_boundary(b, 0.0).error is None
+
+
+def test_long_prompts_bind_the_kv_pool_first():
+    from recommender.memory import plan_memory
+
+    isl, osl, n = 16_000, 2_048, 600
+    config = EngineConfig(engine="vllm", model=MODEL.name, max_model_len=isl + osl)
+    # The pool holds fewer whole requests than the engine's default max_num_seqs admits.
+    pool = plan_memory(config, GPU, MODEL).kv_capacity_tokens
+    assert pool / (isl + osl) < perf.engine_defaults("vllm", GPU)[0]
+    requests = SimRequests(np.arange(n) / 1.0, np.full(n, isl), np.full(n, osl))
+    found = search_boundary(Setting(requests, _target(1), Goals("goodput", 5.0, None)),
+                            Deployment(config, 1, "vllm long", None))
+    assert found.failing is not None and found.failing.binding == "kv_capacity"
