@@ -59,7 +59,8 @@ def _assert_lengths(schedule, prompt_tokens: int, output_tokens: int) -> None:
 
 
 def test_every_kind_is_a_plugin():
-    assert set(WORKLOADS) == {"trace", "poisson", "gamma", "concurrency", "burst", "soak"}
+    assert set(WORKLOADS) == {"trace", "poisson", "gamma", "concurrency", "burst", "soak",
+                              "boundary"}
 
 
 def test_poisson_count_mode_count_order_and_rate():
