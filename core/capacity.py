@@ -1,8 +1,9 @@
 """The SLO boundary's records: how far a deployment holds, predicted or measured.
 
-Shared by `recommender.capacity` (which fills them), the engines' export report and the
-runners' measured boundary (which print them); seconds and req/s inside. No logic beyond
-field validation and the predicted-against-measured comparison.
+Shared by `recommender.capacity` (which fills them), the engines' export report, the CLI and
+the views (which print them); seconds and req/s inside. Besides the records: the comparison
+of a predicted boundary with a measured one, and the boundary's and growth table's words
+(one wording for every front end and REPORT.md).
 """
 
 from __future__ import annotations
