@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Load-generator speed and timing accuracy (DESIGN §5): ServeFit's client and the peer clients
-# that are installed, against the shared yardstick's stub server, in one run; prints its tables.
+# Load-generator speed and timing accuracy (DESIGN §5): what users run (`python -m app bench
+# ... --json`, start-up and the results store included), a plain aiohttp loop (the baseline of
+# the ratios) and the peer clients that are installed, against the shared yardstick's stub
+# server, in one run; prints its tables and the same-run ratios CLI / plain loop.
 #
 # usage: bench/loadgen_speed.sh [YARDSTICK_DIR]
 #   YARDSTICK_DIR  the load-generator yardstick (stub_server.py, measure.py, summarize.py,
 #                  clients/); default: ../shared/tools/loadgen next to the repository root.
 # env:
-#   SUITES     any of "tput burst timing poisson workers" (default: all); "workers" runs our
+#   SUITES     any of "tput burst timing poisson workers plain" (default: all); "plain" runs the
+#              baseline client (bench/loadgen/plain_aiohttp.py) through the same suites; "workers" runs our
 #              client in burst mode at c=256 with --workers 1 and 2, allowed both cores (the stub
 #              keeps core 0 and shares it): how far --workers takes one client past one core
 #   PEERS      peer adapters to try (default "vllm_bench guidellm aiperf wrk"); each runs only
@@ -39,7 +42,7 @@ if [ "${STUB_GC:-on}" = off ]; then
   export NOGC_PYTHON=$py
   server_py=$root/bench/loadgen/python_nogc.sh
 fi
-SUITES=${SUITES:-"tput burst timing poisson workers"}
+SUITES=${SUITES:-"tput burst timing poisson workers plain"}
 PEERS=${PEERS:-"vllm_bench guidellm aiperf wrk"}
 DURATION=${DURATION:-15}
 res=${RESULTS:-$(mktemp /tmp/loadgen_speed.XXXXXX.jsonl)}
@@ -95,11 +98,12 @@ suite() {  # suite NAME CMD PARSER
 }
 
 echo "results: $res   (stub GC: ${STUB_GC:-on}; load before: $(cut -d' ' -f1-3 /proc/loadavg))"
-suite servefit "$root/bench/loadgen/servefit.sh" baseline
+suite servefit "$root/bench/loadgen/servefit_cli.sh" baseline
+has plain && suite plain "$root/bench/loadgen/plain_aiohttp.sh" baseline
 if has workers; then
   for w in 1 2; do
     SERVEFIT_WORKERS=$w m --label "servefit-workers$w-2cores/burst/c256" --parser baseline \
-      --client-cmd "$root/bench/loadgen/servefit.sh" --concurrency 256 --max-tokens 128 \
+      --client-cmd "$root/bench/loadgen/servefit_cli.sh" --concurrency 256 --max-tokens 128 \
       --server-args=--burst --client-cpu 0,1
   done
 fi
@@ -114,6 +118,8 @@ for peer in $PEERS; do
   suite "$peer" "$ys/clients/$peer.sh" "$parser"
 done
 "$py" "$ys/summarize.py" "$res" --last
+echo
+"$py" "$root/bench/loadgen/ratios.py" "$res"
 if [ "${TIMING_REPEAT:-1}" -gt 1 ]; then
   echo
   "$py" "$root/bench/loadgen/timing_spread.py" "$res"

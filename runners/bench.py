@@ -15,6 +15,7 @@ import threading
 import urllib.error
 import urllib.request
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -66,6 +67,9 @@ HEALTH_INTERVAL_S = 1.0
 HEALTH_FAILURES = 3  # consecutive failed health checks that mean the server is gone
 DEFAULT_SWEEP_CAP = 64
 WARMUP_CONCURRENCY = 4  # warm-up load for open-loop workloads (no concurrency of their own)
+# The live TTFT median is over the latest finished requests: cheap at any run length (the
+# progress sample never walks every result) and it shows the run's present, not its average.
+RECENT_TTFTS = 1024
 
 
 class BenchError(RunnerError):
@@ -122,7 +126,8 @@ class ProgressSample(BaseModel):
     completed: int
     errors: int
     throughput_rps: float = Field(description="Completed per second since the run began.")
-    ttft_p50_s: float | None = Field(description="Median TTFT so far.")
+    ttft_p50_s: float | None = Field(description="Median TTFT of the latest RECENT_TTFTS "
+                                     "finished requests.")
     queue_depth: float | None = Field(description="Last scraped queue depth.")
     running: float | None = Field(description="Last scraped running requests.")
     level: int | None = Field(default=None, description="Sweep: the concurrency level being run.")
@@ -173,7 +178,9 @@ class _Live:
     health_url: str | None
     origin_s: float
     recorder: RunRecorder | None = None
-    results: list[RequestResult] = field(default_factory=list)
+    completed: int = 0
+    errors: int = 0
+    recent_ttfts_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_TTFTS))
     metrics: list[MetricSample] = field(default_factory=list)
     level: int | None = None
     warmup_requests: int = 0
@@ -394,7 +401,12 @@ def _on_result(live: _Live, schedule: Schedule, offset: int, start_s: float
             phase = f"c{level}"
         else:  # closed-loop pools: the phase at its send (offset from just before the start)
             phase = schedule.phase_at(result.sent_at_s - start_s)
-        live.results.append(result)
+        if result.success:
+            live.completed += 1
+            if result.first_token_at_s is not None:
+                live.recent_ttfts_s.append(result.first_token_at_s - result.sent_at_s)
+        else:
+            live.errors += 1
         recorder.add_result(offset + index, result, phase)
 
     return on_result
@@ -440,14 +452,13 @@ async def _reporter(progress: Callable[[ProgressSample], None], live: _Live,
 
 def _sample(live: _Live) -> ProgressSample:
     elapsed = perf_counter() - live.origin_s
-    ok = [r for r in live.results if r.success]
-    ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
+    ttfts = list(live.recent_ttfts_s)
     latest: dict[str, float] = {}
     for m in live.metrics[-64:]:
         latest[m.key] = m.value
     return ProgressSample(
-        elapsed_s=elapsed, completed=len(ok), errors=len(live.results) - len(ok),
-        throughput_rps=len(ok) / elapsed if elapsed > 0 else 0.0,
+        elapsed_s=elapsed, completed=live.completed, errors=live.errors,
+        throughput_rps=live.completed / elapsed if elapsed > 0 else 0.0,
         ttft_p50_s=float(np.median(ttfts)) if ttfts else None,
         queue_depth=latest.get("queue_depth"), running=latest.get("running"), level=live.level)
 

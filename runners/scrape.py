@@ -9,13 +9,14 @@ stamps, so queue depth and TTFT share one time axis.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import http.client
 import math
 import re
+import threading
 from collections.abc import Callable, Mapping
 from time import perf_counter
+from urllib.parse import urlsplit
 
-import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import RunnerError
@@ -172,8 +173,12 @@ def hit_rate(samples: list[MetricSample]) -> float | None:
 class Scraper:
     """Scrapes `url` every `interval_s` until stopped; each scrape's samples go to `sink`.
 
+    It runs in a thread of its own with one keep-alive connection, not on the event loop that
+    reads the load's sockets: a busy load loop delayed the scrape's reply by seconds (and a
+    parse of a large /metrics page blocked the loop's reads). Scrapes never overlap: one that
+    takes longer than its period delays the next, which starts at once, instead of queueing.
     Failed scrapes are counted (`failures`, `last_error`), never raised: a server without
-    metrics must not stop a benchmark.
+    metrics must not stop a benchmark. `sink` is called from the scraper's thread.
     """
 
     def __init__(self, url: str, metric_names: Mapping[str, tuple[str, ...]], *,
@@ -185,31 +190,63 @@ class Scraper:
         self.failures = 0
         self.last_error: str | None = None
         self.latest: dict[str, float] = {}
+        self._conn: http.client.HTTPConnection | None = None
 
-    async def scrape_once(self, session: aiohttp.ClientSession) -> list[MetricSample]:
-        """One GET + parse; the samples (also handed to `sink`), [] on failure."""
+    def scrape_once(self) -> list[MetricSample]:
+        """One GET + parse (blocking); the samples (also handed to `sink`), [] on failure."""
         try:
-            async with asyncio.timeout(self.timeout_s), session.get(self.url) as resp:
-                body = await resp.text()
-                at = perf_counter()
-                if resp.status != 200:
-                    raise ExpositionError(f"HTTP {resp.status} from {self.url}")
-            parsed = await asyncio.to_thread(parse_exposition, body)
-        except (ExpositionError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            body, at = self._get()
+            samples = extract(parse_exposition(body), self.metric_names, at)
+        except (ExpositionError, http.client.HTTPException, OSError, ValueError) as exc:
+            self._close()
             self.failures += 1
             self.last_error = one_line(f"{type(exc).__name__}: {exc}")
             return []
-        samples = extract(parsed, self.metric_names, at)
         self.scrapes += 1
         self.latest = {s.key: s.value for s in samples}
         self.sink(samples)
         return samples
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Scrape now and every `interval_s` until `stop` is set, then once more."""
-        async with aiohttp.ClientSession() as session:
+    def _get(self) -> tuple[str, float]:
+        """The body and the perf_counter at which the reply began (the server renders the page
+        before it answers, so that is when the values were read)."""
+        parts = urlsplit(self.url)
+        if self._conn is None:
+            kind = http.client.HTTPSConnection if parts.scheme == "https" else (
+                http.client.HTTPConnection)
+            self._conn = kind(parts.hostname or "", parts.port, timeout=self.timeout_s)
+        path = parts.path or "/"
+        self._conn.request("GET", path + (f"?{parts.query}" if parts.query else ""))
+        resp = self._conn.getresponse()
+        at = perf_counter()
+        body = resp.read().decode("utf-8", errors="replace")
+        if resp.status != 200:
+            raise ExpositionError(f"HTTP {resp.status} from {self.url}")
+        return body, at
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _loop(self, stop: threading.Event) -> None:
+        try:
             while not stop.is_set():
-                await self.scrape_once(session)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.interval_s)
-            await self.scrape_once(session)
+                started = perf_counter()
+                self.scrape_once()
+                stop.wait(max(0.0, started + self.interval_s - perf_counter()))
+            self.scrape_once()
+        finally:
+            self._close()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Scrape now and every `interval_s` (in the scraper's thread) until `stop` is set,
+        then once more."""
+        halt = threading.Event()
+        thread = threading.Thread(target=self._loop, args=(halt,), name="scraper", daemon=True)
+        thread.start()
+        try:
+            await stop.wait()
+        finally:
+            halt.set()
+            await asyncio.to_thread(thread.join)

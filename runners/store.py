@@ -45,7 +45,6 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS run_metrics (
         run_id VARCHAR, t_s DOUBLE, key VARCHAR, name VARCHAR, value DOUBLE)""",
 )
-_REQUEST_COLUMNS = 18
 _STOP = object()
 
 
@@ -109,13 +108,19 @@ def ensure_schema(workspace: Workspace) -> None:
 
 
 class RunRecorder:
-    """Writes one run: the `runs` row at `start`, request and metric rows in small batches from
-    a writer thread (so the load generator's event loop never waits on DuckDB), the final
-    status at `finish`. Safe to call `add_*` from any thread.
+    """Writes one run: the `runs` row at `start`, request and metric rows in batches from a
+    writer thread, the final status at `finish`. Safe to call `add_*` from any thread.
+
+    The load generator's event loop only puts `(idx, phase, result)` on a queue; the writer
+    builds the rows, column by column into one Arrow table a batch, and inserts it in one
+    statement. Row-at-a-time `executemany` cost ~1 ms a request under the GIL, which at
+    thousands of requests a second starved the loop that reads the sockets (issue 13).
+    A batch goes to disk every `flush_interval_s` (or `batch_size` rows), so a run killed
+    half-way keeps all but its last fraction of a second.
     """
 
     def __init__(self, workspace: Workspace, meta: RunMeta, *, origin_s: float,
-                 batch_size: int = 16, flush_interval_s: float = 0.5) -> None:
+                 batch_size: int = 4096, flush_interval_s: float = 0.25) -> None:
         self.workspace, self.meta, self.origin_s = workspace, meta, origin_s
         self.batch_size, self.flush_interval_s = batch_size, flush_interval_s
         self._queue: queue.Queue[Any] = queue.Queue()
@@ -142,12 +147,10 @@ class RunRecorder:
         self._thread.start()
 
     def add_result(self, idx: int, result: RequestResult, phase: str | None = None) -> None:
-        self._queue.put(("req", _request_row(self.run_id, idx, phase, result, self.origin_s)))
+        self._queue.put((idx, phase, result))
 
     def add_metrics(self, samples: list[MetricSample]) -> None:
-        for s in samples:
-            self._queue.put(("met", (self.run_id, s.at_s - self.origin_s, s.key, s.name,
-                                     s.value)))
+        self._queue.put(samples)
 
     def finish(self, status: RunStatus, *, summary: dict[str, Any] | None = None,
                analysis: dict[str, Any] | None = None, error: str | None = None) -> None:
@@ -180,8 +183,8 @@ class RunRecorder:
                 pass
 
     def _drain(self, con: Any) -> None:
-        reqs: list[tuple[Any, ...]] = []
-        mets: list[tuple[Any, ...]] = []
+        reqs: list[tuple[int, str | None, RequestResult]] = []
+        mets: list[MetricSample] = []
         deadline = time.monotonic() + self.flush_interval_s
         while True:
             try:
@@ -191,25 +194,72 @@ class RunRecorder:
             if item is _STOP:
                 self._flush(con, reqs, mets)
                 return
-            if item is not None:
-                (reqs if item[0] == "req" else mets).append(item[1])
-            if len(reqs) + len(mets) >= self.batch_size or time.monotonic() >= deadline:
+            if isinstance(item, list):
+                mets.extend(item)
+            elif item is not None:
+                reqs.append(item)
+            if len(reqs) >= self.batch_size or time.monotonic() >= deadline:
                 self._flush(con, reqs, mets)
                 deadline = time.monotonic() + self.flush_interval_s
 
-    def _flush(self, con: Any, reqs: list[tuple[Any, ...]], mets: list[tuple[Any, ...]]) -> None:
+    def _flush(self, con: Any, reqs: list[tuple[int, str | None, RequestResult]],
+               mets: list[MetricSample]) -> None:
         if not reqs and not mets:
             return
         con.execute("BEGIN")
         if reqs:
-            marks = ", ".join("?" * _REQUEST_COLUMNS)
-            con.executemany(f"INSERT INTO run_requests VALUES ({marks})", reqs)
+            con.register("request_batch", _request_table(self.run_id, reqs, self.origin_s))
+            con.execute("INSERT INTO run_requests SELECT * FROM request_batch")
+            con.unregister("request_batch")
         if mets:
-            con.executemany("INSERT INTO run_metrics VALUES (?, ?, ?, ?, ?)", mets)
+            con.executemany("INSERT INTO run_metrics VALUES (?, ?, ?, ?, ?)",
+                            [(self.run_id, s.at_s - self.origin_s, s.key, s.name, s.value)
+                             for s in mets])
         con.execute("COMMIT")
         self.rows_written += len(reqs)
         reqs.clear()
         mets.clear()
+
+
+def _request_table(run_id: str, reqs: list[tuple[int, str | None, RequestResult]],
+                   origin: float) -> Any:
+    """One Arrow table of `run_requests` rows (columns in the table's order), times made
+    run-relative. Chunk times go in as one flat array with offsets, not a list per row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rs = [r for _, _, r in reqs]
+    offsets = [0]
+    flat: list[float] = []
+    for r in rs:
+        flat.extend(r.chunk_times_s)
+        offsets.append(len(flat))
+    chunks = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
+                                      pc.subtract(pa.array(flat, pa.float64()), origin))
+
+    def rel(values: list[float | None]) -> Any:
+        return pc.subtract(pa.array(values, pa.float64()), origin)
+
+    return pa.table({
+        "run_id": pa.array([run_id] * len(rs), pa.string()),
+        "idx": pa.array([i for i, _, _ in reqs], pa.int32()),
+        "phase": pa.array([p for _, p, _ in reqs], pa.string()),
+        "success": pa.array([r.success for r in rs], pa.bool_()),
+        "error_kind": pa.array([r.error_kind for r in rs], pa.string()),
+        "error": pa.array([r.error for r in rs], pa.string()),
+        "http_status": pa.array([r.http_status for r in rs], pa.int32()),
+        "sent_s": rel([r.sent_at_s for r in rs]),
+        "first_token_s": rel([r.first_token_at_s for r in rs]),
+        "last_token_s": rel([r.last_token_at_s for r in rs]),
+        "end_s": rel([r.end_at_s for r in rs]),
+        "ttft_s": pa.array([r.ttft_s for r in rs], pa.float64()),
+        "tpot_s": pa.array([r.tpot_s for r in rs], pa.float64()),
+        "e2e_s": pa.array([r.e2e_s for r in rs], pa.float64()),
+        "prompt_tokens": pa.array([r.prompt_tokens for r in rs], pa.int32()),
+        "output_tokens": pa.array([r.output_tokens for r in rs], pa.int32()),
+        "chunk_times_s": chunks,
+        "chunk_tokens": pa.array([r.chunk_tokens for r in rs], pa.list_(pa.int32())),
+    })
 
 
 def _now() -> datetime:
@@ -218,20 +268,6 @@ def _now() -> datetime:
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
-
-
-def _rel(t: float | None, origin: float) -> float | None:
-    return None if t is None else t - origin
-
-
-def _request_row(run_id: str, idx: int, phase: str | None, r: RequestResult,
-                 origin: float) -> tuple[Any, ...]:
-    m = r.metrics()
-    return (run_id, idx, phase, r.success, r.error_kind, r.error, r.http_status,
-            r.sent_at_s - origin, _rel(r.first_token_at_s, origin),
-            _rel(r.last_token_at_s, origin), r.end_at_s - origin, m["ttft_s"], m["tpot_s"],
-            m["e2e_s"], r.prompt_tokens, r.output_tokens,
-            [t - origin for t in r.chunk_times_s], r.chunk_tokens)
 
 
 # -- reading -----------------------------------------------------------------------------------

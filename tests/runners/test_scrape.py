@@ -4,8 +4,12 @@ local HTTP server whose counters move between scrapes."""
 from __future__ import annotations
 
 import asyncio
+import http.server
 import math
+import threading
+import time
 from time import perf_counter
+from typing import ClassVar
 
 import pytest
 from aiohttp import web
@@ -139,3 +143,89 @@ def test_scraper_counts_failures_without_raising():
     scraper = asyncio.run(main())
     assert scraper.failures >= 2 and scraper.scrapes == 0 and got == []
     assert scraper.last_error
+
+
+class _SlowMetrics(http.server.BaseHTTPRequestHandler):
+    """/metrics that takes `delay_s` to answer and counts how many scrapes overlap."""
+
+    delay_s = 0.25
+    state: ClassVar[dict[str, int]] = {"active": 0, "max_active": 0, "n": 0}
+    lock = threading.Lock()
+
+    def do_GET(self) -> None:
+        with self.lock:
+            self.state["active"] += 1
+            self.state["n"] += 1
+            self.state["max_active"] = max(self.state["max_active"], self.state["active"])
+            n = self.state["n"]
+        time.sleep(self.delay_s)
+        body = f'vllm:num_requests_waiting{{model_name="m"}} {n}\n'.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        with self.lock:
+            self.state["active"] -= 1
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def slow_metrics():
+    _SlowMetrics.state = {"active": 0, "max_active": 0, "n": 0}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowMetrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/metrics", _SlowMetrics.state
+    server.shutdown()
+    server.server_close()
+
+
+def test_slow_scrapes_do_not_pile_up(slow_metrics):
+    """A reply slower than the period (0.25 s vs 0.05 s): one scrape at a time, back to back."""
+    url, state = slow_metrics
+    scraper = Scraper(url, get_engine("vllm").metric_names, sink=lambda _s: None,
+                      interval_s=0.05)
+
+    async def main() -> float:
+        stop = asyncio.Event()
+        t0 = perf_counter()
+        task = asyncio.create_task(scraper.run(stop))
+        await asyncio.sleep(1.0)
+        stop.set()
+        await task
+        return perf_counter() - t0
+
+    elapsed = asyncio.run(main())
+    assert state["max_active"] == 1
+    assert scraper.failures == 0
+    # back to back: about elapsed / delay scrapes (one more after the stop), never 1 / period
+    assert abs(scraper.scrapes - elapsed / _SlowMetrics.delay_s) <= 1.5
+
+
+def test_scrapes_land_while_the_event_loop_is_busy(slow_metrics):
+    """The load's loop blocked for 1 s (as when it parses thousands of streams): the scraper,
+    on its own thread, still samples on time."""
+    url, _state = slow_metrics
+    _SlowMetrics.delay_s = 0.0
+    got: list = []
+    scraper = Scraper(url, get_engine("vllm").metric_names, sink=got.extend, interval_s=0.1)
+
+    async def main() -> tuple[float, float]:
+        stop = asyncio.Event()
+        task = asyncio.create_task(scraper.run(stop))
+        await asyncio.sleep(0)
+        t0 = perf_counter()
+        time.sleep(1.0)  # the loop does nothing else for a second
+        t1 = perf_counter()
+        stop.set()
+        await task
+        return t0, t1
+
+    try:
+        t0, t1 = asyncio.run(main())
+    finally:
+        _SlowMetrics.delay_s = 0.25
+    during = [s for s in got if t0 <= s.at_s <= t1]
+    assert len(during) >= 7  # ~10 at 0.1 s; the old on-loop scraper got none
