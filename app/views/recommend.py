@@ -5,7 +5,14 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.render import band_text, candidate_points, candidate_rows, fmt_ms, latency_rows
+from app.render import (
+    band_text,
+    candidate_points,
+    candidate_rows,
+    fmt_ms,
+    latency_rows,
+    plain,
+)
 from app.resources import (
     RECOMMENDATION_KEY,
     bundle_zip,
@@ -170,12 +177,12 @@ def render() -> None:
     st.title("Recommendation")
     choice = current_trace()
     try:
-        with st.spinner(f"Profiling {choice.name}…"):
+        with st.spinner(f"Profiling {plain(choice.name)}…"):
             profile = profile_for(choice)
     except ServeFitError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         return
-    st.caption(f"Trace: {choice.name}, {profile.n_requests:,} requests")
+    st.caption(f"Trace: {plain(choice.name)}, {profile.n_requests:,} requests")
     try:
         request = _form()
     except ServeFitError as exc:

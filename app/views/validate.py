@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from app import charts
-from app.render import comparison_rows, measured_rows
+from app.render import comparison_rows, measured_rows, plain
 from app.resources import (
     RECOMMENDATION_KEY,
     BenchJob,
@@ -22,6 +22,7 @@ from app.resources import (
     current_trace,
     environment,
     profile_for,
+    remember_run,
     trace_path_for,
     workspace_for,
 )
@@ -171,8 +172,9 @@ def _live() -> None:
         job.shown = True
         st.rerun()
     if job.error:
-        st.error(job.error)
+        st.error(plain(job.error))
     elif job.report is not None:
+        remember_run(job.report.run_id)
         _results(job.report)
 
 
@@ -199,7 +201,7 @@ def render() -> None:
         st.info("Get a recommendation first (Recommend, or open a saved one under Runs); "
                 "this view benchmarks its pick.")
         return
-    st.caption(f"Config: {rec.pick.label} ({rec.model}); trace: {current_trace().name}")
+    st.caption(f"Config: {rec.pick.label} ({rec.model}); trace: {plain(current_trace().name)}")
     env = environment()
     try:
         where = _where(env, rec.pick.config.engine)
