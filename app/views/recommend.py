@@ -22,6 +22,7 @@ from app.resources import (
     save_recommendation,
     store_model_config,
     trace_path_for,
+    user_paths,
     workspace_for,
 )
 from core.errors import ServeFitError
@@ -86,11 +87,12 @@ def _run(request) -> None:
         def progress(fraction: float, what: str) -> None:
             bar.progress(min(1.0, fraction), text=what)
 
-        rec = recommend(request, workspace=workspace_for(choice) if shared else None,
-                        progress=progress)
+        with user_paths(choice):
+            rec = recommend(request, workspace=workspace_for(choice) if shared else None,
+                            progress=progress)
     except ServeFitError as exc:
         bar.empty()
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         return
     bar.empty()
     save_recommendation(choice, rec)

@@ -21,9 +21,11 @@ from app.resources import (
     app_home,
     current_trace,
     environment,
+    hide_home,
     profile_for,
     remember_run,
     trace_path_for,
+    user_paths,
     workspace_for,
 )
 from core.errors import ServeFitError
@@ -205,9 +207,10 @@ def render() -> None:
     env = environment()
     try:
         where = _where(env, rec.pick.config.engine)
-        options = bench_options(rec, where, _workload(trace_path_for(current_trace())))
+        with user_paths(current_trace()):
+            options = bench_options(rec, where, _workload(trace_path_for(current_trace())))
     except ServeFitError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         return
     with st.expander("Run it from a shell instead"):
         st.caption("Save the recommendation, then run the benchmark where the engine can run:")
@@ -220,7 +223,7 @@ def render() -> None:
         try:
             request = bench_request(rec, options)
         except ServeFitError as exc:
-            st.error(f"cannot run this benchmark: {exc}")
+            st.error(plain(f"cannot run this benchmark: {hide_home(str(exc))}"))
         else:
             st.session_state[JOB_KEY] = BenchJob(request).start()
     _live()
