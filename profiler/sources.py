@@ -226,7 +226,9 @@ def open_trace(
     )
     remove_stale_expansions()
     with _expansion_dir() as tmpdir:
-        plain = os.path.join(tmpdir, Path(source).name + ".plain")
+        # The source's name keeps DuckDB's messages recognisable; cut to stay under NAME_MAX.
+        name = Path(source).name.encode()[:200].decode(errors="ignore")
+        plain = os.path.join(tmpdir, name + ".plain")
         _expand(source, kind, plain, cap)
         yield OpenedTrace(source, plain, _container(_head(plain), source), kind)
 

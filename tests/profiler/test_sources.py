@@ -73,3 +73,13 @@ def test_an_error_inside_removes_the_expansion(temp_root):
     with pytest.raises(RuntimeError), open_trace(GZ_TRACE):
         raise RuntimeError("reader failed")
     assert list(temp_root.iterdir()) == []
+
+
+def test_a_source_name_near_the_limit_expands(temp_root, tmp_path):
+    """A 250-byte file name (the file system takes 255) still expands: the expansion's own
+    name is cut, not the read."""
+    source = tmp_path / ("名" * 80 + ".jsonl.gz")  # 240 + 9 bytes
+    source.write_bytes(GZ_TRACE.read_bytes())
+    with open_trace(source) as opened:
+        assert opened.compression == "gzip" and Path(opened.path).stat().st_size > 0
+    assert list(temp_root.iterdir()) == []
