@@ -16,6 +16,7 @@ import io
 import os
 import re
 import threading
+import time
 import unicodedata
 import uuid
 import zipfile
@@ -42,6 +43,7 @@ DEFAULT_HOME = Path(".servefit") / "app"
 COPY_CHUNK_BYTES = 8 << 20
 UPLOAD_FILE_NAME = "trace"  # every upload's stored name; the browser's is for display only
 DISPLAY_NAME_CHARS = 120
+STALE_INCOMING_S = 3600.0  # an upload's copy takes seconds; older temporaries are orphans
 # profiler.sources expands gzip/zstd uploads to <temp>/servefit-expand-*/<name>.plain
 _EXPANSION_PATH = re.compile(r"\S*servefit-expand-[^\s/]+/[^\s:,]*")
 TRACE_KEY = "servefit.trace"
@@ -142,8 +144,15 @@ def store_upload(upload: BinaryIO, name: str, size: int,
 
 
 def _copy_into_place(upload: BinaryIO, target: Path, copied: Callable[[int], None]) -> None:
-    """Copy to a temporary sibling, then link it to `target` unless that exists by then."""
+    """Copy to a temporary sibling, then link it to `target` unless that exists by then.
+
+    Temporaries older than STALE_INCOMING_S (of a process killed mid-copy) are removed first.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
+    for old in target.parent.glob(".incoming-*"):
+        with suppress(OSError):
+            if time.time() - old.stat().st_mtime > STALE_INCOMING_S:
+                old.unlink()
     tmp = target.with_name(f".incoming-{uuid.uuid4().hex}")
     try:
         done = 0

@@ -5,8 +5,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -175,3 +177,16 @@ def test_a_gzip_upload_error_names_the_uploaded_file(app_home):
     assert "mine.jsonl.gz" in message
     assert "servefit-expand" not in message and tempfile.gettempdir() not in message
     assert str(app_home) not in message
+
+
+def test_an_orphan_from_a_killed_copy_is_removed_by_the_next_upload(app_home):
+    data = (ref.TRACES / "BurstGPT_1.head400.csv").read_bytes()
+    folder = app_home / "uploads" / hashlib.sha256(data).hexdigest()[:16]
+    folder.mkdir(parents=True)
+    orphan, fresh = folder / ".incoming-old", folder / ".incoming-copying-now"
+    orphan.write_bytes(data[:100])
+    fresh.write_bytes(data[:100])
+    two_hours_ago = time.time() - 7200
+    os.utime(orphan, (two_hours_ago, two_hours_ago))
+    store_upload(io.BytesIO(data), "t.csv", len(data))
+    assert sorted(p.name for p in folder.iterdir()) == [".incoming-copying-now", "trace"]
