@@ -6,7 +6,9 @@ read-only afterwards, so browser sessions never write the same trace file. The a
 (profile history, recommendations, runs) is one DuckDB file behind one `st.cache_resource`
 connection; every query takes its own cursor, as DuckDB requires across threads.
 Everything lives under `$SERVEFIT_APP_HOME` (default `.servefit/app` in the working directory),
-so it survives a restart.
+so it survives a restart. Uploads are stored under generated names (the browser's name is only
+shown), errors name the user's file rather than server paths, and a session lists only its own
+history unless `$SERVEFIT_SHARED_HISTORY` says otherwise (README, "Sessions: who sees what").
 """
 
 from __future__ import annotations
@@ -161,8 +163,12 @@ def _copy_into_place(upload: BinaryIO, target: Path, copied: Callable[[int], Non
                 out.write(chunk)
                 done += len(chunk)
                 copied(done)
-        with suppress(FileExistsError):  # the same content, stored by another session
+        try:
             os.link(tmp, target)
+        except FileExistsError:  # the same content, stored by another session: keep theirs
+            pass
+        except OSError:  # a file system without hard links: rename (replaces, still whole)
+            os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
 
