@@ -221,7 +221,7 @@ def test_validate_against_the_real_vllm_server(app_url, page, vllm_url):
     _shot(page, "validate_vllm")
 
 
-MARKDOWN_NAME = "**x** [a](javascript:alert(1)) ![i](x.png) .csv"
+MARKDOWN_NAME = "**x** [a](javascript:alert(1)) ![i](x.png) :red[r] :smile: $y$ <b>z.csv"
 JAPANESE_NAME = ("東京大阪名古屋札幌福" * 9) + ".csv"  # 94 characters, 274 bytes
 
 
