@@ -105,6 +105,8 @@ def _add_export(sub: Any) -> None:
     p.add_argument("rec", metavar="REC_JSON",
                    help="recommendation: an EngineConfig or {\"config\": …, \"gpu\": …}")
     p.add_argument("--out", required=True, metavar="DIR", help="bundle folder (created)")
+    p.add_argument("--force", action="store_true",
+                   help="replace bundle files already in DIR (default: refuse)")
     p.add_argument("--json", action="store_true", help="print the written paths as JSON")
     p.set_defaults(handler=_cmd_export)
 
@@ -270,7 +272,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from recommender.facts import with_catalog_facts
 
     try:
-        written = export_bundle(with_catalog_facts(load_request(args.rec)), args.out)
+        written = export_bundle(with_catalog_facts(load_request(args.rec)), args.out,
+                                replace=args.force)
     except EngineError as exc:  # engines/ owns its own tree; map it at this edge
         raise UsageError(str(exc)) from None
     paths = [str(path) for path in written]

@@ -3,6 +3,7 @@ number formats the web views share (seconds in, ms/units on screen)."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from core.figures import (
@@ -21,6 +22,17 @@ from profiler.schema import LengthStats, Profile
 if TYPE_CHECKING:
     from recommender.predict_sim import LoadPrediction
     from recommender.recommendation import Candidate
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def plain(text: str) -> str:
+    """`text` for a Markdown-rendering element, shown as typed: every ASCII punctuation mark
+    backslash-escaped (CommonMark), so a file name such as `**x** [a](javascript:…)` is no
+    bold, link, image, Streamlit directive (`:red[…]`, `:material/…:`) or formula (`$…$`);
+    line breaks become spaces."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.splitlines()))
 
 
 def _num(value: float | None, fmt: str = "{:,.3g}") -> str:

@@ -6,7 +6,9 @@ read-only afterwards, so browser sessions never write the same trace file. The a
 (profile history, recommendations, runs) is one DuckDB file behind one `st.cache_resource`
 connection; every query takes its own cursor, as DuckDB requires across threads.
 Everything lives under `$SERVEFIT_APP_HOME` (default `.servefit/app` in the working directory),
-so it survives a restart.
+so it survives a restart. Uploads are stored under generated names (the browser's name is only
+shown), errors name the user's file rather than server paths, and a session lists only its own
+history unless `$SERVEFIT_SHARED_HISTORY` says otherwise (README, "Sessions: who sees what").
 """
 
 from __future__ import annotations
@@ -14,15 +16,22 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
+import threading
+import time
+import unicodedata
+import uuid
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import streamlit as st
 from pydantic import Field
 
-from core.atomic import atomic_path, write_atomic
+from core.atomic import write_atomic
+from core.errors import ServeFitError, UsageError
 from profiler.chart_data import ChartData
 from profiler.ingest import IngestOptions
 from profiler.schema import Profile, Record
@@ -34,9 +43,16 @@ SAMPLE_LABEL = "Azure LLM inference trace 2023, conversation (CC-BY 4.0)"
 HOME_ENV_VAR = "SERVEFIT_APP_HOME"
 DEFAULT_HOME = Path(".servefit") / "app"
 COPY_CHUNK_BYTES = 8 << 20
+UPLOAD_FILE_NAME = "trace"  # every upload's stored name; the browser's is for display only
+DISPLAY_NAME_CHARS = 120
+STALE_INCOMING_S = 3600.0  # an upload's copy takes seconds; older temporaries are orphans
+# profiler.sources expands gzip/zstd uploads to <temp>/servefit-expand-*/<name>.plain
+_EXPANSION_PATH = re.compile(r"\S*servefit-expand-[^\s/]+/[^\s:,]*")
 TRACE_KEY = "servefit.trace"
 RECOMMENDATION_KEY = "servefit.recommendation"
 PENDING_KEY = "servefit.start.pending"  # an upload not yet read successfully
+OWNED_KEY = "servefit.owned"
+SHARED_HISTORY_ENV_VAR = "SERVEFIT_SHARED_HISTORY"
 
 
 class TraceChoice(Record):
@@ -86,14 +102,28 @@ def current_trace() -> TraceChoice:
     return choice
 
 
+def display_name(name: str) -> str:
+    """The browser's file name made safe to show: its last path part, without control
+    characters, at most DISPLAY_NAME_CHARS characters; "upload" when nothing is left. Only
+    ever shown (as escaped text), never used as a path."""
+    last = name.replace("\\", "/").rsplit("/", 1)[-1]
+    clean = "".join(ch for ch in last if unicodedata.category(ch)[0] != "C").strip()
+    if clean in {"", ".", ".."}:
+        return "upload"
+    return clean if len(clean) <= DISPLAY_NAME_CHARS else clean[:DISPLAY_NAME_CHARS - 1] + "…"
+
+
 def store_upload(upload: BinaryIO, name: str, size: int,
                  progress: Callable[[float], object] | None = None) -> TraceChoice:
-    """Keep an uploaded trace under the app home, named by its content hash.
+    """Keep an uploaded trace under the app home, as `uploads/<content hash>/trace`.
 
-    The upload (a seekable buffer: Streamlit holds it in memory) is hashed first, then copied
-    whole or not at all (`core.atomic`), so a concurrent session never reads half a file; an
-    already stored content is not written again (its mtime, part of the ingest cache key,
-    stays put). `progress` sees the fraction done, hashing the first half, copying the second.
+    The stored name is generated, whatever the browser sent (`..`, a name over 255 bytes,
+    Markdown); the original is kept only for display (`display_name`). The upload (a seekable
+    buffer: Streamlit holds it in memory) is hashed first, then copied to a private temporary
+    file and linked into place whole; when another session stored the same content first,
+    theirs is kept (its mtime, part of the ingest cache key, stays put) and ours removed. No
+    temporary survives an error. `progress` sees the fraction done, hashing the first half,
+    copying the second.
     """
     def step(done: int, half: int) -> None:
         if progress is not None and size:
@@ -106,22 +136,54 @@ def store_upload(upload: BinaryIO, name: str, size: int,
         done += len(chunk)
         step(done, 0)
     short = digest.hexdigest()[:16]
-    target = app_home() / "uploads" / short / (Path(name).name or "trace")
+    target = app_home() / "uploads" / short / UPLOAD_FILE_NAME
     if not target.exists():
         upload.seek(0)
+        _copy_into_place(upload, target, lambda n: step(n, 1))
+    if progress is not None:
+        progress(1.0)
+    return TraceChoice(name=display_name(name), digest=short, path=str(target))
+
+
+def _copy_into_place(upload: BinaryIO, target: Path, copied: Callable[[int], None]) -> None:
+    """Copy to a temporary sibling, then link it to `target` unless that exists by then.
+
+    Temporaries older than STALE_INCOMING_S (of a process killed mid-copy) are removed first.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for old in target.parent.glob(".incoming-*"):
+        with suppress(OSError):
+            if time.time() - old.stat().st_mtime > STALE_INCOMING_S:
+                old.unlink()
+    tmp = target.with_name(f".incoming-{uuid.uuid4().hex}")
+    try:
         done = 0
-        with atomic_path(target) as tmp, open(tmp, "wb") as out:
+        with open(tmp, "wb") as out:
             while chunk := upload.read(COPY_CHUNK_BYTES):
                 out.write(chunk)
                 done += len(chunk)
-                step(done, 1)
-    if progress is not None:
-        progress(1.0)
-    return TraceChoice(name=Path(name).name, digest=short, path=str(target))
+                copied(done)
+        try:
+            os.link(tmp, target)
+        except FileExistsError:  # the same content, stored by another session: keep theirs
+            pass
+        except OSError:  # a file system without hard links: rename (replaces, still whole)
+            os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def workspace_for(choice: TraceChoice) -> Workspace:
     return Workspace.resolve(app_home() / "workspaces" / f"{choice.key()}.duckdb")
+
+
+_WORKSPACE_LOCKS: dict[str, threading.Lock] = {}
+_WORKSPACE_LOCKS_GUARD = threading.Lock()
+
+
+def _workspace_lock(key: str) -> threading.Lock:
+    with _WORKSPACE_LOCKS_GUARD:
+        return _WORKSPACE_LOCKS.setdefault(key, threading.Lock())
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -130,8 +192,11 @@ def _profile(key: str, choice_json: str) -> Profile:
     from profiler.profile import profile_trace
 
     choice = TraceChoice.model_validate_json(choice_json)
-    profile = profile_trace(choice.path, workspace=workspace_for(choice), options=choice.options,
-                            seed=choice.options.seed)
+    # Sessions uploading the same content share its workspace; one ingests, the other then
+    # finds it ingested (two ingests at once conflict inside DuckDB).
+    with _workspace_lock(key):
+        profile = profile_trace(choice.path, workspace=workspace_for(choice),
+                                options=choice.options, seed=choice.options.seed)
     history.save_profile(
         store_cursor(), trace_digest=choice.digest, options_json=choice.options.model_dump_json(),
         trace_name=choice.name, trace_path=choice.path, n_requests=profile.n_requests,
@@ -139,13 +204,42 @@ def _profile(key: str, choice_json: str) -> Profile:
     return profile
 
 
+@contextmanager
+def user_paths(choice: TraceChoice) -> Iterator[None]:
+    """Errors raised inside name the user's file, not where the server keeps it: the stored
+    path (and its gzip expansion) becomes the uploaded name, the app home "the app's store"."""
+    try:
+        yield
+    except ServeFitError as exc:
+        exc.args = (_hide_paths(str(exc), choice),)
+        raise
+
+
+def _hide_paths(text: str, choice: TraceChoice) -> str:
+    for path in (os.path.abspath(choice.path), choice.path):
+        text = text.replace(path, choice.name)
+    return hide_home(_EXPANSION_PATH.sub(lambda _: choice.name, text))
+
+
+def hide_home(text: str) -> str:
+    """`text` with the app home's path (absolute or as configured) said as "the app's store"."""
+    home = app_home()
+    for path in (str(home.resolve()), str(home.absolute()), str(home)):
+        text = text.replace(path, "the app's store")
+    return text
+
+
 def profile_for(choice: TraceChoice) -> Profile:
     """The choice's Profile (ingested once per content and options, then cached).
 
     Raises:
-        ServeFitError: the trace cannot be read; nothing is cached or stored.
+        ServeFitError: the trace cannot be read (the message names the uploaded file); nothing
+            is cached or stored.
     """
-    return _profile(choice.key(), choice.model_dump_json())
+    with user_paths(choice):
+        profile = _profile(choice.key(), choice.model_dump_json())
+    _owned().profiles.add((choice.digest, choice.options.model_dump_json()))
+    return profile
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -164,13 +258,15 @@ def trace_path_for(choice: TraceChoice) -> str:
     if not target.exists():
         from profiler.canonical import write_canonical
 
-        write_canonical(workspace_for(choice), target)
+        with user_paths(choice):
+            write_canonical(workspace_for(choice), target)
     return str(target)
 
 
 def charts_for(choice: TraceChoice) -> ChartData:
     """The chart records of a profiled choice (call `profile_for` first)."""
-    return _charts(choice.key(), choice.model_dump_json())
+    with user_paths(choice):
+        return _charts(choice.key(), choice.model_dump_json())
 
 
 @st.cache_data(show_spinner=False)
@@ -238,9 +334,74 @@ def save_recommendation(choice: TraceChoice, rec: Any) -> str:
     from recommender import history
 
     title = f"{rec.pick.label} on {rec.gpus}× {rec.gpu}, {rec.model}"
-    return history.save_recommendation(
+    rec_id = history.save_recommendation(
         store_cursor(), trace_digest=choice.digest, trace_name=choice.name, title=title,
         request_json=rec.request.model_dump_json(), body_json=rec.model_dump_json())
+    _owned().recommendations.add(rec_id)
+    return rec_id
+
+
+# -- who sees what -----------------------------------------------------------------------------
+
+
+class Owned(Record):
+    """What this browser session profiled, recommended and ran (kept in st.session_state)."""
+
+    profiles: set[tuple[str, str]] = Field(default_factory=set,
+                                           description="(content digest, options JSON)")
+    recommendations: set[str] = Field(default_factory=set, description="recommendation ids")
+    runs: set[str] = Field(default_factory=set, description="benchmark run ids")
+
+
+def _owned() -> Owned:
+    owned = st.session_state.get(OWNED_KEY)
+    if owned is None:
+        owned = st.session_state[OWNED_KEY] = Owned()
+    return owned
+
+
+def shared_history() -> bool:
+    """Whether every session sees the whole store ($SERVEFIT_SHARED_HISTORY; default no:
+    a session sees what it profiled, recommended and ran itself).
+
+    Raises:
+        UsageError: the variable holds something other than a yes or a no.
+    """
+    raw = os.environ.get(SHARED_HISTORY_ENV_VAR, "").strip().lower()
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"", "0", "false", "no", "off"}:
+        return False
+    raise UsageError(f"${SHARED_HISTORY_ENV_VAR}={raw!r}: expected 1 or 0 (true or false)")
+
+
+def remember_run(run_id: str) -> None:
+    """Count a benchmark run this session started as its own."""
+    _owned().runs.add(run_id)
+
+
+def visible_profiles(entries: list[Any]) -> list[Any]:
+    """The profile-history entries this session may see and open."""
+    if shared_history():
+        return entries
+    mine = _owned().profiles
+    return [e for e in entries if (e.trace_digest, e.options_json) in mine]
+
+
+def visible_recommendations(entries: list[Any]) -> list[Any]:
+    """The saved recommendations this session may see and open."""
+    if shared_history():
+        return entries
+    mine = _owned().recommendations
+    return [e for e in entries if e.rec_id in mine]
+
+
+def visible_runs(runs: list[Any]) -> list[Any]:
+    """The benchmark runs this session may see and compare."""
+    if shared_history():
+        return runs
+    mine = _owned().runs
+    return [r for r in runs if r.run_id in mine]
 
 
 class Environment(Record):
@@ -301,7 +462,7 @@ class BenchJob:
             self.report = run_bench(self.request, workspace=store_workspace(),
                                     progress=self.samples.append, stop=self.stop)
         except ServeFitError as exc:
-            self.error = str(exc)
+            self.error = hide_home(str(exc))
         except Exception as exc:  # a bug still reaches the user as one line, and the log
             import logging
 

@@ -8,6 +8,7 @@ them on without quoting or escaping.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -23,6 +24,21 @@ _FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 # A hostname or an IPv4/IPv6 literal; no spaces or shell syntax.
 _HOST = re.compile(r"^[A-Za-z0-9.:_-]+$")
 _NEEDS_DRAFT: frozenset[str] = frozenset({"eagle", "eagle3", "draft_model"})
+_NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")  # argparse reads these as values
+# A model is an HF id or a local path: nothing longer than PATH_MAX (bytes) is either. One
+# argv element may not exceed Linux's MAX_ARG_STRLEN, or exec fails ("Argument list too long").
+MAX_MODEL_BYTES = 4096
+MAX_ARG_BYTES = 128 * 1024 - 1
+
+
+def unsafe_character(value: str) -> str | None:
+    """The first character no argv, YAML or shell rendering carries unchanged, if any: C0 and
+    C1 controls (U+0085 is a YAML line break), DEL, and the Unicode line/paragraph separators
+    (also YAML line breaks)."""
+    for ch in value:
+        if unicodedata.category(ch) in {"Cc", "Zl", "Zp"}:
+            return f"U+{ord(ch):04X}"
+    return None
 
 
 class SpeculativeConfig(BaseModel):
@@ -112,8 +128,11 @@ class EngineConfig(BaseModel):
         # control characters have no place in a path or HF id.
         if value != value.strip() or value.startswith("-"):
             raise ValueError("model must not start with '-' or have surrounding whitespace")
-        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-            raise ValueError("model must not contain control characters")
+        if (bad := unsafe_character(value)) is not None:
+            raise ValueError(f"model must not contain control characters ({bad})")
+        if len(value.encode()) > MAX_MODEL_BYTES:
+            raise ValueError(f"model is {len(value.encode()):,} bytes; an HF id or a path has "
+                             f"at most {MAX_MODEL_BYTES:,}")
         return value
 
     @field_validator("host")
@@ -132,6 +151,16 @@ class EngineConfig(BaseModel):
                     f"extra_args key {key!r} is not a long-flag name "
                     "([a-z0-9-_], without leading dashes)"
                 )
-            if isinstance(item, str) and any(ord(ch) < 32 for ch in item):
-                raise ValueError(f"extra_args[{key!r}] must not contain control characters")
+            if not isinstance(item, str):
+                continue
+            if (bad := unsafe_character(item)) is not None:
+                raise ValueError(f"extra_args[{key!r}] must not contain control characters "
+                                 f"({bad})")
+            if item.startswith("-") and not _NUMBER.fullmatch(item):
+                # Rendered as `--key value`: the engine's parser would read it as a flag.
+                raise ValueError(f"extra_args[{key!r}] = {item[:40]!r} starts with '-', which "
+                                 "the engine would read as a flag, not as the value")
+            if len(item.encode()) > MAX_ARG_BYTES:
+                raise ValueError(f"extra_args[{key!r}] is {len(item.encode()):,} bytes; one "
+                                 f"command-line argument holds at most {MAX_ARG_BYTES:,}")
         return value

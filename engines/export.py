@@ -192,11 +192,13 @@ def export_file(
     return export_bundle(load_request(request_path), out_dir)
 
 
-def export_bundle(request: ExportRequest, out_dir: str | os.PathLike[str]) -> list[Path]:
+def export_bundle(request: ExportRequest, out_dir: str | os.PathLike[str], *,
+                  replace: bool = False) -> list[Path]:
     """Render every bundle file, then write them into `out_dir` all or nothing.
 
-    Files of `out_dir` that are not part of the bundle are left alone; bundle files already
-    there are replaced, and restored if installing the new ones fails.
+    Files of `out_dir` that are not part of the bundle are left alone. Bundle files already
+    there are refused (nothing is written) unless `replace`; then they are replaced, and
+    restored if installing the new ones fails.
 
     Returns:
         The written paths, the engine's config file first.
@@ -204,10 +206,24 @@ def export_bundle(request: ExportRequest, out_dir: str | os.PathLike[str]) -> li
     Raises:
         UnknownEngineError: no plug-in registered for `request.config.engine`.
         CapabilityError: the plug-in's check refused the config on the given hardware/model.
-        ExportError: a plug-in output export cannot package, or a file cannot be written.
+        ExportError: an empty `out_dir`, a bundle file already there (without `replace`), a
+            plug-in output export cannot package, or a file cannot be written.
     """
+    if not str(out_dir).strip():
+        raise ExportError("the output folder is empty: name a folder for the bundle")
     files = render_bundle(request)
-    return _install(files, Path(out_dir))
+    out = Path(out_dir)
+    if not replace:
+        _refuse_existing(out, list(files))
+    return _install(files, out)
+
+
+def _refuse_existing(out: Path, names: list[str]) -> None:
+    present = [name for name in names if (out / name).exists() or (out / name).is_symlink()]
+    if present:
+        more = f" and {len(present) - 1} more bundle files" if len(present) > 1 else ""
+        raise ExportError(f"{out / present[0]}{more} already exist; choose an empty folder, "
+                          "or pass --force to replace them")
 
 
 def render_bundle(request: ExportRequest) -> dict[str, str]:

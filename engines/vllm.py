@@ -6,6 +6,7 @@ renders and checks only; launching belongs to `runners/`.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,7 @@ from engines.common import (
 from engines.config import EngineConfig, EngineKind
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
+from engines.vllm_flags import KNOWN_FLAGS_VERSION, SWITCHES, VALUE_FLAGS
 
 VLLM_VERSION = "0.33.0"
 IMAGE_REPOSITORY = "vllm/vllm-openai"
@@ -420,7 +422,7 @@ class VllmEngine:
         reserved = managed | _RESERVED_FLAGS
         # `--no-X` is X's negation, so it collides with X too.
         negated = {f"no-{name}" for name in reserved}
-        return extra_settings(config, reserved | negated, _flag_name, _one_switch_once)
+        return extra_settings(config, reserved | negated, _flag_name, _known_flag_once)
 
 
 # Flags that EngineConfig owns even when a field is unset (so extra_args cannot sneak them in).
@@ -437,6 +439,28 @@ _RESERVED_FLAGS = frozenset(
 def _switch(name: str, value: Any) -> str:
     """The flag a setting sets: `no-X: true` sets X (to false)."""
     return name[3:] if name.startswith("no-") and value is True else name
+
+
+def _known_flag_once(key: str, name: str, value: Any, so_far: list[Setting]) -> None:
+    _known_flag(key, name, value)
+    _one_switch_once(key, name, value, so_far)
+
+
+def _known_flag(key: str, name: str, value: Any) -> None:
+    """Refuse what `vllm serve`'s own parser would: an unknown flag, a value for a switch, a
+    switch for a value flag, or `--no-X` where vLLM has none (vllm_flags)."""
+    if name not in SWITCHES and name not in VALUE_FLAGS:
+        close = difflib.get_close_matches(name, [*SWITCHES, *VALUE_FLAGS], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise CapabilityError(f"extra_args[{key!r}]: vLLM {KNOWN_FLAGS_VERSION} has no flag "
+                              f"--{name}{hint}")
+    if name in SWITCHES and not isinstance(value, bool):
+        raise CapabilityError(f"extra_args[{key!r}]: --{name} is a switch; give true or false, "
+                              f"not {value!r}")
+    if name in VALUE_FLAGS and isinstance(value, bool):
+        raise CapabilityError(f"extra_args[{key!r}]: --{name} takes a value, not {value}")
+    if value is False and f"no-{name}" not in SWITCHES:
+        raise CapabilityError(f"extra_args[{key!r}]: vLLM has no --no-{name}; leave it out")
 
 
 def _one_switch_once(key: str, name: str, value: Any, so_far: list[Setting]) -> None:

@@ -2,7 +2,10 @@
 
 Compressed input (gzip, zstd) is expanded once into a private temporary file, streaming and
 with a cap on the expansion, so a truncated archive or a decompression bomb fails early with
-one clear line and DuckDB then reads a plain file of known size.
+one clear line and DuckDB then reads a plain file of known size. The expansion folder
+(`servefit-expand-*` in the system temp directory) is removed when the trace is closed; a
+process killed before that (kill -9) cannot, so each folder holds a lock its process keeps
+while alive, and the next expansion removes every folder whose lock nobody holds.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ DEFAULT_MIN_CAP_BYTES = 256 << 20
 JSON_SCAN_MAX_BYTES = 64 << 20
 DIAGNOSE_ROWS = 25_000  # a little over DuckDB's sniffing sample (20,480 rows)
 CSV_SEPARATORS = (",", "\t", ";", "|")
+EXPANSION_PREFIX = "servefit-expand-"
+EXPANSION_LOCK = ".lock"
+EXPANSION_GRACE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -218,13 +224,69 @@ def open_trace(
     cap = max_decompressed_bytes or max(
         DEFAULT_MIN_CAP_BYTES, max_expansion * os.path.getsize(source)
     )
-    tmpdir = tempfile.mkdtemp(prefix="servefit-")
-    try:
-        plain = os.path.join(tmpdir, Path(source).name + ".plain")
+    remove_stale_expansions()
+    with _expansion_dir() as tmpdir:
+        # The source's name keeps DuckDB's messages recognisable; cut to stay under NAME_MAX.
+        name = Path(source).name.encode()[:200].decode(errors="ignore")
+        plain = os.path.join(tmpdir, name + ".plain")
         _expand(source, kind, plain, cap)
         yield OpenedTrace(source, plain, _container(_head(plain), source), kind)
+
+
+@contextmanager
+def _expansion_dir() -> Iterator[str]:
+    """A private temporary folder, locked (flock) for as long as this process uses it."""
+    import fcntl
+
+    tmpdir = tempfile.mkdtemp(prefix=EXPANSION_PREFIX)
+    try:
+        # Locked before it takes its name, so no other process ever finds it unlocked.
+        with open(os.path.join(tmpdir, ".lock-new"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            os.rename(lock.name, os.path.join(tmpdir, EXPANSION_LOCK))
+            yield tmpdir
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def remove_stale_expansions(root: str | None = None) -> list[str]:
+    """Remove the expansion folders of processes that died without cleaning up; returns them.
+
+    A folder is stale when its lock can be taken (its process is gone: the kernel dropped the
+    lock), or when it has no lock file and is older than EXPANSION_GRACE_S (killed between
+    creating the folder and locking it).
+    """
+    import fcntl
+    import time
+
+    base = root or tempfile.gettempdir()
+    removed = []
+    for entry in Path(base).glob(f"{EXPANSION_PREFIX}*"):
+        try:
+            fd = os.open(entry / EXPANSION_LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            stale = time.time() - _mtime(entry) > EXPANSION_GRACE_S
+        except OSError:
+            continue  # not ours to judge (another user's, or not a folder)
+        else:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                stale = True
+            except OSError:
+                stale = False  # its process is alive and reading it
+            finally:
+                os.close(fd)
+        if stale:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(str(entry))
+    return removed
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except OSError:
+        return float("inf")
 
 
 def first_invalid_utf8_line(path: str) -> tuple[int, int] | None:

@@ -3,12 +3,17 @@
 Default location `.servefit/workspace.duckdb` under the working directory; `SERVEFIT_WORKSPACE`
 or an explicit path overrides it. A write that fails on a workspace it just created removes the
 file again, so bad input leaves no trace.
+
+Within one process DuckDB shares one database instance per file, and refuses a second connection
+whose configuration differs ("read-only" against "read-write"), so connections to one file are
+admitted here one configuration at a time: the app's sessions are threads of one process.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -23,6 +28,42 @@ ENV_VAR = "SERVEFIT_WORKSPACE"
 # default, 80 % of RAM.
 MEMORY_ENV_VAR = "SERVEFIT_MEMORY_LIMIT"
 _MEMORY_RE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+
+
+class _Admission:
+    """Per-file gate: any number of connections of one mode; the other mode waits for them.
+
+    A thread never waits for itself (a nested connection in the other mode gets DuckDB's own
+    error rather than a deadlock).
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._open: dict[str, tuple[bool, list[int]]] = {}  # real path -> (read_only, threads)
+
+    @contextmanager
+    def admit(self, path: Path, read_only: bool) -> Iterator[None]:
+        key, me = os.path.realpath(path), threading.get_ident()
+        with self._cond:
+            while ((held := self._open.get(key)) is not None and held[0] != read_only
+                   and me not in held[1]):
+                self._cond.wait()
+            mode, threads = held if held is not None else (read_only, [])
+            self._open[key] = (mode, [*threads, me])
+        try:
+            yield
+        finally:
+            with self._cond:
+                mode, threads = self._open[key]
+                threads.remove(me)
+                if threads:
+                    self._open[key] = (mode, threads)
+                else:
+                    del self._open[key]
+                self._cond.notify_all()
+
+
+_ADMISSION = _Admission()
 
 
 @dataclass(frozen=True)
@@ -41,7 +82,15 @@ class Workspace:
 
     @contextmanager
     def connect(self, *, read_only: bool = False) -> Iterator[Any]:
-        """Open the workspace (UTC session time zone); on error, undo a fresh creation."""
+        """Open the workspace (UTC session time zone); on error, undo a fresh creation.
+
+        A thread of this process that holds the file in the other mode is waited for.
+        """
+        with _ADMISSION.admit(self.path, read_only), self._connect(read_only) as con:
+            yield con
+
+    @contextmanager
+    def _connect(self, read_only: bool) -> Iterator[Any]:
         import duckdb
 
         if read_only and not self.exists():

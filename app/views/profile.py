@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.render import fmt_value
+from app.render import fmt_value, plain
 from app.resources import charts_for, current_trace, profile_for
 from core.errors import ServeFitError
 from profiler.chart_data import ChartData, segment_outlines
@@ -104,16 +104,16 @@ def render() -> None:
     choice = current_trace()
     st.title("Load profile")
     try:
-        with st.spinner(f"Profiling {choice.name}…"):
+        with st.spinner(f"Profiling {plain(choice.name)}…"):
             profile = profile_for(choice)
             chart_records = charts_for(choice)
     except ServeFitError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         return
-    st.caption(f"{choice.name}: {profile.format.explanation}. "
-               f"Time: {profile.format.timestamp_rule}.")
+    st.caption(plain(f"{choice.name}: {profile.format.explanation}. "
+                     f"Time: {profile.format.timestamp_rule}."))
     for warning in profile.warnings:
-        st.warning(warning)
+        st.warning(plain(warning))
     _headline(profile)
     arrivals, lengths, reuse, segments = st.tabs(
         ["Arrivals", "Lengths", "Prefix reuse", "Segments"])

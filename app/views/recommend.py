@@ -6,7 +6,14 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.render import band_text, candidate_points, candidate_rows, fmt_ms, latency_rows
+from app.render import (
+    band_text,
+    candidate_points,
+    candidate_rows,
+    fmt_ms,
+    latency_rows,
+    plain,
+)
 from app.resources import (
     RECOMMENDATION_KEY,
     bundle_zip,
@@ -16,6 +23,7 @@ from app.resources import (
     save_recommendation,
     store_model_config,
     trace_path_for,
+    user_paths,
     workspace_for,
 )
 from core.errors import ServeFitError
@@ -80,11 +88,12 @@ def _run(request) -> None:
         def progress(fraction: float, what: str) -> None:
             bar.progress(min(1.0, fraction), text=what)
 
-        rec = recommend(request, workspace=workspace_for(choice) if shared else None,
-                        progress=progress)
+        with user_paths(choice):
+            rec = recommend(request, workspace=workspace_for(choice) if shared else None,
+                            progress=progress)
     except ServeFitError as exc:
         bar.empty()
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         return
     bar.empty()
     save_recommendation(choice, rec)
@@ -197,12 +206,12 @@ def render() -> None:
     st.title("Recommendation")
     choice = current_trace()
     try:
-        with st.spinner(f"Profiling {choice.name}…"):
+        with st.spinner(f"Profiling {plain(choice.name)}…"):
             profile = profile_for(choice)
     except ServeFitError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         return
-    st.caption(f"Trace: {choice.name}, {profile.n_requests:,} requests")
+    st.caption(f"Trace: {plain(choice.name)}, {profile.n_requests:,} requests")
     try:
         request = _form()
     except ServeFitError as exc:

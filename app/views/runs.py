@@ -1,17 +1,23 @@
 """Runs view: what the app kept (profiled traces, recommendations, benchmark runs) and the
-comparison tables of runs; all of it read back from the app's store, so it survives restarts."""
+comparison tables of runs; all of it read back from the app's store, so it survives restarts.
+A session sees its own entries only, unless the deployment shares the history
+($SERVEFIT_SHARED_HISTORY, app.resources.shared_history)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app.render import latency_rows
+from app.render import latency_rows, plain
 from app.resources import (
     RECOMMENDATION_KEY,
     TRACE_KEY,
     TraceChoice,
+    shared_history,
     store_cursor,
     store_workspace,
+    visible_profiles,
+    visible_recommendations,
+    visible_runs,
 )
 from core.errors import ServeFitError
 from profiler import history as profiles
@@ -21,7 +27,7 @@ from recommender import history as recommendations
 
 def _profiles() -> None:
     st.subheader("Profiled traces")
-    entries = profiles.list_profiles(store_cursor())
+    entries = visible_profiles(profiles.list_profiles(store_cursor()))
     if not entries:
         st.info("No trace profiled yet.")
         return
@@ -36,14 +42,14 @@ def _profiles() -> None:
         st.session_state[TRACE_KEY] = TraceChoice(
             name=e.trace_name, digest=e.trace_digest, path=e.trace_path,
             options=IngestOptions.model_validate_json(e.options_json))
-        st.success(f"Now working on {e.trace_name}.")
+        st.success(f"Now working on {plain(e.trace_name)}.")
 
 
 def _recommendations() -> None:
     from recommender.recommendation import Recommendation
 
     st.subheader("Recommendations")
-    entries = recommendations.list_recommendations(store_cursor())
+    entries = visible_recommendations(recommendations.list_recommendations(store_cursor()))
     if not entries:
         st.info("No recommendation yet.")
         return
@@ -64,7 +70,7 @@ def _runs() -> None:
     from runners.store import compare_runs, list_runs
 
     st.subheader("Benchmark runs")
-    runs = list_runs(store_workspace())
+    runs = visible_runs(list_runs(store_workspace()))
     if not runs:
         st.info("No benchmark run yet (see Validate).")
         return
@@ -96,11 +102,15 @@ def _runs() -> None:
 def render() -> None:
     st.title("Runs and history")
     try:
+        st.caption("The history of every session of this app (SERVEFIT_SHARED_HISTORY is on)."
+                   if shared_history() else
+                   "What this browser session profiled, recommended and ran; other sessions' "
+                   "entries stay private (SERVEFIT_SHARED_HISTORY=1 shares them).")
         _profiles()
         _recommendations()
         _runs()
     except ServeFitError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
 
 
 render()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.render import plain
 from app.resources import (
     PENDING_KEY,
     SAMPLE_LABEL,
@@ -11,6 +12,7 @@ from app.resources import (
     TraceChoice,
     columns_of,
     current_trace,
+    display_name,
     profile_for,
     sample_choice,
     store_upload,
@@ -32,9 +34,10 @@ UPLOAD_ID_KEY = "start.upload_id"
 
 
 def _store(upload) -> TraceChoice:
-    bar = st.progress(0.0, text=f"Receiving {upload.name} ({upload.size / 1e6:,.1f} MB)…")
+    name = plain(display_name(upload.name))
+    bar = st.progress(0.0, text=f"Receiving {name} ({upload.size / 1e6:,.1f} MB)…")
     choice = store_upload(upload, upload.name, upload.size,
-                          progress=lambda f: bar.progress(f, text=f"Storing {upload.name}…"))
+                          progress=lambda f: bar.progress(f, text=f"Storing {name}…"))
     bar.empty()
     return choice
 
@@ -42,18 +45,19 @@ def _store(upload) -> TraceChoice:
 def _try_profile(choice: TraceChoice) -> bool:
     """Profile the choice; on success it becomes the session's trace."""
     try:
-        with st.spinner(f"Reading and profiling {choice.name}…"):
+        with st.spinner(f"Reading and profiling {plain(choice.name)}…"):
             profile = profile_for(choice)
     except FormatDetectionError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         st.info("Name the columns below (or pick the format) and read the file again.")
         return False
     except ServeFitError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         return False
     st.session_state[TRACE_KEY] = choice
     st.session_state.pop(PENDING_KEY, None)
-    st.success(f"{choice.name}: {profile.n_requests:,} requests, {profile.format.explanation}.")
+    st.success(plain(f"{choice.name}: {profile.n_requests:,} requests, "
+                     f"{profile.format.explanation}."))
     return True
 
 
@@ -64,7 +68,7 @@ def _options_form(choice: TraceChoice) -> IngestOptions | None:
     except ServeFitError:
         columns = []
     with st.form("read_options"):
-        st.markdown(f"**How to read `{choice.name}`**")
+        st.markdown(f"**How to read** {plain(choice.name)}")
         fmt = st.selectbox("Format", FORMATS, index=FORMATS.index(choice.options.format or
                                                                    "detect"))
         cols = st.columns(3)
@@ -93,7 +97,7 @@ def render() -> None:
     st.markdown("Profile your LLM traffic, get an engine and configuration for it "
                 "(vLLM, SGLang, TensorRT-LLM), export the config files, and validate live.")
     current = current_trace()
-    st.info(f"Current trace: **{current.name}**"
+    st.info(f"Current trace: {plain(current.name)}"
             + (f" — the bundled sample, {SAMPLE_LABEL}" if current.sample else ""))
     if not current.sample and st.button("Use the bundled sample instead"):
         _try_profile(sample_choice())

@@ -14,15 +14,18 @@ import pandas as pd
 import streamlit as st
 
 from app import charts
-from app.render import comparison_rows, measured_rows
+from app.render import comparison_rows, measured_rows, plain
 from app.resources import (
     RECOMMENDATION_KEY,
     BenchJob,
     app_home,
     current_trace,
     environment,
+    hide_home,
     profile_for,
+    remember_run,
     trace_path_for,
+    user_paths,
     workspace_for,
 )
 from core.errors import ServeFitError
@@ -184,8 +187,9 @@ def _live() -> None:
         job.shown = True
         st.rerun()
     if job.error:
-        st.error(job.error)
+        st.error(plain(job.error))
     elif job.report is not None:
+        remember_run(job.report.run_id)
         _results(job.report)
 
 
@@ -246,13 +250,14 @@ def render() -> None:
         st.info("Get a recommendation first (Recommend, or open a saved one under Runs); "
                 "this view benchmarks its pick.")
         return
-    st.caption(f"Config: {rec.pick.label} ({rec.model}); trace: {current_trace().name}")
+    st.caption(f"Config: {rec.pick.label} ({rec.model}); trace: {plain(current_trace().name)}")
     env = environment()
     try:
         where = _where(env, rec.pick.config.engine)
-        options = bench_options(rec, where, _workload(trace_path_for(current_trace())))
+        with user_paths(current_trace()):
+            options = bench_options(rec, where, _workload(trace_path_for(current_trace())))
     except ServeFitError as exc:
-        st.error(str(exc))
+        st.error(plain(str(exc)))
         return
     with st.expander("Run it from a shell instead"):
         st.caption("Save the recommendation, then run the benchmark where the engine can run:")
@@ -265,7 +270,7 @@ def render() -> None:
         try:
             request = bench_request(rec, options)
         except ServeFitError as exc:
-            st.error(f"cannot run this benchmark: {exc}")
+            st.error(plain(f"cannot run this benchmark: {hide_home(str(exc))}"))
         else:
             st.session_state[JOB_KEY] = BenchJob(request).start()
     _live()

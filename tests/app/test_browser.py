@@ -219,3 +219,50 @@ def test_validate_against_the_real_vllm_server(app_url, page, vllm_url):
     assert _successes(metrics_url) - before == completed
     page.get_by_text("Predicted against measured").wait_for(timeout=SLOW_MS)
     _shot(page, "validate_vllm")
+
+
+MARKDOWN_NAME = "**x** [a](javascript:alert(1)) ![i](x.png) :red[r] :smile: $y$ <b>z.csv"
+JAPANESE_NAME = ("東京大阪名古屋札幌福" * 9) + ".csv"  # 94 characters, 274 bytes
+
+
+def _upload_named(page, name: str, data: bytes) -> None:
+    page.locator('input[type="file"]').first.set_input_files(
+        {"name": name, "mimeType": "text/csv", "buffer": data})
+
+
+def test_hostile_names_and_a_second_session(app_url, page, tmp_path):
+    """Issue 16 F5, F7, F8 in a real browser: a name over 255 bytes and a Markdown name are
+    stored and shown as typed (no bold, link or image), and a second browser session does not
+    see the first one's uploads."""
+    data = TRACE.read_bytes()
+    n = len(pd.read_csv(TRACE))
+    page.goto(app_url)
+    page.get_by_text("the bundled sample").first.wait_for(timeout=SLOW_MS)
+    _upload_named(page, JAPANESE_NAME, data + b"\n")  # other content: a second upload
+    page.get_by_text(f"{JAPANESE_NAME}: {n:,} requests").wait_for(timeout=SLOW_MS)
+
+    _upload_named(page, MARKDOWN_NAME, data)
+    page.get_by_text(f"{MARKDOWN_NAME}: {n:,} requests").wait_for(timeout=SLOW_MS)
+    _go(page, "Profile")
+    caption = page.locator('[data-testid="stCaptionContainer"]').first
+    caption.wait_for(timeout=SLOW_MS)
+    _go(page, "Start")
+    current = page.locator('[data-testid="stAlert"]').filter(has_text="Current trace:").first
+    current.wait_for(timeout=SLOW_MS)
+    assert current.inner_text().strip() == f"Current trace: {MARKDOWN_NAME}"
+    assert current.locator("strong, a, img").count() == 0
+    _go(page, "Profile")
+    caption.wait_for(timeout=SLOW_MS)
+    assert caption.inner_text().startswith(f"{MARKDOWN_NAME}: ")
+    assert caption.locator("strong, a, img").count() == 0
+    assert "This app has encountered an error" not in page.content()
+
+    other = page.context.browser.new_context().new_page()
+    other.goto(app_url)
+    other.get_by_text("the bundled sample").first.wait_for(timeout=SLOW_MS)
+    _go(other, "Runs")
+    other.get_by_text("No trace profiled yet.").wait_for(timeout=SLOW_MS)
+    assert MARKDOWN_NAME not in other.content() and JAPANESE_NAME not in other.content()
+    _go(page, "Runs")
+    page.get_by_text("Profiled traces").wait_for(timeout=SLOW_MS)
+    page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=SLOW_MS)

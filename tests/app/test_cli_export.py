@@ -70,3 +70,56 @@ def test_missing_rec_json_is_one_line_exit_2(tmp_path: Path) -> None:
     assert out.returncode == 2 and "nope.json" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def _users_files(folder: Path) -> dict[str, str]:
+    files = {"docker-compose.yaml": "services: {mine: {image: busybox}}\n",
+             "REPORT.md": "# my notes\n"}
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return files
+
+
+def test_empty_out_is_refused_and_nothing_is_written(cli, tmp_path: Path) -> None:
+    """Issue 16 F9: `--out ""` wrote into the current folder over the user's files."""
+    (tmp_path / "rec.json").write_text(json.dumps(CONFIG))
+    mine = _users_files(tmp_path)
+    out = cli("export", "rec.json", "--out", "", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("the output folder is empty: name a folder for "
+                                                 "the bundle")
+    assert {p.name: p.read_text() for p in tmp_path.iterdir() if p.name != "rec.json"} == mine
+
+
+def test_existing_bundle_files_need_force(cli, tmp_path: Path) -> None:
+    (tmp_path / "rec.json").write_text(json.dumps(CONFIG))
+    mine = _users_files(tmp_path)
+    out = cli("export", "rec.json", "--out", ".", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "already exist" in lines[0] and "--force" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["rec.json", *mine])
+    assert {name: (tmp_path / name).read_text() for name in mine} == mine
+
+    out = cli("export", "rec.json", "--out", ".", "--force", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "meta-llama/Llama-3.1-8B-Instruct" in (tmp_path / "docker-compose.yaml").read_text()
+    assert (tmp_path / "REPORT.md").read_text() != mine["REPORT.md"]
+
+
+@pytest.mark.parametrize(("config", "needle"), [
+    ({**CONFIG, "model": "org/m\u0085x"}, "U+0085"),
+    ({**CONFIG, "model": "org/" + "m" * 10_000_000}, "at most 4,096"),
+    ({**CONFIG, "extra_args": {"tokenizer": "--trust-remote-code"}}, "starts with '-'"),
+    ({**CONFIG, "extra_args": {"tokenizr": "org/t"}}, "did you mean 'tokenizer'"),
+])
+def test_names_the_engine_would_not_take_are_one_line(cli, tmp_path, config, needle) -> None:
+    """Issue 16: these exported, then failed in `launch.sh` or vLLM's parser (or named
+    another model in the YAML than in launch.sh)."""
+    (tmp_path / "rec.json").write_text(json.dumps(config))
+    out = cli("export", "rec.json", "--out", "bundle", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and len(lines[0]) < 400, lines[0][:400]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.json"]

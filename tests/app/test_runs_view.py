@@ -1,8 +1,12 @@
-"""The Runs view lists what earlier sessions profiled and recommended, after a restart."""
+"""The Runs view lists what earlier sessions profiled and recommended, after a restart, and
+what other sessions did only when the deployment shares the history (issue 16 F8)."""
 
 from __future__ import annotations
 
+import threading
+
 import pandas as pd
+import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
@@ -25,7 +29,8 @@ def test_empty_store(app_home):
                                           "No benchmark run yet (see Validate)."]
 
 
-def test_history_survives_a_restart(app_home):
+def test_history_survives_a_restart(app_home, monkeypatch):
+    monkeypatch.setenv("SERVEFIT_SHARED_HISTORY", "1")  # the restarted app is a new session
     first = recommend_on_sample()
     rec = first.session_state[RECOMMENDATION_KEY]
     st.cache_data.clear()  # a restart: nothing left in memory, only the store on disk
@@ -40,3 +45,66 @@ def test_history_survives_a_restart(app_home):
     assert at.session_state[RECOMMENDATION_KEY] == rec
     next(b for b in at.button if b.label == "Work on this trace").click().run()
     assert at.session_state[TRACE_KEY].digest == first.session_state[TRACE_KEY].digest
+
+
+def _upload(name: str, data: bytes) -> AppTest:
+    """A browser session that uploads a trace (and so profiles it)."""
+    at = AppTest.from_file(str(ENTRY), default_timeout=180).run()
+    at.file_uploader[0].set_value((name, data, "text/csv")).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    return at
+
+
+def _listed_traces(at: AppTest) -> list[str]:
+    at.switch_page("views/runs.py").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    tables = [t.value for t in at.dataframe if "trace" in t.value.columns
+              and "requests" in t.value.columns]
+    return list(tables[0]["trace"]) if tables else []
+
+
+def test_a_session_sees_only_its_own_history_by_default(app_home):
+    mine = _upload("alice-prod.csv", (ref.TRACES / "BurstGPT_1.head400.csv").read_bytes())
+    other = AppTest.from_file(str(ENTRY), default_timeout=180).run()
+    assert _listed_traces(other) == []
+    assert "No trace profiled yet." in [i.value for i in other.info]
+    assert _listed_traces(mine) == ["alice-prod.csv"]
+
+
+def test_a_deployment_can_share_the_history(app_home, monkeypatch):
+    _upload("alice-prod.csv", (ref.TRACES / "BurstGPT_1.head400.csv").read_bytes())
+    monkeypatch.setenv("SERVEFIT_SHARED_HISTORY", "yes")
+    other = AppTest.from_file(str(ENTRY), default_timeout=180).run()
+    assert _listed_traces(other) == ["alice-prod.csv"]
+
+
+def test_a_bad_sharing_setting_is_one_line(app_home, monkeypatch):
+    monkeypatch.setenv("SERVEFIT_SHARED_HISTORY", "maybe")
+    at = AppTest.from_file(str(ENTRY), default_timeout=180).run()
+    at.switch_page("views/runs.py").run()
+    assert not at.exception
+    assert len(at.error) == 1 and "SERVEFIT\\_SHARED\\_HISTORY" in at.error[0].value
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_two_sessions_uploading_the_same_file_at_once(app_home, attempt):
+    """F6: one of two sessions got DuckDB's "different configuration than existing
+    connections" (or a write-write conflict) when both read the same content at once."""
+    data = (ref.TRACES / "BurstGPT_3.head400.csv").read_bytes()
+    st.cache_data.clear()
+    barrier = threading.Barrier(2)
+    outcomes: dict[str, object] = {}
+
+    def session(name: str) -> None:
+        at = AppTest.from_file(str(ENTRY), default_timeout=180).run()
+        barrier.wait(30)
+        at.file_uploader[0].set_value((name, data, "text/csv")).run()
+        outcomes[name] = at.exception or [e.value for e in at.error] or \
+            at.session_state[TRACE_KEY].name
+
+    threads = [threading.Thread(target=session, args=(n,)) for n in ("a.csv", "b.csv")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert outcomes == {"a.csv": "a.csv", "b.csv": "b.csv"}

@@ -41,12 +41,35 @@ def test_minimal_config_leaves_knobs_to_the_engine() -> None:
         ({"extra_args": {"Block.Size": 16}}, "long-flag name"),
         ({"extra_args": {"block-size": [16]}}, "extra_args"),
         ({"disaggregation": {"prefill_instances": 0, "decode_instances": 1}}, "prefill_instances"),
+        # Issue 16: YAML line breaks beyond ASCII, names no exec or path can take, and values
+        # the engine's parser would read as a flag.
+        ({"model": "org/m\u0085x"}, "control characters (U+0085)"),
+        ({"model": "org/m\u2028x"}, "control characters (U+2028)"),
+        ({"model": "org/" + "m" * 4093}, "4,097 bytes"),
+        ({"model": "org/" + "模" * 2000}, "6,004 bytes"),
+        ({"extra_args": {"served-model-name": "a\u0085b"}}, "control characters (U+0085)"),
+        ({"extra_args": {"tokenizer": "--trust-remote-code"}}, "starts with '-'"),
+        ({"extra_args": {"served-model-name": "x" * (128 * 1024)}}, "131,072 bytes"),
     ],
 )
 def test_invalid_configs_are_refused(overrides: dict[str, object], fragment: str) -> None:
     with pytest.raises(ValidationError, match=None) as info:
         _config(**overrides)
     assert fragment in str(info.value)
+
+
+def test_the_longest_names_and_negative_numbers_pass() -> None:
+    config = _config(model="org/" + "m" * 4092,
+                     extra_args={"served-model-name": "x" * (128 * 1024 - 1), "seed": "-1"})
+    assert len(config.model) == 4096 and config.extra_args["seed"] == "-1"
+
+
+def test_u0085_is_why_controls_are_refused() -> None:
+    """PyYAML reads U+0085 as a line break: the compose/K8s YAML would carry another name."""
+    import yaml
+
+    name = "org/m\u0085x"
+    assert yaml.safe_load(yaml.safe_dump({"model": name}, allow_unicode=True))["model"] != name
 
 
 @pytest.mark.parametrize("method", ["eagle", "eagle3", "draft_model"])

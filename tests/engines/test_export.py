@@ -406,16 +406,27 @@ def test_a_failed_install_restores_the_previous_bundle(tmp_path, monkeypatch) ->
 
     monkeypatch.setattr(export_mod.os, "replace", flaky)
     with pytest.raises(ExportError, match="I/O error"):
-        export_bundle(_request("vllm", config=_config("vllm", max_num_seqs=8)), out)
+        export_bundle(_request("vllm", config=_config("vllm", max_num_seqs=8)), out,
+                      replace=True)
     monkeypatch.undo()
     assert {p.name: p.read_text() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["bundle"]
+
+
+def test_reexport_refuses_existing_bundle_files_unless_told_to_replace(tmp_path: Path) -> None:
+    out = _export(tmp_path, _request("vllm"))
+    (out / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ExportError, match=r"already exist.*--force"):
+        export_bundle(_request("vllm", config=_config("vllm", max_num_seqs=8)), out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["bundle"]
 
 
 def test_reexport_replaces_the_bundle_and_keeps_other_files(tmp_path: Path) -> None:
     out = _export(tmp_path, _request("vllm"))
     (out / "notes.txt").write_text("mine")
-    export_bundle(_request("vllm", config=_config("vllm", max_num_seqs=8)), out)
+    export_bundle(_request("vllm", config=_config("vllm", max_num_seqs=8)), out, replace=True)
     assert "max-num-seqs: 8" in (out / "vllm-config.yaml").read_text()
     assert (out / "notes.txt").read_text() == "mine"
     assert [p.name for p in tmp_path.iterdir()] == ["bundle"]

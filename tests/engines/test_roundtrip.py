@@ -45,6 +45,15 @@ class Facts:
     argv_required: bool = False  # the file holds only part of the settings
     # "flags": server_argv carries the file's settings as flags; "file": it reads the file.
     server_argv_form: Literal["flags", "file"] = "flags"
+    # Extra args checked against the engine's own flags: a sample of them (name → "switch"
+    # with an off form, "on-switch" without one, or "value"); any other name is refused.
+    # None: the plug-in does not know the engine's flags and passes any name on.
+    known_flags: dict[str, str] | None = None
+
+
+# Real flags the strategy below draws, with their kind in `vllm serve --help` (vLLM 0.32).
+VLLM_SAMPLE_FLAGS = {"seed": "value", "served-model-name": "value",
+                     "enforce-eager": "switch", "disable-log-stats": "on-switch"}
 
 
 FACTS: dict[str, Facts] = {
@@ -54,6 +63,7 @@ FACTS: dict[str, Facts] = {
         same_as={"kv_cache_dtype": {"bf16": "auto", "fp16": "auto"},
                  "weight_quantization": {"none": None}},
         negation="no-",
+        known_flags=VLLM_SAMPLE_FLAGS,
     ),
     "sglang": Facts(
         refused={"kv_cache_dtype": frozenset({"int8"}),
@@ -117,7 +127,25 @@ def _should_refuse(config: EngineConfig, facts: Facts) -> bool:
         return True
     if facts.false_switch == "refused" and any(v is False for v in config.extra_args.values()):
         return True
+    if facts.known_flags is not None and any(
+            not _flag_accepts(facts, key, value) for key, value in config.extra_args.items()):
+        return True
     return _extra_meaning(config.extra_args, facts)[1]
+
+
+def _flag_accepts(facts: Facts, key: str, value: Any) -> bool:
+    """Whether the engine's parser takes `--key value` (`--[no-]key` for a bool)."""
+    known = facts.known_flags or {}
+    name = re.sub("[-_]", facts.flag_sep, key)
+    if facts.negation and name.startswith(facts.negation) and \
+            known.get(name[len(facts.negation):]) == "switch":
+        return value is True  # `no-X: true` is `--no-X`; `no-X: false` would be `--no-no-X`
+    kind = known.get(name)
+    if kind == "value":
+        return not isinstance(value, bool)
+    if kind == "switch":
+        return isinstance(value, bool)
+    return kind == "on-switch" and value is True
 
 
 def _expected_field(config: EngineConfig, name: str, facts: Facts) -> Any:
@@ -151,7 +179,11 @@ def _as_flag_value(value: Any) -> Any:
 # -- the round-trip property ------------------------------------------------------------------
 
 
-_names = st.from_regex(r"(no-)?x[a-z0-9]{0,3}([-_][a-z0-9]{1,2})?", fullmatch=True)
+_names = st.one_of(
+    st.from_regex(r"(no-)?x[a-z0-9]{0,3}([-_][a-z0-9]{1,2})?", fullmatch=True),
+    st.sampled_from(["seed", "served_model_name", "enforce-eager", "no-enforce-eager",
+                     "disable_log_stats"]),
+)
 _texts = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=12).filter(
     lambda s: not s.startswith("-")
 )
@@ -278,7 +310,8 @@ def test_argv_is_optional_exactly_where_the_file_holds_everything(kind: str) -> 
     [
         ("vllm", {"kv_cache_dtype": "bf16"}, {"kv_cache_dtype": "auto"}),
         ("vllm", {"weight_quantization": "none"}, {"weight_quantization": None}),
-        ("vllm", {"extra_args": {"no-foo": True}}, {"extra_args": {"foo": False}}),
+        ("vllm", {"extra_args": {"no-enforce-eager": True}},
+         {"extra_args": {"enforce-eager": False}}),
         ("vllm", {"extra_args": {"served_model_name": "x"}},
          {"extra_args": {"served-model-name": "x"}}),
         ("sglang", {"kv_cache_dtype": "fp8_e4m3"}, {"kv_cache_dtype": "fp8"}),

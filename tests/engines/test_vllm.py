@@ -440,3 +440,26 @@ def test_scheduler_defaults_follow_vllm_usage_context():
     assert PLUGIN.scheduler_defaults("H100-SXM", 80.0) == (1024, 8192)
     assert PLUGIN.scheduler_defaults("A100-SXM-80GB", 80.0) == (256, 2048)
     assert PLUGIN.scheduler_defaults("L4", 24.0) == (256, 2048)
+
+
+@pytest.mark.parametrize(("extra", "fragment"), [
+    ({"tokenizr": "t"}, "has no flag --tokenizr (did you mean 'tokenizer'?)"),
+    ({"enforce-eager": "yes"}, "--enforce-eager is a switch; give true or false"),
+    ({"seed": True}, "--seed takes a value"),
+    ({"disable-log-stats": False}, "no --no-disable-log-stats"),
+    ({"no-trust-remote-code": False}, "no --no-no-trust-remote-code"),
+])
+def test_extra_args_are_checked_against_vllms_own_flags(extra: dict, fragment: str) -> None:
+    """Issue 16: what `vllm serve`'s parser rejects is refused at export, in one line
+    (tests/engines/test_vllm_real_parser.py shows the parser rejecting these)."""
+    with pytest.raises(CapabilityError) as info:
+        PLUGIN.server_argv(_config(extra_args=extra))
+    assert fragment in info.value.reason and "\n" not in info.value.reason
+
+
+def test_extra_args_vllm_knows_pass() -> None:
+    argv = PLUGIN.server_argv(_config(extra_args={
+        "tokenizer": "org/tok", "trust_remote_code": True, "no-enforce-eager": True,
+        "disable-log-stats": True}))
+    assert argv[argv.index("--tokenizer") + 1] == "org/tok"
+    assert {"--trust-remote-code", "--no-enforce-eager", "--disable-log-stats"} <= set(argv)

@@ -16,6 +16,7 @@ import pytest
 
 from engines import get_engine
 from engines.config import EngineConfig
+from engines.vllm_flags import SWITCHES, VALUE_FLAGS
 
 pytestmark = pytest.mark.slow
 
@@ -55,13 +56,13 @@ EXPECTED = {
 }
 
 
-def _probe(argvs: list[list[str]]) -> list[dict]:
+def _probe(argvs: list[list[str]], *options: str) -> list[dict]:
     if not VLLM_PYTHON.exists():
         pytest.fail(f"no vLLM interpreter at {VLLM_PYTHON}: run scripts/setup_vllm.sh")
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run([str(VLLM_PYTHON), str(PROBE)], input=json.dumps(argvs), env=env,
-                          capture_output=True, text=True, timeout=300, check=True)
+    done = subprocess.run([str(VLLM_PYTHON), str(PROBE), *options], input=json.dumps(argvs),
+                          env=env, capture_output=True, text=True, timeout=300, check=True)
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
@@ -109,3 +110,20 @@ def test_both_forms_parse_to_the_same_namespace(parsed):
         direct, from_file = parsed[name, "argv"], parsed[name, "config"]
         differing = {k for k in direct if k != "config" and direct[k] != from_file.get(k)}
         assert not differing, (name, differing)
+
+
+def test_the_plugins_flag_list_is_the_real_parsers():
+    (real,) = _probe([], "--flags")
+    assert set(real["switches"]) == SWITCHES
+    assert set(real["values"]) == VALUE_FLAGS
+
+
+def test_extra_args_the_plugin_refuses_are_the_ones_vllm_rejects():
+    """What export now refuses (issue 16) does fail in vLLM's parser; the accepted spelling
+    of the same intent parses."""
+    rejected = {"tokenizer": "--trust-remote-code", "tokenizr": "x", "enforce-eager": "yes"}
+    argvs = [["serve", "m", f"--{name}", value] for name, value in rejected.items()]
+    argvs.append(["serve", "m", "--tokenizer", "t", "--trust-remote-code"])
+    *bad, good = _probe(argvs)
+    assert all("error" in out for out in bad), bad
+    assert "error" not in good and good["tokenizer"] == "t" and good["trust_remote_code"]

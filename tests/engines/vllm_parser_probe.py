@@ -3,7 +3,8 @@
 Reads a JSON list of argument lists on stdin (each without the leading `vllm`), parses each
 with the `serve` sub-parser vLLM itself builds (which also expands `--config FILE`), runs
 vLLM's own serve-argument validation, and prints one JSON object of the parsed values per
-list. A list vLLM rejects prints {"error": "..."} instead. Imports nothing of ServeFit's.
+list. A list vLLM rejects prints {"error": "..."} instead. With `--flags` it prints the serve
+parser's long flags instead (engines/vllm_flags.py is that list). Imports nothing of ServeFit's.
 """
 
 from __future__ import annotations
@@ -57,5 +58,17 @@ def main() -> None:
         print(json.dumps(out))
 
 
+def flags() -> None:
+    """Print {"switches": [...], "values": [...]}: the serve parser's long flags (no --help)."""
+    parser = _parser()
+    serve = next(a for a in parser._actions if a.choices and "serve" in a.choices)
+    out: dict[str, list[str]] = {"switches": [], "values": []}
+    for action in serve.choices["serve"]._actions:
+        for option in action.option_strings:
+            if option.startswith("--") and option != "--help":
+                out["switches" if action.nargs == 0 else "values"].append(option[2:])
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
-    main()
+    flags() if sys.argv[1:] == ["--flags"] else main()

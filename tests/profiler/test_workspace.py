@@ -1,6 +1,10 @@
-"""Workspace: location, memory cap, and no litter when opening fails."""
+"""Workspace: location, memory cap, no litter when opening fails, and threads of one process
+sharing a file."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 
@@ -28,3 +32,35 @@ def test_read_only_needs_an_existing_workspace(tmp_path):
     with pytest.raises(WorkspaceError, match="run `profile`"), \
             Workspace.resolve(tmp_path / "none.duckdb").connect(read_only=True):
         pass
+
+
+def test_a_reader_waits_for_a_writer_of_another_thread(tmp_path):
+    """Issue 16 F6: in one process DuckDB refuses a read-only connection to a file another
+    thread holds read-write ("different configuration"); the second now waits its turn."""
+    ws = Workspace.resolve(tmp_path / "w.duckdb")
+    opened, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with ws.connect() as con:
+            con.execute("CREATE TABLE t AS SELECT 42 AS x")
+            opened.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert opened.wait(10)
+    threading.Timer(0.3, release.set).start()
+    started = time.perf_counter()
+    with ws.connect(read_only=True) as con:
+        assert con.execute("SELECT x FROM t").fetchone() == (42,)
+    assert time.perf_counter() - started >= 0.25  # it waited for the writer to close
+    thread.join(10)
+
+
+def test_a_nested_connection_in_the_other_mode_fails_instead_of_deadlocking(tmp_path):
+    ws = Workspace.resolve(tmp_path / "w.duckdb")
+    with ws.connect() as con:
+        con.execute("CREATE TABLE t (x INT)")
+        with pytest.raises(WorkspaceError, match="different configuration"), \
+                ws.connect(read_only=True):
+            pass
