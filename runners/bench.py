@@ -3,31 +3,36 @@ run the workload (or a concurrency sweep to the knee), store every result as it 
 summarize and analyse, and always tear the server down.
 
 Run status in the store: `running` while it goes; `complete` when every request was accounted
-for; `incomplete` when stopped (stop event, Ctrl-C); `failed` on an error or when the server
-stopped answering its health check during the run. Rows measured so far are kept in all cases.
+for; `incomplete` when stopped (stop event, Ctrl-C, SIGTERM through `sigterm_interrupts`);
+`failed` on an error, when the server stopped answering its health check during the run, or
+when no request succeeded or more than FAILED_ERROR_RATE of them failed (`run_failure`, the
+dominant error kept as the run's error). Rows measured so far are kept in all cases.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import threading
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.errors import RunnerError
 from core.loop import run_coroutine, run_outside_loop, watch_stop
 from engines import get_engine
 from engines.config import EngineConfig, EngineKind
 from profiler.workspace import Workspace
+from runners.client import check_http_url
 from runners.errors import one_line
 from runners.launch import LaunchSpec, launched
 from runners.loadgen import LoadOptions, WorkloadOutcome, run_workload
@@ -50,9 +55,15 @@ from runners.workloads import Schedule, WorkloadSpec, build_schedule
 
 PROGRESS_INTERVAL_S = 0.5
 HEALTH_INTERVAL_S = 1.0
+HEALTH_TIMEOUT_S = 2.0  # bound on one health check
+SCRAPE_TIMEOUT_S = 5.0  # bound on one /metrics scrape (and --timeout-s when lower)
 HEALTH_FAILURES = 3  # consecutive failed health checks that mean the server is gone
 DEFAULT_SWEEP_CAP = 64
 WARMUP_CONCURRENCY = 4  # warm-up load for open-loop workloads (no concurrency of their own)
+# A run whose finished requests failed more often than this measured its errors, not the
+# server's latency: it is stored `failed` (and `bench` exits 1). One in ten leaves room for a
+# few timeouts at the edge of an overload test while catching a broken server or config.
+FAILED_ERROR_RATE = 0.10
 
 
 class BenchError(RunnerError):
@@ -90,6 +101,8 @@ class BenchRequest(BaseModel):
                             "lengths and unrelated prompts; results are not kept.")
     seed: int = 0
     argv: list[str] = Field(default_factory=list, description="Command line, for the record.")
+
+    _url = field_validator("endpoint_url")(check_http_url)
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -142,6 +155,7 @@ class BenchReport(BaseModel):
     summary: Summary
     scraped: ScrapeSummary
     slo_met: bool | None = Field(description="p95 TTFT and TPOT within the given SLOs.")
+    error: str | None = Field(default=None, description="Why the run failed (status failed).")
     warmup_requests: int = Field(default=0, description="Requests sent in the unmeasured warm-up.")
     levels: list[SweepLevel] | None = None
     knee: Knee | None = None
@@ -249,9 +263,33 @@ def _run(live: _Live, workspace: Workspace, progress: Callable[[ProgressSample],
         raise BenchError(f"run {run_id}: {live.server_gone}; {report.summary.count} requests "
                          f"measured and kept in {workspace.path}")
     cut_short = any(o.interrupted or o.unsent for _, o in outcomes)
-    status: RunStatus = "incomplete" if cut_short else "complete"
-    recorder.finish(status, summary=report.summary.model_dump(), analysis=analysis)
-    return report.model_copy(update={"status": status})
+    failure = run_failure(live.results)
+    status: RunStatus = "failed" if failure else "incomplete" if cut_short else "complete"
+    recorder.finish(status, summary=report.summary.model_dump(), analysis=analysis,
+                    error=failure)
+    return report.model_copy(update={"status": status, "error": failure})
+
+
+def run_failure(results: Sequence[RequestResult]) -> str | None:
+    """Why a run that ran to its end failed, naming the dominant error; None when it did not.
+
+    It failed when no request succeeded, or when more than FAILED_ERROR_RATE of the requests
+    that finished failed. Requests cancelled by a stop do not count: they say nothing of the
+    server. No finished request at all (stopped before any ended) is not a failure.
+    """
+    finished = [r for r in results if r.error_kind != "cancelled"]
+    failures = [r for r in finished if not r.success]
+    if not failures or (len(failures) < len(finished)
+                        and len(failures) <= FAILED_ERROR_RATE * len(finished)):
+        return None
+    kinds = Counter(r.error_kind or "unknown" for r in failures)
+    kind, n = kinds.most_common(1)[0]
+    example = next(r.error for r in failures if (r.error_kind or "unknown") == kind)
+    head = ("no request succeeded" if len(failures) == len(finished) else
+            f"{len(failures) / len(finished):.0%} of the requests failed "
+            f"(more than {FAILED_ERROR_RATE:.0%})")
+    return one_line(f"{head}: {len(failures)} of {len(finished)} failed; most often {kind} "
+                    f"({n}): {example or 'no message'}")
 
 
 def _meta(request: BenchRequest, run_id: str) -> RunMeta:
@@ -283,7 +321,8 @@ async def _drive(live: _Live, progress: Callable[[ProgressSample], None] | None,
             live.recorder.add_metrics(samples)
 
     scraper = live.scraper = Scraper(server_root(live.url) + path, names, sink=sink,
-                                     interval_s=live.request.scrape_interval_s)
+                                     interval_s=live.request.scrape_interval_s,
+                                     timeout_s=min(SCRAPE_TIMEOUT_S, live.request.timeout_s))
     helpers = [asyncio.create_task(scraper.run(done))]
     if stop is not None:
         helpers.append(asyncio.create_task(watch_stop(stop, halt, done)))
@@ -291,14 +330,19 @@ async def _drive(live: _Live, progress: Callable[[ProgressSample], None] | None,
         helpers.append(asyncio.create_task(_watchdog(health_url, live, halt, done)))
     if progress is not None:
         helpers.append(asyncio.create_task(_reporter(progress, live, done)))
+    failed = True
     try:
         outcomes = await _workloads(live, halt)
         if live.health_url is not None and live.server_gone is None and not await _healthy(
                 live.health_url):
             live.server_gone = "the server stopped answering its health check during the run"
+        failed = False
         return outcomes
     finally:
         done.set()
+        if failed:  # no last scrape or health check from a server that just failed the run
+            for task in helpers:
+                task.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
         if progress is not None:
             progress(_sample(live))
@@ -369,10 +413,10 @@ def _on_result(live: _Live, schedule: Schedule, offset: int, start_s: float
 async def _healthy(url: str) -> bool:
     def get() -> bool:
         try:
-            with urllib.request.urlopen(url, timeout=2.0) as resp:
+            with urllib.request.urlopen(url, timeout=HEALTH_TIMEOUT_S) as resp:
                 return resp.status == 200
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
+            return False  # refused, silent past the timeout, or not speaking HTTP
 
     return await asyncio.to_thread(get)
 

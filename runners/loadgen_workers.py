@@ -5,7 +5,8 @@ concurrency), in its own process and event loop. All start at one instant chosen
 once every worker is ready (perf_counter is CLOCK_MONOTONIC: the same clock in every process).
 Results come back in small batches over a queue; the parent calls `on_result` for each, in
 its own loop, so callers see the same interface as with one process. A stop reaches the
-workers through a shared event; a worker that dies is a `RunnerError`, not a hang.
+workers through a shared event; a worker that dies is a `RunnerError`, not a hang; a parent
+that dies, however killed, takes its workers with it (runners.shutdown).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing as mp
+import os
 import queue as queue_mod
 from time import perf_counter
 from typing import Any
@@ -21,6 +23,7 @@ from core.errors import RunnerError
 from core.loop import run_coroutine
 from runners.loadgen_run import LoadOptions, OnResult, Prepared, Run, WorkloadOutcome, outcome
 from runners.schemas import RequestResult
+from runners.shutdown import die_with_parent, parent_alive
 from runners.workloads import Schedule
 
 BATCH_S = 0.02  # how often a worker ships its finished results
@@ -31,24 +34,36 @@ POLL_S = 0.02
 def _worker(job: tuple[Any, Any, Any, tuple[int, int]], chan: tuple[Any, Any, Any, Any]) -> None:
     """Process entry: run this worker's share, shipping `(index, result, phase)` batches.
 
-    `job` is (schedule, options, prepared, (worker, workers)); `chan` is (queue, go event,
-    halt event, shared start instant).
+    `job` is (schedule, options, prepared, (worker, workers), parent pid); `chan` is (queue,
+    go event, halt event, shared start instant). The worker dies with its parent
+    (runners.shutdown): nobody would read its results, and its load must stop.
     """
-    schedule, options, prep, part = job
+    schedule, options, prep, part, parent = job
+    die_with_parent(parent)
     out, go, halt, start_at = chan
     try:
         batch: list[tuple[int, RequestResult, str]] = []
         run = Run(schedule, options, prep, None, part)
         out.put(("ready", part[0], None))
-        go.wait()
-        run_coroutine(_work(run, batch, out, halt, start_at.value), use_uvloop=options.use_uvloop)
+        while not go.wait(POLL_S * 10):
+            _exit_if_orphaned(parent)
+        run_coroutine(_work(run, batch, out, halt, start_at.value, parent),
+                      use_uvloop=options.use_uvloop)
         out.put(("results", part[0], batch))
         out.put(("done", part[0], halt.is_set()))
     except BaseException as exc:  # shipped to the parent, which raises it as one line
         out.put(("error", part[0], f"{type(exc).__name__}: {exc}"))
 
 
-async def _work(run: Run, batch: list[Any], out: Any, halt: Any, t0: float) -> None:
+def _exit_if_orphaned(parent: int) -> None:
+    """The fallback where no parent-death signal exists: stop sending, exit at once (a queue
+    with no reader left could block a normal exit)."""
+    if not parent_alive(parent):
+        os._exit(1)
+
+
+async def _work(run: Run, batch: list[Any], out: Any, halt: Any, t0: float,
+                parent: int) -> None:
     stop = asyncio.Event()
 
     def keep(index: int, result: RequestResult) -> None:
@@ -59,6 +74,7 @@ async def _work(run: Run, batch: list[Any], out: Any, halt: Any, t0: float) -> N
     async def ship() -> None:
         while True:
             await asyncio.sleep(BATCH_S)
+            _exit_if_orphaned(parent)
             if halt.is_set():
                 stop.set()
             if batch:
@@ -128,7 +144,8 @@ async def run_processes(schedule: Schedule, options: LoadOptions, prep: Prepared
     q, go, halt, start_at = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Value("d", 0.0)
     n = options.workers
     procs = [ctx.Process(target=_worker, daemon=True,
-                         args=((schedule, options, prep, (w, n)), (q, go, halt, start_at)))
+                         args=((schedule, options, prep, (w, n), os.getpid()),
+                               (q, go, halt, start_at)))
              for w in range(n)]
     for p in procs:
         p.start()
