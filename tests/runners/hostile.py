@@ -5,7 +5,8 @@ Modes:
 - `silent`: accepts, reads, never answers (keeps the connection open).
 - `not_http`: answers every request with bytes that are not HTTP, then closes.
 - `endless`, `cut`, `garbage_sse`: a well-behaved HTTP server for GETs (`/v1/models` lists
-  model `m`, `/health` is 200, anything else 404) whose streaming POSTs never end (a content
+  model `m`, `/health` is 200, anything else 404) and `/tokenize` (ids up to 5000, the
+  vocabulary learnt from it) whose streaming POSTs never end (a content
   chunk every 50 ms), close in the middle of a chunked stream, or stream SSE data that is not
   JSON.
 """
@@ -20,6 +21,8 @@ import time
 MODES = ("silent", "not_http", "endless", "cut", "garbage_sse")
 _MODELS = b'{"object":"list","data":[{"id":"m","object":"model"}]}'
 _CHUNK = b'data: {"choices":[{"index":0,"text":"x"}]}\n\n'
+_ANSWERS = {b"/v1/models": (b"200 OK", _MODELS), b"/health": (b"200 OK", b""),
+            b"/tokenize": (b"200 OK", b'{"tokens":[1,5000]}')}  # ids up to 5000
 
 
 def _chunk(data: bytes) -> bytes:
@@ -70,7 +73,7 @@ class HostileServer:
                     conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\nProtocol mismatch.\r\n")
                     conn.close()
                     return
-                if head.startswith(b"GET"):
+                if head.startswith((b"GET", b"POST /tokenize")):
                     self._get(conn, head)
                     continue
                 self.posts += 1
@@ -100,8 +103,7 @@ class HostileServer:
 
     def _get(self, conn: socket.socket, head: bytes) -> None:
         path = head.split(b" ")[1]
-        status, body = (b"200 OK", _MODELS) if path == b"/v1/models" else (
-            (b"200 OK", b"") if path == b"/health" else (b"404 Not Found", b"no"))
+        status, body = _ANSWERS.get(path, (b"404 Not Found", b"no"))
         conn.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
