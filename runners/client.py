@@ -45,7 +45,7 @@ def check_http_url(url: str | None) -> str | None:
     if parts.scheme.lower() not in URL_SCHEMES:
         raise ValueError(f"{url!r}: only http:// and https:// URLs are accepted")
     if not parts.hostname:
-        raise ValueError(f"{url!r} names no host")
+        raise ValueError(f"{url!r} is a URL without a host")
     return url
 
 
