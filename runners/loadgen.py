@@ -25,6 +25,7 @@ import aiohttp
 from core.errors import RunnerError
 from core.loop import run_coroutine, run_outside_loop, watch_stop
 from runners import prompts
+from runners.errors import one_line
 from runners.loadgen_run import (
     LoadOptions,
     OnResult,
@@ -34,7 +35,6 @@ from runners.loadgen_run import (
     client_session,
     outcome,
 )
-from runners.errors import one_line
 from runners.schemas import MANAGED_KEYS
 from runners.workloads import Schedule
 

@@ -31,7 +31,8 @@ START_DELAY_S = 0.05  # from "all ready" to the shared start instant
 POLL_S = 0.02
 
 
-def _worker(job: tuple[Any, Any, Any, tuple[int, int]], chan: tuple[Any, Any, Any, Any]) -> None:
+def _worker(job: tuple[Any, Any, Any, tuple[int, int], int],
+            chan: tuple[Any, Any, Any, Any]) -> None:
     """Process entry: run this worker's share, shipping `(index, result, phase)` batches.
 
     `job` is (schedule, options, prepared, (worker, workers), parent pid); `chan` is (queue,
@@ -47,7 +48,7 @@ def _worker(job: tuple[Any, Any, Any, tuple[int, int]], chan: tuple[Any, Any, An
         out.put(("ready", part[0], None))
         while not go.wait(POLL_S * 10):
             _exit_if_orphaned(parent)
-        run_coroutine(_work(run, batch, out, halt, start_at.value, parent),
+        run_coroutine(_work(run, batch, out, halt, t0=start_at.value, parent=parent),
                       use_uvloop=options.use_uvloop)
         out.put(("results", part[0], batch))
         out.put(("done", part[0], halt.is_set()))
@@ -62,7 +63,7 @@ def _exit_if_orphaned(parent: int) -> None:
         os._exit(1)
 
 
-async def _work(run: Run, batch: list[Any], out: Any, halt: Any, t0: float,
+async def _work(run: Run, batch: list[Any], out: Any, halt: Any, *, t0: float,
                 parent: int) -> None:
     stop = asyncio.Event()
 
