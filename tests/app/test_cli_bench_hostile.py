@@ -161,14 +161,15 @@ def test_f4_killing_bench_with_two_workers_leaves_no_process(fake, sig, tmp_path
     before = len(fake.bodies)
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "bench", "--endpoint", fake.url, "--workload", "poisson",
-         "--rate", "20", "--num-requests", "2000", "--prompt-tokens", "16", "--output-tokens",
+         "--rate", "40", "--num-requests", "4000", "--prompt-tokens", "16", "--output-tokens",
          "50", "--workers", "2", "--vocab-size", "5000", "--workspace", str(ws)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         deadline = time.monotonic() + 60
-        while len(fake.bodies) < before + 10 and time.monotonic() < deadline:
-            time.sleep(0.05)  # both workers are sending
+        # Both workers are sending, and the first requests (0.52 s each) are done and stored.
+        while len(fake.bodies) < before + 30 and time.monotonic() < deadline:
+            time.sleep(0.05)
         spawned = _children(proc.pid)  # the two workers and multiprocessing's resource tracker
         assert len(spawned) >= 2
         proc.send_signal(sig)
