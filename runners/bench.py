@@ -3,10 +3,11 @@ run the workload (or a concurrency sweep to the knee), store every result as it 
 summarize and analyse, and always tear the server down.
 
 Run status in the store: `running` while it goes; `complete` when every request was accounted
-for; `incomplete` when stopped (stop event, Ctrl-C, SIGTERM through `sigterm_interrupts`);
-`failed` on an error, when the server stopped answering its health check during the run, or
-when no request succeeded or more than FAILED_ERROR_RATE of them failed (`run_failure`, the
-dominant error kept as the run's error). Rows measured so far are kept in all cases.
+for; `incomplete` when stopped (stop event, Ctrl-C, SIGTERM through
+`runners.shutdown.sigterm_interrupts`); `failed` on an error, when the server stopped
+answering its health check during the run, or when no request succeeded or more than
+`runners.metrics.FAILED_ERROR_RATE` of them failed (`run_failure`, the dominant error kept as
+the run's error). Rows measured so far are kept in all cases.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ import threading
 import urllib.error
 import urllib.request
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Self
@@ -45,6 +45,7 @@ from runners.metrics import (
     analyze_burst,
     analyze_soak,
     find_knee,
+    run_failure,
     summarize,
 )
 from runners.prompts import server_root
@@ -60,10 +61,6 @@ SCRAPE_TIMEOUT_S = 5.0  # bound on one /metrics scrape (and --timeout-s when low
 HEALTH_FAILURES = 3  # consecutive failed health checks that mean the server is gone
 DEFAULT_SWEEP_CAP = 64
 WARMUP_CONCURRENCY = 4  # warm-up load for open-loop workloads (no concurrency of their own)
-# A run whose finished requests failed more often than this measured its errors, not the
-# server's latency: it is stored `failed` (and `bench` exits 1). One in ten leaves room for a
-# few timeouts at the edge of an overload test while catching a broken server or config.
-FAILED_ERROR_RATE = 0.10
 
 
 class BenchError(RunnerError):
@@ -268,28 +265,6 @@ def _run(live: _Live, workspace: Workspace, progress: Callable[[ProgressSample],
     recorder.finish(status, summary=report.summary.model_dump(), analysis=analysis,
                     error=failure)
     return report.model_copy(update={"status": status, "error": failure})
-
-
-def run_failure(results: Sequence[RequestResult]) -> str | None:
-    """Why a run that ran to its end failed, naming the dominant error; None when it did not.
-
-    It failed when no request succeeded, or when more than FAILED_ERROR_RATE of the requests
-    that finished failed. Requests cancelled by a stop do not count: they say nothing of the
-    server. No finished request at all (stopped before any ended) is not a failure.
-    """
-    finished = [r for r in results if r.error_kind != "cancelled"]
-    failures = [r for r in finished if not r.success]
-    if not failures or (len(failures) < len(finished)
-                        and len(failures) <= FAILED_ERROR_RATE * len(finished)):
-        return None
-    kinds = Counter(r.error_kind or "unknown" for r in failures)
-    kind, n = kinds.most_common(1)[0]
-    example = next(r.error for r in failures if (r.error_kind or "unknown") == kind)
-    head = ("no request succeeded" if len(failures) == len(finished) else
-            f"{len(failures) / len(finished):.0%} of the requests failed "
-            f"(more than {FAILED_ERROR_RATE:.0%})")
-    return one_line(f"{head}: {len(failures)} of {len(finished)} failed; most often {kind} "
-                    f"({n}): {example or 'no message'}")
 
 
 def _meta(request: BenchRequest, run_id: str) -> RunMeta:

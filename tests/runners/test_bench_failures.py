@@ -11,8 +11,9 @@ from pydantic import ValidationError
 
 from core.errors import RunnerError
 from profiler.workspace import Workspace
-from runners.bench import FAILED_ERROR_RATE, BenchRequest, run_bench, run_failure
+from runners.bench import BenchRequest, run_bench
 from runners.loadgen import LoadOptions, prepare
+from runners.metrics import FAILED_ERROR_RATE, run_failure
 from runners.schemas import RequestResult
 from runners.store import list_runs, load_run
 from runners.workloads import WorkloadSpec, build_schedule
