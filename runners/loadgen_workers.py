@@ -29,6 +29,7 @@ from runners.workloads import Schedule
 BATCH_S = 0.02  # how often a worker ships its finished results
 START_DELAY_S = 0.05  # from "all ready" to the shared start instant
 POLL_S = 0.02
+REAP_S = 5.0  # how long stopped workers get to send their last results and exit
 
 
 def _worker(job: tuple[Any, Any, Any, tuple[int, int], int],
@@ -120,13 +121,17 @@ class _Merge:
 
 
 async def _pump(q: Any, procs: list[Any], merge: _Merge, halt: Any, until: str) -> None:
-    """Take messages until every worker said `until` (ready/done) or one died."""
-    loop = asyncio.get_running_loop()
+    """Take messages until every worker said `until` (ready/done) or one died.
+
+    The queue is polled from the loop, not read by a blocking get in a thread: a stop cancels
+    this coroutine, and a get left running in a thread would swallow a message (a result
+    that _reap must still store)."""
     count = (lambda: merge.ready) if until == "ready" else (lambda: merge.done)
     while count() < merge.n and (merge.error is None or until == "done"):
         try:
-            msg = await loop.run_in_executor(None, q.get, True, POLL_S * 10)
+            msg = q.get_nowait()
         except queue_mod.Empty:
+            await asyncio.sleep(POLL_S)
             dead = [p for p in procs if p.exitcode is not None]
             if len(dead) > merge.done and q.empty():
                 code = dead[0].exitcode
@@ -160,7 +165,7 @@ async def run_processes(schedule: Schedule, options: LoadOptions, prep: Prepared
     finally:
         if watch is not None:
             watch.cancel()
-        _reap(procs, halt, go)
+        _reap(procs, halt, go, q, merge)
     if merge.error is not None:
         raise merge.error
     return outcome(schedule, merge.results, start_at.value, merge.interrupted)
@@ -171,14 +176,29 @@ async def _halt_on(stop: asyncio.Event, halt: Any) -> None:
     halt.set()
 
 
-def _reap(procs: list[Any], halt: Any, go: Any) -> None:
-    """Make every worker end: ask, wait a little, then terminate the ones still running."""
+def _reap(procs: list[Any], halt: Any, go: Any, q: Any, merge: _Merge) -> None:
+    """Make every worker end: ask, take what they still send for a little while (a stopped
+    run keeps those results, and a worker cannot exit before its queue is read), then
+    terminate the ones still running."""
     halt.set()
     go.set()
-    for p in procs:
-        p.join(timeout=5)
+    deadline = perf_counter() + REAP_S
+    while any(p.is_alive() for p in procs) and perf_counter() < deadline:
+        _take_waiting(q, merge, halt, wait_s=POLL_S)
+    _take_waiting(q, merge, halt, wait_s=0.0)
     for p in procs:
         if p.is_alive():
             p.terminate()
             with contextlib.suppress(Exception):
                 p.join(timeout=2)
+
+
+def _take_waiting(q: Any, merge: _Merge, halt: Any, *, wait_s: float) -> None:
+    """Merge the messages waiting on `q` (the first waited for up to `wait_s`)."""
+    try:
+        msg = q.get(True, wait_s) if wait_s > 0 else q.get_nowait()
+        while True:
+            merge.take(msg, halt)
+            msg = q.get_nowait()
+    except queue_mod.Empty:
+        return
