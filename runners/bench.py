@@ -27,7 +27,6 @@ from typing import Self
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from core.errors import RunnerError
 from core.loop import run_coroutine, run_outside_loop, watch_stop
 from engines import get_engine
 from engines.config import EngineConfig, EngineKind
@@ -61,10 +60,6 @@ SCRAPE_TIMEOUT_S = 5.0  # bound on one /metrics scrape (and --timeout-s when low
 HEALTH_FAILURES = 3  # consecutive failed health checks that mean the server is gone
 DEFAULT_SWEEP_CAP = 64
 WARMUP_CONCURRENCY = 4  # warm-up load for open-loop workloads (no concurrency of their own)
-
-
-class BenchError(RunnerError):
-    """The run could not finish (server gone, bad setup); what it measured stays stored."""
 
 
 class BenchRequest(BaseModel):
@@ -184,8 +179,10 @@ def run_bench(request: BenchRequest, *, workspace: Workspace,
               stop: threading.Event | None = None) -> BenchReport:
     """Run `request` and store it in `workspace`; see the module docstring for statuses.
 
+    A run that ends failed (a broken server, the server gone mid-run) is returned with status
+    `failed` and its `error`, as it is stored; only a run that cannot start or go on raises.
+
     Raises:
-        BenchError: the server stopped answering during the run (run stored as failed).
         RunnerError, LaunchError: bad setup or launch (a run that started is stored failed).
         KeyboardInterrupt: after the run is stored as incomplete and the server torn down.
     """
@@ -254,13 +251,8 @@ def _run(live: _Live, workspace: Workspace, progress: Callable[[ProgressSample],
     report = _report(live, run_id, outcomes)
     analysis = report.model_dump(include={"levels", "knee", "burst", "soak", "scraped"},
                                  exclude_none=True)
-    if live.server_gone:
-        recorder.finish("failed", summary=report.summary.model_dump(), analysis=analysis,
-                        error=live.server_gone)
-        raise BenchError(f"run {run_id}: {live.server_gone}; {report.summary.count} requests "
-                         f"measured and kept in {workspace.path}")
     cut_short = any(o.interrupted or o.unsent for _, o in outcomes)
-    failure = run_failure(live.results)
+    failure = live.server_gone or run_failure(live.results)
     status: RunStatus = "failed" if failure else "incomplete" if cut_short else "complete"
     recorder.finish(status, summary=report.summary.model_dump(), analysis=analysis,
                     error=failure)
