@@ -13,6 +13,8 @@ from typing import Any
 
 from app.cli_common import COMMAND_HELP
 
+PROG = "python -m app"
+
 
 def add_bench(sub: Any) -> None:
     """Register the `bench` sub-command; its workload and API kinds are the runners'
@@ -86,8 +88,15 @@ def options_of(args: argparse.Namespace) -> Any:
                           if k not in _NOT_OPTIONS and v is not None})
 
 
+EXIT_FAILED_RUN = 1  # the run ended and was stored, but failed (its report says why)
+EXIT_TERMINATED = 128 + 15  # SIGTERM, as a shell reports a process it ended
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    """Exit 0 for a complete run, EXIT_FAILED_RUN for a failed one (report printed, reason on
+    stderr), 2 when it could not run, 130 on Ctrl-C, EXIT_TERMINATED on SIGTERM."""
     from runners.bench_options import bench, progress_line, report_json
+    from runners.shutdown import sigterm_interrupts
 
     options = options_of(args)
     live = sys.stderr.isatty()
@@ -96,11 +105,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if live:
             print("\r" + progress_line(sample), end="", file=sys.stderr, flush=True)
 
-    report = bench(options, workspace=args.workspace, argv=args.argv, progress=progress)
+    with sigterm_interrupts() as term:
+        try:
+            report = bench(options, workspace=args.workspace, argv=args.argv, progress=progress)
+        except KeyboardInterrupt:
+            if not term.received:
+                raise
+            print(f"{PROG}: terminated (run stored as incomplete)", file=sys.stderr)
+            return EXIT_TERMINATED
     if live:
         print(file=sys.stderr)
     summary = report_json(report)
     print(json.dumps(summary, indent=2) if args.json else _text(summary))
+    if report.status == "failed":
+        print(f"{PROG}: error: run {report.run_id} failed: {report.error}", file=sys.stderr)
+        return EXIT_FAILED_RUN
     return 0
 
 
@@ -111,6 +130,7 @@ def _text(s: dict[str, Any]) -> str:
 
     lines = [
         f"run {s['run_id']} ({s['status']}) against {s['url']}",
+        *([f"failed     {s['error']}"] if s.get("error") else []),
         f"requests   {s['completed']} of {s['count']} completed; errors {s['errors'] or 0}",
         f"throughput {s['request_throughput_rps']:.2f} req/s, "
         f"{s['output_throughput_tok_s']:.1f} output tok/s; goodput {s['goodput_rps']:.2f} req/s",

@@ -3,14 +3,18 @@ run the workload (or a concurrency sweep to the knee, or a boundary's steps unti
 store every result as it finishes, summarize and analyse, and always tear the server down.
 
 Run status in the store: `running` while it goes; `complete` when every request was accounted
-for; `incomplete` when stopped (stop event, Ctrl-C); `failed` on an error or when the server
-stopped answering its health check during the run. Rows measured so far are kept in all cases.
+for; `incomplete` when stopped (stop event, Ctrl-C, SIGTERM through
+`runners.shutdown.sigterm_interrupts`); `failed` on an error, when the server stopped
+answering its health check during the run, or when no request succeeded or more than
+`runners.metrics.FAILED_ERROR_RATE` of them failed (`run_failure`, the dominant error kept as
+the run's error). Rows measured so far are kept in all cases.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import threading
 import urllib.error
 import urllib.request
@@ -22,9 +26,8 @@ from time import perf_counter
 from typing import Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from core.errors import RunnerError
 from core.loop import run_coroutine, run_outside_loop, watch_stop
 from engines import get_engine
 from engines.config import EngineConfig, EngineKind
@@ -36,6 +39,7 @@ from runners.boundary import (
     judge_step,
     should_stop,
 )
+from runners.client import check_http_url
 from runners.errors import one_line
 from runners.launch import LaunchSpec, launched
 from runners.loadgen import LoadOptions, WorkloadOutcome, run_workload
@@ -48,6 +52,7 @@ from runners.metrics import (
     analyze_burst,
     analyze_soak,
     find_knee,
+    run_failure,
     summarize,
 )
 from runners.prompts import server_root
@@ -64,16 +69,14 @@ from runners.workloads import (
 
 PROGRESS_INTERVAL_S = 0.5
 HEALTH_INTERVAL_S = 1.0
+HEALTH_TIMEOUT_S = 2.0  # bound on one health check
+SCRAPE_TIMEOUT_S = 5.0  # bound on one /metrics scrape (and --timeout-s when lower)
 HEALTH_FAILURES = 3  # consecutive failed health checks that mean the server is gone
 DEFAULT_SWEEP_CAP = 64
 WARMUP_CONCURRENCY = 4  # warm-up load for open-loop workloads (no concurrency of their own)
 # The live TTFT median is over the latest finished requests: cheap at any run length (the
 # progress sample never walks every result) and it shows the run's present, not its average.
 RECENT_TTFTS = 1024
-
-
-class BenchError(RunnerError):
-    """The run could not finish (server gone, bad setup); what it measured stays stored."""
 
 
 class BenchRequest(BaseModel):
@@ -107,6 +110,8 @@ class BenchRequest(BaseModel):
                             "lengths and unrelated prompts; results are not kept.")
     seed: int = 0
     argv: list[str] = Field(default_factory=list, description="Command line, for the record.")
+
+    _url = field_validator("endpoint_url")(check_http_url)
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -160,6 +165,7 @@ class BenchReport(BaseModel):
     summary: Summary
     scraped: ScrapeSummary
     slo_met: bool | None = Field(description="p95 TTFT and TPOT within the given SLOs.")
+    error: str | None = Field(default=None, description="Why the run failed (status failed).")
     warmup_requests: int = Field(default=0, description="Requests sent in the unmeasured warm-up.")
     levels: list[SweepLevel] | None = None
     knee: Knee | None = None
@@ -195,8 +201,10 @@ def run_bench(request: BenchRequest, *, workspace: Workspace,
               stop: threading.Event | None = None) -> BenchReport:
     """Run `request` and store it in `workspace`; see the module docstring for statuses.
 
+    A run that ends failed (a broken server, the server gone mid-run) is returned with status
+    `failed` and its `error`, as it is stored; only a run that cannot start or go on raises.
+
     Raises:
-        BenchError: the server stopped answering during the run (run stored as failed).
         RunnerError, LaunchError: bad setup or launch (a run that started is stored failed).
         KeyboardInterrupt: after the run is stored as incomplete and the server torn down.
     """
@@ -268,15 +276,12 @@ def _run(live: _Live, workspace: Workspace, progress: Callable[[ProgressSample],
     analysis = report.model_dump(include={"levels", "knee", "burst", "soak", "scraped",
                                           "boundary"},
                                  exclude_none=True)
-    if live.server_gone:
-        recorder.finish("failed", summary=report.summary.model_dump(), analysis=analysis,
-                        error=live.server_gone)
-        raise BenchError(f"run {run_id}: {live.server_gone}; {report.summary.count} requests "
-                         f"measured and kept in {workspace.path}")
     cut_short = any(o.interrupted or o.unsent for _, o in outcomes)
-    status: RunStatus = "incomplete" if cut_short else "complete"
-    recorder.finish(status, summary=report.summary.model_dump(), analysis=analysis)
-    return report.model_copy(update={"status": status})
+    failure = live.server_gone or run_failure([r for _, o in outcomes for r in o.results])
+    status: RunStatus = "failed" if failure else "incomplete" if cut_short else "complete"
+    recorder.finish(status, summary=report.summary.model_dump(), analysis=analysis,
+                    error=failure)
+    return report.model_copy(update={"status": status, "error": failure})
 
 
 def _meta(request: BenchRequest, run_id: str) -> RunMeta:
@@ -308,7 +313,8 @@ async def _drive(live: _Live, progress: Callable[[ProgressSample], None] | None,
             live.recorder.add_metrics(samples)
 
     scraper = live.scraper = Scraper(server_root(live.url) + path, names, sink=sink,
-                                     interval_s=live.request.scrape_interval_s)
+                                     interval_s=live.request.scrape_interval_s,
+                                     timeout_s=min(SCRAPE_TIMEOUT_S, live.request.timeout_s))
     helpers = [asyncio.create_task(scraper.run(done))]
     if stop is not None:
         helpers.append(asyncio.create_task(watch_stop(stop, halt, done)))
@@ -316,14 +322,19 @@ async def _drive(live: _Live, progress: Callable[[ProgressSample], None] | None,
         helpers.append(asyncio.create_task(_watchdog(health_url, live, halt, done)))
     if progress is not None:
         helpers.append(asyncio.create_task(_reporter(progress, live, done)))
+    failed = True
     try:
         outcomes = await _workloads(live, halt)
         if live.health_url is not None and live.server_gone is None and not await _healthy(
                 live.health_url):
             live.server_gone = "the server stopped answering its health check during the run"
+        failed = False
         return outcomes
     finally:
         done.set()
+        if failed:  # no last scrape or health check from a server that just failed the run
+            for task in helpers:
+                task.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
         if progress is not None:
             progress(_sample(live))
@@ -415,10 +426,10 @@ def _on_result(live: _Live, schedule: Schedule, offset: int, start_s: float
 async def _healthy(url: str) -> bool:
     def get() -> bool:
         try:
-            with urllib.request.urlopen(url, timeout=2.0) as resp:
+            with urllib.request.urlopen(url, timeout=HEALTH_TIMEOUT_S) as resp:
                 return resp.status == 200
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
+            return False  # refused, silent past the timeout, or not speaking HTTP
 
     return await asyncio.to_thread(get)
 

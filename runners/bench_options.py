@@ -13,12 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.errors import UsageError
 from engines.config import EngineKind
 from profiler.workspace import Workspace
 from runners.bench import DEFAULT_SWEEP_CAP, BenchReport, BenchRequest, ProgressSample, run_bench
+from runners.client import check_http_url
 from runners.metrics import summary_json
 from runners.schemas import Api
 from runners.workloads import BENCH_KINDS, WorkloadSpec
@@ -76,6 +77,8 @@ class BenchOptions(BaseModel):
                                       "multiplier per step.")
     max_steps: int | None = Field(default=None, ge=1, description="boundary: most steps.")
     seed: int = 0
+
+    _endpoint = field_validator("endpoint")(check_http_url)
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -275,7 +278,8 @@ def bench(options: BenchOptions, *, workspace: str | None = None, argv: list[str
 
 def report_json(report: BenchReport) -> dict[str, Any]:
     """`bench --json`: `predict`'s metric names (ms) plus the run's identity and analyses."""
-    out: dict[str, Any] = {"run_id": report.run_id, "status": report.status, "url": report.url}
+    out: dict[str, Any] = {"run_id": report.run_id, "status": report.status, "url": report.url,
+                           "error": report.error}
     out.update(summary_json(report.summary))
     out["slo_met"] = report.slo_met
     out["warmup_requests"] = report.warmup_requests

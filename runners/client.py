@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.parse
 from time import perf_counter
 from typing import Any
 
@@ -23,6 +24,29 @@ _PATHS: dict[Api, str] = {"completions": "/completions", "chat": "/chat/completi
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _MAX_ERROR_BODY = 4096
 _loads = orjson.loads
+URL_SCHEMES = ("http", "https")  # a server is reached over HTTP; file://, ftp://… are refused
+
+
+def check_http_url(url: str | None) -> str | None:
+    """`url` itself when it is an `http://` or `https://` URL with a host (and a valid port),
+    or None (no URL given).
+
+    Raises:
+        ValueError: any other URL, with what is wrong (pydantic validators turn it into the
+            option's one-line error).
+    """
+    if url is None:
+        return None
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - reading it validates it
+    except ValueError as exc:
+        raise ValueError(f"{url!r} is not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in URL_SCHEMES:
+        raise ValueError(f"{url!r}: only http:// and https:// URLs are accepted")
+    if not parts.hostname:
+        raise ValueError(f"{url!r} is a URL without a host")
+    return url
 
 
 def endpoint_url(url: str, api: Api) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import logging
 import os
 import shlex
@@ -321,7 +322,7 @@ def _health(url: str) -> str:
             return "" if resp.status == 200 else f"health {resp.status}"
     except urllib.error.HTTPError as exc:
         return f"health HTTP {exc.code}"
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # incl. non-HTTP bytes
         return f"health: {type(exc).__name__}: {exc}"
 
 

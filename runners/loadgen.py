@@ -25,6 +25,7 @@ import aiohttp
 from core.errors import RunnerError
 from core.loop import run_coroutine, run_outside_loop, watch_stop
 from runners import prompts
+from runners.errors import one_line
 from runners.loadgen_run import (
     LoadOptions,
     OnResult,
@@ -40,6 +41,9 @@ from runners.workloads import Schedule
 __all__ = ["LoadOptions", "OnResult", "Prepared", "WorkloadOutcome", "prepare", "run_workload",
            "run_workload_sync"]
 TEXT_POOL = 256  # distinct calibrated text prompts per length (each costs /tokenize calls)
+# Bound on each call made while preparing (model list, /tokenize), and --timeout-s when lower:
+# these answer in milliseconds on a working server, so a silent one fails the run early.
+PREPARE_TIMEOUT_S = 30.0
 
 
 def _uses_text(options: LoadOptions) -> bool:
@@ -54,14 +58,19 @@ async def prepare(schedule: Schedule, options: LoadOptions) -> Prepared:
     clash = MANAGED_KEYS & options.extra_body.keys()
     if clash:
         raise RunnerError(f"extra_body may not set {sorted(clash)}")
-    async with client_session(4) as session:
+    wait_s = min(options.timeout_s, PREPARE_TIMEOUT_S)
+    async with client_session(4, timeout_s=wait_s) as session:
         try:
             model = options.model or await prompts.served_model(session, options.url)
             if _uses_text(options):
                 return Prepared(model=model, texts=await _texts(session, schedule, options, model))
             high = options.vocab_size or await prompts.id_range(session, options.url, model)
+        except TimeoutError:  # aiohttp's timeouts are TimeoutErrors too
+            raise RunnerError(f"{options.url} did not answer within {wait_s:g} s while asked "
+                              "for its model or prompts") from None
         except aiohttp.ClientError as exc:
-            raise RunnerError(f"cannot reach {options.url}: {type(exc).__name__}: {exc}") from None
+            raise RunnerError(f"cannot reach {options.url}: {type(exc).__name__}: "
+                              f"{one_line(str(exc))}") from None
     return Prepared(model=model, high_id=high)
 
 

@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runners import prompts
-from runners.client import endpoint_url, send_body
+from runners.client import check_http_url, endpoint_url, send_body
 from runners.rawhttp import RawClient
 from runners.schemas import Api, RequestResult
 from runners.workloads import Schedule
@@ -54,6 +54,8 @@ class LoadOptions(BaseModel):
     transport: Literal["raw", "aiohttp"] = Field(
         default="raw", description="raw: the fast HTTP/1.1 client (http:// only, else aiohttp).")
 
+    _url = field_validator("url")(check_http_url)
+
 
 class WorkloadOutcome(BaseModel):
     """What a run did. `results[k]` is the request sent as schedule index `indices[k]`
@@ -81,11 +83,13 @@ class Prepared(BaseModel):
     texts: dict[int, list[str]] = Field(default_factory=dict, description="length -> prompts")
 
 
-def client_session(limit: int) -> aiohttp.ClientSession:
-    """The aiohttp session of a run (or of its preparation) with `limit` connections."""
+def client_session(limit: int, *, timeout_s: float | None = None) -> aiohttp.ClientSession:
+    """The aiohttp session of a run (or of its preparation) with `limit` connections; each
+    call through it is bounded by `timeout_s` (None: the run bounds each request itself)."""
     connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=None,
                                      enable_cleanup_closed=False)
-    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None),
+    return aiohttp.ClientSession(connector=connector,
+                                 timeout=aiohttp.ClientTimeout(total=timeout_s),
                                  skip_auto_headers=("User-Agent",))
 
 

@@ -5,7 +5,8 @@ concurrency), in its own process and event loop. All start at one instant chosen
 once every worker is ready (perf_counter is CLOCK_MONOTONIC: the same clock in every process).
 Results come back in small batches over a queue; the parent calls `on_result` for each, in
 its own loop, so callers see the same interface as with one process. A stop reaches the
-workers through a shared event; a worker that dies is a `RunnerError`, not a hang.
+workers through a shared event; a worker that dies is a `RunnerError`, not a hang; a parent
+that dies, however killed, takes its workers with it (runners.shutdown).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing as mp
+import os
 import queue as queue_mod
 from time import perf_counter
 from typing import Any
@@ -21,34 +23,49 @@ from core.errors import RunnerError
 from core.loop import run_coroutine
 from runners.loadgen_run import LoadOptions, OnResult, Prepared, Run, WorkloadOutcome, outcome
 from runners.schemas import RequestResult
+from runners.shutdown import die_with_parent, parent_alive
 from runners.workloads import Schedule
 
 BATCH_S = 0.02  # how often a worker ships its finished results
 START_DELAY_S = 0.05  # from "all ready" to the shared start instant
 POLL_S = 0.02
+REAP_S = 5.0  # how long stopped workers get to send their last results and exit
 
 
-def _worker(job: tuple[Any, Any, Any, tuple[int, int]], chan: tuple[Any, Any, Any, Any]) -> None:
+def _worker(job: tuple[Any, Any, Any, tuple[int, int], int],
+            chan: tuple[Any, Any, Any, Any]) -> None:
     """Process entry: run this worker's share, shipping `(index, result, phase)` batches.
 
-    `job` is (schedule, options, prepared, (worker, workers)); `chan` is (queue, go event,
-    halt event, shared start instant).
+    `job` is (schedule, options, prepared, (worker, workers), parent pid); `chan` is (queue,
+    go event, halt event, shared start instant). The worker dies with its parent
+    (runners.shutdown): nobody would read its results, and its load must stop.
     """
-    schedule, options, prep, part = job
+    schedule, options, prep, part, parent = job
+    die_with_parent(parent)
     out, go, halt, start_at = chan
     try:
         batch: list[tuple[int, RequestResult, str]] = []
         run = Run(schedule, options, prep, None, part)
         out.put(("ready", part[0], None))
-        go.wait()
-        run_coroutine(_work(run, batch, out, halt, start_at.value), use_uvloop=options.use_uvloop)
+        while not go.wait(POLL_S * 10):
+            _exit_if_orphaned(parent)
+        run_coroutine(_work(run, batch, out, halt, t0=start_at.value, parent=parent),
+                      use_uvloop=options.use_uvloop)
         out.put(("results", part[0], batch))
         out.put(("done", part[0], halt.is_set()))
     except BaseException as exc:  # shipped to the parent, which raises it as one line
         out.put(("error", part[0], f"{type(exc).__name__}: {exc}"))
 
 
-async def _work(run: Run, batch: list[Any], out: Any, halt: Any, t0: float) -> None:
+def _exit_if_orphaned(parent: int) -> None:
+    """The fallback where no parent-death signal exists: stop sending, exit at once (a queue
+    with no reader left could block a normal exit)."""
+    if not parent_alive(parent):
+        os._exit(1)
+
+
+async def _work(run: Run, batch: list[Any], out: Any, halt: Any, *, t0: float,
+                parent: int) -> None:
     stop = asyncio.Event()
 
     def keep(index: int, result: RequestResult) -> None:
@@ -59,6 +76,7 @@ async def _work(run: Run, batch: list[Any], out: Any, halt: Any, t0: float) -> N
     async def ship() -> None:
         while True:
             await asyncio.sleep(BATCH_S)
+            _exit_if_orphaned(parent)
             if halt.is_set():
                 stop.set()
             if batch:
@@ -103,13 +121,17 @@ class _Merge:
 
 
 async def _pump(q: Any, procs: list[Any], merge: _Merge, halt: Any, until: str) -> None:
-    """Take messages until every worker said `until` (ready/done) or one died."""
-    loop = asyncio.get_running_loop()
+    """Take messages until every worker said `until` (ready/done) or one died.
+
+    The queue is polled from the loop, not read by a blocking get in a thread: a stop cancels
+    this coroutine, and a get left running in a thread would swallow a message (a result
+    that _reap must still store)."""
     count = (lambda: merge.ready) if until == "ready" else (lambda: merge.done)
     while count() < merge.n and (merge.error is None or until == "done"):
         try:
-            msg = await loop.run_in_executor(None, q.get, True, POLL_S * 10)
+            msg = q.get_nowait()
         except queue_mod.Empty:
+            await asyncio.sleep(POLL_S)
             dead = [p for p in procs if p.exitcode is not None]
             if len(dead) > merge.done and q.empty():
                 code = dead[0].exitcode
@@ -128,7 +150,8 @@ async def run_processes(schedule: Schedule, options: LoadOptions, prep: Prepared
     q, go, halt, start_at = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Value("d", 0.0)
     n = options.workers
     procs = [ctx.Process(target=_worker, daemon=True,
-                         args=((schedule, options, prep, (w, n)), (q, go, halt, start_at)))
+                         args=((schedule, options, prep, (w, n), os.getpid()),
+                               (q, go, halt, start_at)))
              for w in range(n)]
     for p in procs:
         p.start()
@@ -142,7 +165,7 @@ async def run_processes(schedule: Schedule, options: LoadOptions, prep: Prepared
     finally:
         if watch is not None:
             watch.cancel()
-        _reap(procs, halt, go)
+        _reap(procs, halt, go, q, merge)
     if merge.error is not None:
         raise merge.error
     return outcome(schedule, merge.results, start_at.value, merge.interrupted)
@@ -153,14 +176,29 @@ async def _halt_on(stop: asyncio.Event, halt: Any) -> None:
     halt.set()
 
 
-def _reap(procs: list[Any], halt: Any, go: Any) -> None:
-    """Make every worker end: ask, wait a little, then terminate the ones still running."""
+def _reap(procs: list[Any], halt: Any, go: Any, q: Any, merge: _Merge) -> None:
+    """Make every worker end: ask, take what they still send for a little while (a stopped
+    run keeps those results, and a worker cannot exit before its queue is read), then
+    terminate the ones still running."""
     halt.set()
     go.set()
-    for p in procs:
-        p.join(timeout=5)
+    deadline = perf_counter() + REAP_S
+    while any(p.is_alive() for p in procs) and perf_counter() < deadline:
+        _take_waiting(q, merge, halt, wait_s=POLL_S)
+    _take_waiting(q, merge, halt, wait_s=0.0)
     for p in procs:
         if p.is_alive():
             p.terminate()
             with contextlib.suppress(Exception):
                 p.join(timeout=2)
+
+
+def _take_waiting(q: Any, merge: _Merge, halt: Any, *, wait_s: float) -> None:
+    """Merge the messages waiting on `q` (the first waited for up to `wait_s`)."""
+    try:
+        msg = q.get(True, wait_s) if wait_s > 0 else q.get_nowait()
+        while True:
+            merge.take(msg, halt)
+            msg = q.get_nowait()
+    except queue_mod.Empty:
+        return

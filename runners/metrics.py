@@ -1,6 +1,6 @@
 """Figures of a measured run: the summary (latency distributions, throughput, goodput, peak
-concurrency, per-second series) and the analyses of sweeps (the knee), bursts (spike and
-recovery) and soaks (drift).
+concurrency, per-second series), the analyses of sweeps (the knee), bursts (spike and
+recovery) and soaks (drift), and whether the run failed (`run_failure`).
 
 Inputs are `RequestResult` rows whose stamps share one clock (`time.perf_counter()`, or the
 store's run-relative seconds). Percentiles interpolate linearly (numpy's default, as the
@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.figures import ServingFigures, latency_of
+from runners.errors import one_line
 from runners.schemas import RequestResult
 
 DEFAULT_WINDOW_S = 1.0
@@ -27,6 +28,10 @@ KNEE_GAIN_PCT = 10.0
 KNEE_LATENCY_PCT = 20.0
 BURST_BAND = 0.25  # recovered = windowed TTFT p50 back within +25 % of the steady baseline
 SOAK_WINDOWS = 10
+# A run whose finished requests failed more often than this measured its errors, not the
+# server's latency: it is stored `failed` (and `bench` exits 1). One in ten leaves room for a
+# few timeouts at the edge of an overload test while catching a broken server or config.
+FAILED_ERROR_RATE = 0.10
 
 
 class SeriesPoint(BaseModel):
@@ -384,3 +389,25 @@ def summary_json(summary: Summary) -> dict[str, object]:
     out["achieved_rate_rps"] = summary.achieved_rate_rps
     out["peak_concurrency"] = summary.peak_concurrency
     return out
+
+
+def run_failure(results: Sequence[RequestResult]) -> str | None:
+    """Why a run that ran to its end failed, naming the dominant error; None when it did not.
+
+    It failed when no request succeeded, or when more than FAILED_ERROR_RATE of the requests
+    that finished failed. Requests cancelled by a stop do not count: they say nothing of the
+    server. No finished request at all (stopped before any ended) is not a failure.
+    """
+    finished = [r for r in results if r.error_kind != "cancelled"]
+    failures = [r for r in finished if not r.success]
+    if not failures or (len(failures) < len(finished)
+                        and len(failures) <= FAILED_ERROR_RATE * len(finished)):
+        return None
+    kinds = Counter(r.error_kind or "unknown" for r in failures)
+    kind, n = kinds.most_common(1)[0]
+    example = next(r.error for r in failures if (r.error_kind or "unknown") == kind)
+    head = ("no request succeeded" if len(failures) == len(finished) else
+            f"{len(failures) / len(finished):.0%} of the requests failed "
+            f"(more than {FAILED_ERROR_RATE:.0%})")
+    return one_line(f"{head}: {len(failures)} of {len(finished)} failed; most often {kind} "
+                    f"({n}): {example or 'no message'}")

@@ -100,7 +100,13 @@ async def _post_json(session: Any, url: str, body: dict[str, Any]) -> dict[str, 
         if resp.status != 200:
             text = (await resp.text())[:300]
             raise RunnerError(f"POST {url} answered HTTP {resp.status}: {text}")
-        return await resp.json()
+        try:
+            got = await resp.json(content_type=None)
+        except ValueError:
+            got = None
+        if not isinstance(got, dict):
+            raise RunnerError(f"POST {url} did not answer a JSON object")
+        return got
 
 
 def server_root(url: str) -> str:
@@ -118,10 +124,15 @@ async def served_model(session: Any, url: str) -> str:
     async with session.get(target) as resp:
         if resp.status != 200:
             raise RunnerError(f"GET {target} answered HTTP {resp.status}")
-        data = (await resp.json()).get("data") or []
-    if not data:
+        try:
+            data = (await resp.json(content_type=None)).get("data") or []
+            first = data[0]["id"] if data else None
+        except (ValueError, AttributeError, LookupError, TypeError):
+            raise RunnerError(f"GET {target} did not answer an OpenAI model list; give the "
+                              "model name (--model)") from None
+    if first is None:
         raise RunnerError(f"{target} lists no model")
-    return str(data[0]["id"])
+    return str(first)
 
 
 async def tokenize(session: Any, url: str, model: str, text: str, *,
@@ -132,8 +143,12 @@ async def tokenize(session: Any, url: str, model: str, text: str, *,
         body.update(messages=[{"role": "user", "content": text}], add_generation_prompt=True)
     else:
         body.update(prompt=text, add_special_tokens=False)
-    got = await _post_json(session, server_root(url) + "/tokenize", body)
-    return list(got["tokens"])
+    target = server_root(url) + "/tokenize"
+    got = await _post_json(session, target, body)
+    tokens = got.get("tokens")
+    if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+        raise RunnerError(f"POST {target} answered no token list")
+    return tokens
 
 
 async def id_range(session: Any, url: str, model: str) -> int:
@@ -141,6 +156,8 @@ async def id_range(session: Any, url: str, model: str) -> int:
     gives a many-script sample (every id up to it exists in the vocabulary)."""
     try:
         ids = await tokenize(session, url, model, VOCAB_SAMPLE)
+        if not ids:
+            raise RunnerError("/tokenize gave no tokens")
     except RunnerError as exc:
         raise RunnerError(f"cannot learn the token id range from the server ({exc}); "
                           "give the vocabulary size (vocab_size)") from None

@@ -196,6 +196,8 @@ def _live() -> None:
 def _results(report) -> None:
     rec = st.session_state.get(RECOMMENDATION_KEY)
     st.subheader(f"Run {report.run_id}: {report.status}")
+    if report.error:  # a failed run (runners.bench.run_failure) says why, as the CLI does
+        st.error(plain(f"The run failed: {report.error}"))
     st.caption("Stored in the app's store (see Runs). The prediction is for the whole trace on "
                f"the recommended GPUs; the measurement is this run on {report.url}.")
     s = report.summary

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from profiler.workspace import Workspace
-from runners.bench import BenchError, BenchRequest, ProgressSample, run_bench
+from runners.bench import BenchRequest, ProgressSample, run_bench
 from runners.launch import group_alive, launched
 from runners.store import list_runs, load_run
 from runners.workloads import WorkloadSpec, build_schedule
@@ -129,9 +129,9 @@ def test_engine_killed_mid_run(tiny_model_dir, tmp_path):
 
     spec = WorkloadSpec(kind="poisson", rate_rps=8, num_requests=200, prompt_tokens=32,
                         output_tokens=8, seed=1)
-    with pytest.raises(BenchError, match="health check"):
-        run_bench(BenchRequest(launch=vllm_spec(tiny_model_dir, tmp_path), workload=spec),
-                  workspace=ws, progress=progress)
+    report = run_bench(BenchRequest(launch=vllm_spec(tiny_model_dir, tmp_path), workload=spec),
+                       workspace=ws, progress=progress)
+    assert report.status == "failed" and "health check" in (report.error or "")
     assert killed and not group_alive(killed[0]) and _children() == []
     [info] = list_runs(ws)
     record = load_run(ws, info.run_id)
