@@ -100,6 +100,9 @@ class BenchRequest(BaseModel):
     slo_ttft_p95_s: float | None = Field(default=None, gt=0)
     slo_tpot_p95_s: float | None = Field(default=None, gt=0)
     workers: int = Field(default=1, ge=1)
+    isolate_load: bool = Field(
+        default=False, description="Load generator in its own process(es) even with one "
+        "worker: the Validate view's runs, whose host process also serves the app.")
     vocab_size: int | None = Field(default=None, gt=0, description="Top of prompt token ids, for "
                                    "servers without /tokenize; None = ask the server.")
     timeout_s: float = Field(default=600.0, gt=0, description="Bound on each request.")
@@ -380,6 +383,7 @@ def _load_options(live: _Live, seed: int) -> LoadOptions:
     request = live.request
     return LoadOptions(url=live.url, model=request.model, api=request.api,
                        timeout_s=request.timeout_s, workers=request.workers,
+                       isolate=request.isolate_load,
                        vocab_size=request.vocab_size, seed=seed)
 
 

@@ -116,13 +116,15 @@ _FLAGS = {"rate_rps": "--rate", "base_rate_rps": "--rate", "duration_s": "--dura
 
 def build_request(options: BenchOptions, *, workspace: str | None = None,
                   argv: list[str] | None = None, config: EngineConfig | None = None,
-                  replay_workspace: bool = False) -> BenchRequest:
+                  replay_workspace: bool = False, isolate_load: bool = False) -> BenchRequest:
     """The `BenchRequest` for `options`, for every front end: the CLI and the Validate view.
 
     A trace is ingested into `workspace` when the run starts; `replay_workspace` replays what
     `workspace` already holds instead (the app's per-trace workspace, ingested with the
     trace's own options and read-only afterwards). `config` is the launch config when the
     caller holds it already; else --launch reads it from `options.config_path`.
+    `isolate_load` sends from a worker process even with one worker (the app's server shares
+    the view's process: its page reruns must not delay the sockets' reads).
 
     Raises:
         UsageError: a missing field for the workload, an unreadable rec.json.
@@ -144,7 +146,7 @@ def build_request(options: BenchOptions, *, workspace: str | None = None,
             slo_tpot_p95_s=_s(options.slo_tpot_p95_ms), workers=options.workers,
             vocab_size=options.vocab_size,
             timeout_s=options.timeout_s, warmup_s=options.warmup_s, seed=options.seed,
-            argv=argv or [])
+            isolate_load=isolate_load, argv=argv or [])
     except ValidationError as exc:
         msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
         msg = re.sub(r"\b[a-z_]+\b", lambda m: _FLAGS.get(m.group(), m.group()), msg)

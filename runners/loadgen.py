@@ -96,7 +96,7 @@ async def run_workload(schedule: Schedule, options: LoadOptions, *,
     if not schedule.requests:
         raise RunnerError("the schedule holds no requests")
     prep = await prepare(schedule, options)
-    if options.workers > 1:
+    if options.workers > 1 or options.isolate:
         from runners.loadgen_workers import run_processes
 
         return await run_processes(schedule, options, prep, on_result, stop)

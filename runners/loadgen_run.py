@@ -41,6 +41,9 @@ class LoadOptions(BaseModel):
     api: Api = "completions"
     timeout_s: float = Field(default=600.0, gt=0, description="Bound on each whole request.")
     workers: int = Field(default=1, ge=1, description="Processes sharing the load.")
+    isolate: bool = Field(
+        default=False, description="Send from worker processes even with one worker: the "
+        "caller's process (e.g. the app's server) then cannot delay the sockets' reads.")
     prompt_mode: PromptMode = Field(default="auto",
                                     description="auto: ids on completions, else text.")
     vocab_size: int | None = Field(default=None,

@@ -158,9 +158,10 @@ def bench_options(rec, where: dict, load: dict) -> BenchOptions:
 
 def bench_request(rec, options: BenchOptions) -> BenchRequest:
     """The run for `options` through the one builder the CLI uses; the launch config is the
-    recommendation's pick, a trace replays the app's workspace of the current trace."""
+    recommendation's pick, a trace replays the app's workspace of the current trace; the load
+    is sent from its own process, where the app's reruns cannot delay it (issue 13)."""
     return build_request(options, workspace=str(workspace_for(current_trace()).path),
-                         config=rec.pick.config, replay_workspace=True)
+                         config=rec.pick.config, replay_workspace=True, isolate_load=True)
 
 
 @st.fragment(run_every=1.0)

@@ -74,6 +74,7 @@ def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
     finally:
         server.stop()
     assert not at.exception and job.error is None, job.error
+    assert job.request.isolate_load  # sent from its own process, as the view asks
     summary = job.report.summary
     warm = job.report.warmup_requests  # sent first, not measured
     assert warm > 0 and summary.count + warm == len(server.bodies)

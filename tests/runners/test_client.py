@@ -276,7 +276,7 @@ def test_timeout_is_a_failure_row(server):
     server.reset(Script([(2.0, _text("late")), (0, DONE)]))
     (r,) = _send(server.url, COMPLETIONS, timeout_s=0.2)
     assert not r.success and r.error_kind == "timeout"
-    assert 0.19 <= r.end_at_s - r.sent_at_s < 1.0  # the 2 s answer never came; slack for a busy host
+    assert 0.19 <= r.end_at_s - r.sent_at_s < 1.0  # not the 2 s answer; slack for a busy host
     assert "0.2 s" in r.error
 
 

@@ -282,3 +282,19 @@ def test_shared_block_hashes_hit_vllms_prefix_cache(vllm_url):
     out = run_workload_sync(second, opts)
     assert out.results[0].success and out.results[0].prompt_tokens == 192
     assert _prefix_hits(vllm_url) - before == 128
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_isolated_load_is_sent_from_a_child_process(server, isolate):
+    """`isolate` (the Validate view's runs) sends from a worker process even with one worker;
+    results still reach the caller's `on_result` as they finish, all of them."""
+    import multiprocessing as mp
+
+    spec = WorkloadSpec(kind="concurrency", concurrency=4, num_requests=40, prompt_tokens=16,
+                        output_tokens=3, seed=2)
+    children: list[int] = []
+    out = run_workload_sync(build_schedule(spec), _options(server, isolate=isolate),
+                            on_result=lambda i, r: children.append(len(mp.active_children())))
+    assert sorted(out.indices) == list(range(40)) and all(r.success for r in out.results)
+    assert len(children) == 40
+    assert (min(children) >= 1) if isolate else (max(children) == 0)
