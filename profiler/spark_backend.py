@@ -124,7 +124,8 @@ def _session(spark: Any, master: str) -> Iterator[Any]:
         from pyspark.sql import SparkSession
         import sqlglot  # noqa: F401 - fail here, with the install hint, not mid-profile
     except ImportError as exc:
-        raise UsageError(f"--backend spark needs {exc.name} (pip install -r "
+        package = (exc.name or "pyspark").split(".")[0]
+        raise UsageError(f"--backend spark needs {package} (pip install -r "
                          "requirements-spark.txt; Spark also needs Java 17)") from None
     owned = SparkSession.getActiveSession() is None
     try:
@@ -132,6 +133,8 @@ def _session(spark: Any, master: str) -> Iterator[Any]:
                    .config("spark.ui.enabled", "false").getOrCreate())
     except Exception as exc:  # PySparkRuntimeError: no Java, bad master URL
         raise UsageError(f"cannot start Spark at {master}: {_first_line(exc)}") from None
+    if owned:  # the user reads one profile, not Spark's INFO/WARN stream
+        session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
     finally:
