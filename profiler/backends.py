@@ -36,7 +36,7 @@ def _spark(path: str, *, workspace: Any, options: Any, lru_capacities: Sequence[
                                lru_capacities=lru_capacities, seed=seed, master=master)
 
 
-BACKENDS: dict[str, Callable[..., "Profile"]] = {"duckdb": _duckdb, "spark": _spark}
+BACKENDS: dict[str, Callable[..., Profile]] = {"duckdb": _duckdb, "spark": _spark}
 
 
 def profile_with(

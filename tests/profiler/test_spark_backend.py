@@ -79,7 +79,7 @@ def test_canonical_parquet_read_by_spark_itself(spark, tmp_path):
     folder.mkdir()
     with ws.connect(read_only=True) as con:  # two parts, split mid-trace
         for part, where in enumerate(("request_id < 5000", "request_id >= 5000")):
-            con.execute(f"COPY (SELECT * FROM requests WHERE {where}) TO "  # noqa: S608
+            con.execute(f"COPY (SELECT * FROM requests WHERE {where}) TO "
                         f"'{folder / f'part-{part}.parquet'}' (FORMAT parquet)")
     on_spark = profile_trace_spark(str(folder), workspace=None, lru_capacities=CAPACITIES,
                                    spark=spark)
