@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import decimal
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -73,13 +74,25 @@ def profile_trace_spark(
         UsageError: pyspark or sqlglot is not installed, or Spark does not start.
         TraceError: the trace cannot be read, or is not a canonical table where one is needed.
     """
-    with _session(spark, master or DEFAULT_MASTER) as session:
-        info, warnings = _load(session, path, workspace, options)
-        from profiler.profile import Scans, profile_figures
+    from profiler.profile import Scans, profile_figures
 
+    with _session(spark, master or DEFAULT_MASTER) as session, _spark_errors(path):
+        info, notes = _load(session, path, workspace, options)
         scans = Scans(rate_windows=_no_rate_scan, flat_hashes=_flat_hashes)
-        return profile_figures(SparkSQL(session), info, warnings,
+        return profile_figures(SparkSQL(session), info, notes,
                                lru_capacities=lru_capacities, seed=seed, scans=scans)
+
+
+@contextlib.contextmanager
+def _spark_errors(path: str) -> Iterator[None]:
+    """Spark's and the JVM's errors (an unreachable bucket, a lost executor) as one line."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except (PySparkException, Py4JError) as exc:
+        raise TraceError(f"Spark failed: {_first_line(exc)}", path=path) from None
 
 
 class SparkSQL:
@@ -138,7 +151,12 @@ def _session(spark: Any, master: str) -> Iterator[Any]:
     if owned:  # the user reads one profile, not Spark's INFO/WARN stream
         session.sparkContext.setLogLevel("ERROR")
     try:
-        yield session
+        with warnings.catch_warnings():
+            # pyspark 4.3 warns on every Arrow transfer that it predates pandas 3; no pandas
+            # object crosses here (Arrow tables only).
+            warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas",
+                                    FutureWarning)
+            yield session
     finally:
         if owned:
             session.stop()
@@ -159,11 +177,11 @@ def _load(spark: Any, path: str, workspace: Any, options: Any) -> tuple[FormatIn
     if path.startswith(DIRECT_SCHEMES) or os.path.isdir(path):
         frame = _read_canonical(spark, path)
         info = _canonical_info(path)
-        warnings: list[str] = []
+        notes: list[str] = []
     else:
-        frame, info, warnings = _ingest_locally(spark, path, workspace, options)
+        frame, info, notes = _ingest_locally(spark, path, workspace, options)
     frame.createOrReplaceTempView(REQUESTS_TABLE)
-    return info, warnings
+    return info, notes
 
 
 def _read_canonical(spark: Any, uri: str) -> Any:
