@@ -76,8 +76,8 @@ def profile_trace_spark(
     """
     from profiler.profile import Scans, profile_figures
 
-    with _session(spark, master or DEFAULT_MASTER) as session, _spark_errors(path):
-        info, notes = _load(session, path, workspace, options)
+    with (_session(spark, master or DEFAULT_MASTER) as session, _spark_errors(path),
+          _loaded(session, path, workspace, options) as (info, notes)):
         scans = Scans(rate_windows=_no_rate_scan, flat_hashes=_flat_hashes)
         return profile_figures(SparkSQL(session), info, notes,
                                lru_capacities=lru_capacities, seed=seed, scans=scans)
@@ -145,7 +145,8 @@ def _session(spark: Any, master: str) -> Iterator[Any]:
     owned = SparkSession.getActiveSession() is None
     try:
         session = (SparkSession.builder.master(master).appName("servefit-profile")
-                   .config("spark.ui.enabled", "false").getOrCreate())
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     except Exception as exc:  # PySparkRuntimeError: no Java, bad master URL
         raise UsageError(f"cannot start Spark at {master}: {_first_line(exc)}") from None
     if owned:  # the user reads one profile, not Spark's INFO/WARN stream
@@ -170,9 +171,18 @@ def _first_line(exc: BaseException) -> str:
 # --- loading the canonical rows --------------------------------------------------------------
 
 
-def _load(spark: Any, path: str, workspace: Any, options: Any) -> tuple[FormatInfo, list[str]]:
-    """Register `requests` in the session; the trace's FormatInfo and warnings."""
+@contextlib.contextmanager
+def _loaded(
+    spark: Any, path: str, workspace: Any, options: Any
+) -> Iterator[tuple[FormatInfo, list[str]]]:
+    """`requests` registered in the session while the profile runs; its FormatInfo and notes.
+
+    The rows are persisted (memory, then local disk) for the call: the profile scans the table
+    about fifteen times, which would otherwise read the files (object storage) each time.
+    """
     import os
+
+    from pyspark import StorageLevel
 
     if path.startswith(DIRECT_SCHEMES) or os.path.isdir(path):
         frame = _read_canonical(spark, path)
@@ -180,8 +190,13 @@ def _load(spark: Any, path: str, workspace: Any, options: Any) -> tuple[FormatIn
         notes: list[str] = []
     else:
         frame, info, notes = _ingest_locally(spark, path, workspace, options)
+    frame.persist(StorageLevel.MEMORY_AND_DISK)
     frame.createOrReplaceTempView(REQUESTS_TABLE)
-    return info, notes
+    try:
+        yield info, notes
+    finally:
+        spark.catalog.dropTempView(REQUESTS_TABLE)
+        frame.unpersist()
 
 
 def _read_canonical(spark: Any, uri: str) -> Any:

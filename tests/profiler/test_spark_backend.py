@@ -116,3 +116,11 @@ def test_cli_backend_spark_prints_the_duckdb_profile(spark, tmp_path, capsys, mo
     _same(duck, on_spark)
     assert json.loads((tmp_path / "p.json").read_text()) == on_spark
     assert not spark.sparkContext._jsc.sc().isStopped()
+
+
+def test_an_unreadable_uri_is_one_clear_error(spark, tmp_path):
+    from profiler.spark_backend import profile_trace_spark
+
+    missing = f"file://{tmp_path}/no-such-folder"
+    with pytest.raises(TraceError, match=r"no-such-folder: Spark cannot read it: .*PATH_NOT_FOUND"):
+        profile_trace_spark(missing, workspace=None, lru_capacities=CAPACITIES, spark=spark)
