@@ -135,6 +135,21 @@ def _session(spark: Any, master: str) -> Iterator[Any]:
     if spark is not None:
         yield spark
         return
+    with warnings.catch_warnings():
+        # pyspark 4.3 warns, once, that it predates pandas 3; no pandas object crosses here
+        # (Arrow tables only), so the user is spared a warning about nothing they can change.
+        warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas",
+                                FutureWarning)
+        session, owned = _start(master)
+        try:
+            yield session
+        finally:
+            if owned:
+                session.stop()
+
+
+def _start(master: str) -> tuple[Any, bool]:
+    """(session, whether this call started it): a session already running is reused."""
     try:
         import sqlglot  # noqa: F401 - fail here, with the install hint, not mid-profile
         from pyspark.sql import SparkSession
@@ -151,16 +166,7 @@ def _session(spark: Any, master: str) -> Iterator[Any]:
         raise UsageError(f"cannot start Spark at {master}: {_first_line(exc)}") from None
     if owned:  # the user reads one profile, not Spark's INFO/WARN stream
         session.sparkContext.setLogLevel("ERROR")
-    try:
-        with warnings.catch_warnings():
-            # pyspark 4.3 warns on every Arrow transfer that it predates pandas 3; no pandas
-            # object crosses here (Arrow tables only).
-            warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas",
-                                    FutureWarning)
-            yield session
-    finally:
-        if owned:
-            session.stop()
+    return session, owned
 
 
 def _first_line(exc: BaseException) -> str:
