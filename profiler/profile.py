@@ -3,6 +3,9 @@
 All figures are DuckDB SQL with bound parameters, except the two that need a sequential pass or
 a model: the LRU prefix-cache simulation (`profiler.prefix`, compiled) and the length segments
 (`profiler.segments`, numpy k-means on a seeded sample, assigned to every row in SQL).
+
+The same queries run on Spark (`profiler.spark_backend`, `profile --backend spark`), transpiled
+by `profiler.spark_sql`; `tests/profiler/test_spark_sql.py` checks each still transpiles.
 """
 
 # ruff: noqa: S608 - the only name composed into SQL here is the constant REQUESTS_TABLE; every
@@ -29,7 +32,7 @@ PROFILE_SNIFF_BYTES = 4096
 _SPAN_SQL = f"SELECT count(arrival_s), max(arrival_s) - min(arrival_s) FROM {REQUESTS_TABLE}"
 
 # The table is stored in request_id order and DuckDB preserves insertion order, so a streaming
-# lag over () sees arrival order without a sort.
+# lag over () sees arrival order without a sort (Spark gets ORDER BY request_id: spark_sql).
 _GAPS_CV_SQL = f"""
 SELECT stddev_pop(gap) / avg(gap) FROM (
     SELECT arrival_s - lag(arrival_s) OVER () AS gap
