@@ -37,6 +37,16 @@ QUERIES = {
     "segment_moments": segments._MOMENTS_SQL.format(assigned=_assigned()),
 }
 
+# The module constants behind QUERIES; a new *_SQL constant must join them (or this list of
+# DuckDB-only scans, which Spark's backend replaces with its own `Scans`).
+COVERED = {"profiler.profile._SPAN_SQL", "profiler.profile._GAPS_CV_SQL",
+           "profiler.profile._WINDOWS_SQL", "profiler.profile._LENGTH_SQL",
+           "profiler.profile._SESSION_SQL", "profiler.profile._REUSE_INFINITE_SQL",
+           "profiler.quantiles._SQL", "profiler.segments._COUNT_SQL",
+           "profiler.segments._SAMPLE_SQL", "profiler.segments._ALL_SQL",
+           "profiler.segments._ASSIGNED_SQL", "profiler.segments._MOMENTS_SQL"}
+DUCKDB_ONLY_SCANS = {"profiler.profile._SECONDS_SQL"}
+
 # DuckDB-only spellings that Spark's parser refuses.
 DUCKDB_ONLY = [r"::", r"//", r"\bMATERIALIZED\b", r"USING SAMPLE", r"\bunnest\b", r"\brange\(",
                r"\[\]"]
@@ -70,6 +80,12 @@ def test_each_shared_query_still_runs_on_duckdb(name):
         assert rows[0] == (80, 37)
     if name == "windows":  # 40 arrivals over 20 s, 10 s windows of 20 requests each
         assert [r[1] for r in rows] == [20, 20]
+
+
+def test_every_profile_query_is_covered():
+    found = {f"{m.__name__}.{name}" for m in (profile, quantiles, segments) for name in vars(m)
+             if name.endswith("_SQL")}
+    assert found == COVERED | DUCKDB_ONLY_SCANS
 
 
 def test_order_free_lag_window_is_ordered_by_request_id_on_spark():
