@@ -84,6 +84,13 @@ def _add_profile(sub: Any) -> None:
     p.add_argument("--lru-capacity-blocks", type=int, nargs="+", action="extend",
                    metavar="N", help="LRU prefix-cache sizes to simulate (default 1000 10000 "
                                      "100000)")
+    from profiler.backends import BACKENDS, DEFAULT_BACKEND
+
+    p.add_argument("--backend", default=DEFAULT_BACKEND, choices=list(BACKENDS),
+                   help="engine that computes the figures (default duckdb; spark needs "
+                        "requirements-spark.txt and Java 17)")
+    p.add_argument("--spark-master", metavar="URL",
+                   help="Spark master for --backend spark (default local[*])")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.add_argument("-o", "--output", metavar="PROFILE_JSON", help="also write the profile here")
     p.set_defaults(handler=_cmd_profile)
@@ -235,14 +242,15 @@ def _workspace(args: argparse.Namespace) -> Any:
 
 def _cmd_profile(args: argparse.Namespace) -> int:
     from app.render import profile_text
-    from profiler.profile import DEFAULT_LRU_CAPACITIES, profile_trace
+    from profiler.backends import profile_with
+    from profiler.profile import DEFAULT_LRU_CAPACITIES
 
     capacities = args.lru_capacity_blocks or list(DEFAULT_LRU_CAPACITIES)
     if any(c < 1 for c in capacities):
         raise UsageError("--lru-capacity-blocks must be positive")
-    profile = profile_trace(args.trace, workspace=_workspace(args),
-                            options=_ingest_options(args), lru_capacities=capacities,
-                            seed=args.seed)
+    profile = profile_with(args.backend, args.trace, workspace=_workspace(args),
+                           options=_ingest_options(args), lru_capacities=capacities,
+                           seed=args.seed, master=args.spark_master)
     text = profile.model_dump_json(indent=2)
     if args.output:
         write_output(args.output, text + "\n")

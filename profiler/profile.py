@@ -3,6 +3,9 @@
 All figures are DuckDB SQL with bound parameters, except the two that need a sequential pass or
 a model: the LRU prefix-cache simulation (`profiler.prefix`, compiled) and the length segments
 (`profiler.segments`, numpy k-means on a seeded sample, assigned to every row in SQL).
+
+The same queries run on Spark (`profiler.spark_backend`, `profile --backend spark`), transpiled
+by `profiler.spark_sql`; `tests/profiler/test_spark_sql.py` checks each still transpiles.
 """
 
 # ruff: noqa: S608 - the only name composed into SQL here is the constant REQUESTS_TABLE; every
@@ -11,7 +14,8 @@ a model: the LRU prefix-cache simulation (`profiler.prefix`, compiled) and the l
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,7 @@ PROFILE_SNIFF_BYTES = 4096
 _SPAN_SQL = f"SELECT count(arrival_s), max(arrival_s) - min(arrival_s) FROM {REQUESTS_TABLE}"
 
 # The table is stored in request_id order and DuckDB preserves insertion order, so a streaming
-# lag over () sees arrival order without a sort.
+# lag over () sees arrival order without a sort (Spark gets ORDER BY request_id: spark_sql).
 _GAPS_CV_SQL = f"""
 SELECT stddev_pop(gap) / avg(gap) FROM (
     SELECT arrival_s - lag(arrival_s) OVER () AS gap
@@ -40,6 +44,8 @@ SELECT stddev_pop(gap) / avg(gap) FROM (
 # series of `?`-second windows all come from that small table: floor(t / w) = floor(t) // w
 # for whole-second windows. sum(x::BIGINT)::BIGINT takes DuckDB's fast non-HUGEINT path.
 # MATERIALIZED: per_s is read three times, and DuckDB would otherwise aggregate it three times.
+# The dense window list is an unnested range() in a subquery (not the range() table function),
+# which `profiler.spark_sql` transpiles to Spark's explode(sequence(…)).
 _WINDOWS_SQL = f"""
 WITH per_s AS MATERIALIZED (
     SELECT floor(arrival_s)::BIGINT AS s, count(*) AS n,
@@ -53,7 +59,8 @@ per_w AS (
 SELECT g.w, coalesce(n, 0), coalesce(i, 0), coalesce(o, 0),
        (SELECT max(n) FROM per_s),
        (SELECT max(c) FROM (SELECT sum(n) AS c FROM per_s GROUP BY s // 60))
-FROM range(0, (SELECT max(w) + 1 FROM per_w)) g(w) LEFT JOIN per_w USING (w) ORDER BY g.w
+FROM (SELECT unnest(range(0, (SELECT max(w) + 1 FROM per_w))) AS w) g
+LEFT JOIN per_w USING (w) ORDER BY g.w
 """
 
 _SECONDS_SQL = f"""
@@ -167,14 +174,46 @@ def _meta(con: Any) -> tuple[FormatInfo, list[str]]:
     return FormatInfo.model_validate_json(row[0]), list(json.loads(row[1]))
 
 
+@dataclass(frozen=True)
+class Scans:
+    """The two reads that stream the trace's rows to Python instead of aggregating in SQL.
+
+    `rate_windows(con, window_s, duration_s)` gives `_WINDOWS_SQL`'s rows, or None to run that
+    query instead; `flat_hashes(con)` gives every block hash in request order (the LRU
+    simulation's input). DuckDB's are `_rate_windows` and `flat_hashes`; another engine's
+    backend (`profiler.spark_backend`) brings its own.
+    """
+
+    rate_windows: Callable[[Any, int, float], list[tuple[int, ...]] | None]
+    flat_hashes: Callable[[Any], tuple[Any, Any]]
+
+
 def _profile(
     con: Any, info: FormatInfo, warnings: list[str], capacities: Sequence[int], seed: int
 ) -> Profile:
+    return profile_figures(con, info, warnings, lru_capacities=capacities, seed=seed,
+                           scans=Scans(_rate_windows, flat_hashes))
+
+
+def profile_figures(
+    con: Any,
+    info: FormatInfo,
+    warnings: list[str],
+    *,
+    lru_capacities: Sequence[int],
+    seed: int,
+    scans: Scans,
+) -> Profile:
+    """Every figure of the `requests` table that `con` queries.
+
+    `con` answers `execute(duckdb_sql, params)` with `fetchone()`/`fetchall()`: a DuckDB
+    connection, or an adapter that runs the same SQL on another engine.
+    """
     from profiler.segments import find_segments
 
     (n,) = con.execute(f"SELECT count(*) FROM {REQUESTS_TABLE}").fetchone()
-    timing, rate_series = _timing(con, warnings)
-    reuse_inf, reuse_lru = _prefix_reuse(con, capacities)
+    timing, rate_series = _timing(con, warnings, scans)
+    reuse_inf, reuse_lru = _prefix_reuse(con, lru_capacities, scans)
     input_tokens, output_tokens = _lengths(con)
     return Profile(
         n_requests=int(n),
@@ -191,7 +230,9 @@ def _profile(
     )
 
 
-def _timing(con: Any, warnings: list[str]) -> tuple[dict[str, float | None], RateSeries | None]:
+def _timing(
+    con: Any, warnings: list[str], scans: Scans
+) -> tuple[dict[str, float | None], RateSeries | None]:
     keys = ("duration_s", "mean_qps", "peak_qps_1s", "peak_qps_60s", "peak_to_mean_1s",
             "peak_to_mean_60s", "interarrival_cv")
     n_timed, duration = con.execute(_SPAN_SQL).fetchone()
@@ -199,8 +240,8 @@ def _timing(con: Any, warnings: list[str]) -> tuple[dict[str, float | None], Rat
         return dict.fromkeys(keys), None
     window = next((w for w in RATE_WINDOWS_S if duration / w <= MAX_RATE_POINTS),
                   RATE_WINDOWS_S[-1])
-    rows = _rate_windows(con, window, duration)
-    if rows is None:  # not in arrival order (an older workspace): aggregate in SQL
+    rows = scans.rate_windows(con, window, duration)
+    if rows is None:  # not in arrival order (an older workspace), or not DuckDB: SQL
         rows = con.execute(_WINDOWS_SQL, [window]).fetchall()
     peak1, peak60 = float(rows[0][4]), rows[0][5] / 60.0
     (cv,) = con.execute(_GAPS_CV_SQL).fetchone()
@@ -312,14 +353,14 @@ def _session_share(con: Any) -> float | None:
 
 
 def _prefix_reuse(
-    con: Any, capacities: Sequence[int]
+    con: Any, capacities: Sequence[int], scans: Scans
 ) -> tuple[float | None, dict[str, float] | None]:
     total, hits = con.execute(_REUSE_INFINITE_SQL).fetchone()
     if not total:
         return None, None
     from profiler.prefix import lru_hit_ratios
 
-    hashes, offsets = flat_hashes(con)
+    hashes, offsets = scans.flat_hashes(con)
     ratios = lru_hit_ratios(hashes, offsets, list(capacities)) if capacities else {}
     return hits / total, {str(c): float(r) for c, r in sorted(ratios.items())}
 

@@ -1,6 +1,6 @@
 """Length segments: clusters of requests in (ln(1 + input), ln(1 + output)) space.
 
-k-means (`profiler.kmeans`, numpy, seeded) is fitted on a reservoir sample of at most
+k-means (`profiler.kmeans`, numpy, seeded) is fitted on a seeded sample of at most
 `SAMPLE_ROWS` rows; k in 1..`MAX_K` is chosen by the silhouette score on a subset of
 `SILHOUETTE_ROWS` (k = 1 when no split scores at least `MIN_SILHOUETTE`). Every row of the
 trace is then assigned to its nearest centroid in SQL, so shares, medians and the per-segment
@@ -22,9 +22,16 @@ MAX_K = 4
 MIN_SILHOUETTE = 0.35
 MIN_ROWS_TO_SPLIT = 50
 
+# The sample is the rows whose request_id numpy draws (seeded) from 0..n-1, in request order, so
+# DuckDB and Spark (`profiler.spark_sql`) fit k-means on the very same points; a SQL sampling
+# clause (DuckDB's reservoir, Spark's TABLESAMPLE) would give each engine a different sample.
+_COUNT_SQL = f"SELECT count(*) FROM {REQUESTS_TABLE}"
 _SAMPLE_SQL = f"""
 SELECT ln(1 + input_tokens), ln(1 + output_tokens) FROM {REQUESTS_TABLE}
-USING SAMPLE reservoir({SAMPLE_ROWS} ROWS) REPEATABLE ({{seed}})
+WHERE request_id IN (SELECT unnest(CAST(? AS BIGINT[]))) ORDER BY request_id
+"""
+_ALL_SQL = f"""
+SELECT ln(1 + input_tokens), ln(1 + output_tokens) FROM {REQUESTS_TABLE} ORDER BY request_id
 """
 
 # Each row with its nearest centroid (`seg`); {columns}/{case} come from _argmin_sql.
@@ -45,7 +52,7 @@ def find_segments(con: Any, *, seed: int = 0) -> list[Segment]:
     """Segments of the workspace's `requests`, ordered by median input length."""
     import numpy as np
 
-    sample = np.asarray(con.execute(_SAMPLE_SQL.format(seed=int(seed))).fetchall(), float)
+    sample = np.asarray(_sample(con, seed), float).reshape(-1, 2)
     if len(sample) == 0:
         return []
     centroids = _centroids(sample, seed)
@@ -72,6 +79,17 @@ def find_segments(con: Any, *, seed: int = 0) -> list[Segment]:
     ]
 
 
+def _sample(con: Any, seed: int) -> list[tuple[float, float]]:
+    """(ln(1 + input), ln(1 + output)) of at most SAMPLE_ROWS rows, drawn with `seed`."""
+    import numpy as np
+
+    (n,) = con.execute(_COUNT_SQL).fetchone()
+    if n <= SAMPLE_ROWS:
+        return list(con.execute(_ALL_SQL).fetchall())
+    ids = np.random.default_rng(seed).choice(int(n), size=SAMPLE_ROWS, replace=False)
+    return list(con.execute(_SAMPLE_SQL, [sorted(int(i) for i in ids)]).fetchall())
+
+
 def _argmin_sql(centroids: list[tuple[float, float]]) -> tuple[str, str, list[float]]:
     """Distance columns d0..dk-1 and a CASE giving the nearest centroid (first on ties).
 
@@ -81,12 +99,15 @@ def _argmin_sql(centroids: list[tuple[float, float]]) -> tuple[str, str, list[fl
     k = len(centroids)
     columns = ", ".join(f"(li - ?) * (li - ?) + (lo - ?) * (lo - ?) AS d{i}" for i in range(k))
     params = [v for cx, cy in centroids for v in (cx, cx, cy, cy)]
-    whens = [
-        f"WHEN d{i} <= least({', '.join(f'd{j}' for j in range(i + 1, k))}) THEN {i}"
-        for i in range(k - 1)
-    ]
+    whens = [f"WHEN d{i} <= {_least([f'd{j}' for j in range(i + 1, k)])} THEN {i}"
+             for i in range(k - 1)]
     case = f"CASE {' '.join(whens)} ELSE {k - 1} END" if whens else "0"
     return columns, case, params
+
+
+def _least(terms: list[str]) -> str:
+    # Spark's least() wants two arguments or more; DuckDB's takes one.
+    return terms[0] if len(terms) == 1 else f"least({', '.join(terms)})"
 
 
 def _centroids(sample: Any, seed: int) -> list[tuple[float, float]]:

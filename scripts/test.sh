@@ -9,6 +9,11 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+# Java 17 for the Spark profile backend's slow test (pyspark starts a JVM).
+if ! command -v java >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
 bash scripts/setup.sh dev
 bash scripts/setup_vllm.sh
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
