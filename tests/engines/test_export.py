@@ -326,7 +326,10 @@ def test_capability_check_refuses_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_unregistered_engine_is_one_clear_error(tmp_path, monkeypatch) -> None:
-    monkeypatch.delitem(engines.ENGINES, "vllm")
+    # A registry without vLLM, swapped in whole: deleting the key and letting monkeypatch put it
+    # back would move vLLM to the end of the dict, and the search's grid follows that order.
+    monkeypatch.setattr(engines, "ENGINES", {k: v for k, v in engines.ENGINES.items()
+                                             if k != "vllm"})
     with pytest.raises(UnknownEngineError, match="unknown engine 'vllm'"):
         export_bundle(_request("vllm"), tmp_path / "bundle")
     assert list(tmp_path.iterdir()) == []

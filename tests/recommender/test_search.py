@@ -101,7 +101,8 @@ def test_shared_prefixes_cut_ttft_with_prefix_caching(mooncake) -> None:
     assert req.block_hashes is not None
     target = _target("H100-SXM", "meta-llama/Llama-3.1-8B-Instruct", 3)
     goals = Goals("goodput", None, None)
-    base = base_grid(target, max_model_len(req, target.model))[0].model_copy(
+    base = next(c for c in base_grid(target, max_model_len(req, target.model))  # vLLM's
+                if c.engine == "vllm").model_copy(
         update={"weight_quantization": "fp8", "kv_cache_dtype": "fp8"})
     on, off = (evaluate(base.model_copy(update={"prefix_caching": flag}), req, 3, target, goals)
                for flag in (True, False))
