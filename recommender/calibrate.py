@@ -176,6 +176,9 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         gpu_memory_fraction=float(frac.group(1)) if frac else None, metric=field,
         value=float(raw["value"]) * factor, split=_split(raw),
         source=source_key(str(raw["source"])),
+        # vllm bench serve's ShareGPT sampling: the row states its mean lengths, the requests
+        # spread around them as the dataset does (recommender.lengths).
+        dataset="sharegpt" if "sharegpt" in str(raw["dataset"]).lower() else None,
     )
 
 

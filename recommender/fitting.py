@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from pydantic import ValidationError
 from scipy.optimize import least_squares
 
 from core.errors import UsageError
-from core.load import LoadSpec, fixed
+from core.load import DatasetLengths, LoadSpec, fixed
 from engines.config import EngineConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import (
@@ -116,6 +117,9 @@ class CalRow:
     value: float
     split: str  # "train" or "test"
     source: str = ""  # the publication (calibrate.source_key); leave-one-source-out groups by it
+    # Dataset whose length distribution the run drew from (core.load.DatasetLengths), None:
+    # fixed lengths (or a spread not published, e.g. random-dataset outputs cut by EOS).
+    dataset: Literal["sharegpt"] | None = None
 
     def engine_config(self, model: ModelSpec) -> EngineConfig:
         """The measured deployment as an `EngineConfig` of `model` (the row's model spec).
@@ -133,9 +137,15 @@ class CalRow:
             raise UsageError(f"row {self.index}: {exc.errors()[0]['msg']}") from None
 
     def load(self) -> LoadSpec:
-        """The measured load: closed loop at the row's concurrency, or offline."""
-        return fixed(self.isl, self.osl, concurrency=self.concurrency,
+        """The measured load: closed loop at the row's concurrency, or offline; the row's
+        ISL/OSL as fixed lengths, or as the means of its dataset's distribution."""
+        spec = fixed(self.isl, self.osl, concurrency=self.concurrency,
                      offline=self.concurrency is None, num_requests=self.num_requests)
+        if self.dataset is None:
+            return spec
+        lengths = DatasetLengths(dataset=self.dataset, input_tokens=self.isl,
+                                 output_tokens=self.osl)
+        return spec.model_copy(update={"lengths": lengths})
 
 
 def predict_row(row: CalRow, params: PerfParams) -> float:
