@@ -120,6 +120,9 @@ class CalRow:
     # Dataset whose length distribution the run drew from (core.load.DatasetLengths), None:
     # fixed lengths (or a spread not published, e.g. random-dataset outputs cut by EOS).
     dataset: Literal["sharegpt"] | None = None
+    # Driven in-process (trtllm-bench, vLLM's offline throughput / latency benchmarks): no
+    # API server between the engine and the measurement (`row_params`).
+    in_process: bool = False
 
     def engine_config(self, model: ModelSpec) -> EngineConfig:
         """The measured deployment as an `EngineConfig` of `model` (the row's model spec).
@@ -148,11 +151,26 @@ class CalRow:
         return spec.model_copy(update={"lengths": lengths})
 
 
+def row_params(row: CalRow, params: PerfParams) -> PerfParams:
+    """`params` as they apply to the row's run. An in-process run (`CalRow.in_process`) has
+    no API server: no per-request HTTP/tokenisation time (`request_overhead_s`) and no
+    per-token output processing (detokenise, stream one SSE chunk per sequence per step:
+    `per_seq_overhead_s`, which the fit otherwise learns from served runs; the sampler's
+    own GPU time is in the kernels' efficiencies). Without this split the served rows'
+    per-token cost (e.g. 0.14 ms per sequence per step for trtllm-serve on GPUStack's
+    runs) was charged to trtllm-bench's offline runs at batch 800+ (0.1 s a step)."""
+    if not row.in_process:
+        return params
+    engine = params.engines[row.engine]  # type: ignore[index]
+    bare = engine.model_copy(update={"per_seq_overhead_s": 0.0, "request_overhead_s": 0.0})
+    return params.model_copy(update={"engines": {**params.engines, row.engine: bare}})
+
+
 def predict_row(row: CalRow, params: PerfParams) -> float:
     """The model's value for `row.metric` (SI units, all GPUs)."""
     model = get_model(row.model)
     pred = predict(row.engine_config(model), model, get_gpu(row.gpu), row.load(), gpus=row.gpus,
-                   params=params)
+                   params=row_params(row, params))
     return float(getattr(pred, row.metric))
 
 
@@ -252,4 +270,4 @@ def errors(rows: list[CalRow], params: PerfParams) -> list[float]:
 
 
 __all__ = ["BOUNDS", "CHOSEN_PROCEDURE", "FITTED", "PRIOR_WEIGHT", "PROCEDURES", "SCALES",
-           "CalRow", "FitProcedure", "errors", "fit", "predict_row"]
+           "CalRow", "FitProcedure", "errors", "fit", "predict_row", "row_params"]
