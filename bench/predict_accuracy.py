@@ -42,7 +42,14 @@ from core.errors import ServeFitError
 from recommender.bands import BANDS_FILE, LOW_BATCH_MAX_CONCURRENCY, cell_of, regime_of
 from recommender.calibrate import DEFAULT_CSV, parse_csv
 from recommender.catalog import get_gpu, get_model
-from recommender.fitting import CHOSEN_PROCEDURE, PROCEDURES, CalRow, fit, predict_row
+from recommender.fitting import (
+    CHOSEN_PROCEDURE,
+    PROCEDURES,
+    CalRow,
+    fit,
+    predict_row,
+    row_params,
+)
 from recommender.perf import FIT_FILE, PerfParams, load_params
 from recommender.predict_sim import simulate_load
 from recommender.steptime import DEFAULT_KIND, PROVIDERS, using
@@ -55,7 +62,7 @@ def simulated(row: CalRow, params: PerfParams) -> float:
     """The CLI's answer for the row's metric (latencies: the mean, as the rows report)."""
     model = get_model(row.model)
     pred = simulate_load(row.engine_config(model), model, get_gpu(row.gpu), row.load(),
-                         gpus=row.gpus, params=params)
+                         gpus=row.gpus, params=row_params(row, params))
     value = getattr(pred, row.metric)
     return float(value.mean if row.metric in LATENCIES else value)
 

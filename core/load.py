@@ -1,7 +1,8 @@
 """The load a prediction (and, later, a benchmark) is asked about: `LoadSpec`.
 
 Two independent choices, each a plug-in keyed by `kind`:
-- the requests' lengths: `FixedLengths` (every request ISL + OSL tokens) or a `TraceWindow`
+- the requests' lengths: `FixedLengths` (every request ISL + OSL tokens), `DatasetLengths`
+  (a published dataset's length distribution, scaled to stated means) or a `TraceWindow`
   (the lengths and arrivals of part of a trace);
 - how they arrive: `ClosedLoop` (C users, each sending when its last request ends), `Rate`
   (an open-loop Poisson or Gamma process) or `Offline` (all queued at t = 0).
@@ -26,6 +27,18 @@ class FixedLengths(_Record):
     kind: Literal["fixed"] = "fixed"
     input_tokens: int = Field(ge=1, description="Prompt tokens per request (ISL).")
     output_tokens: int = Field(ge=1, description="Generated tokens per request (OSL).")
+
+
+class DatasetLengths(_Record):
+    """Lengths drawn (seeded) from a named dataset's distribution of (prompt, output) pairs,
+    scaled so their means are `input_tokens` / `output_tokens` (a benchmark that states a
+    dataset and its mean lengths, e.g. `vllm bench serve` on ShareGPT). The distributions
+    are the consumer's (`recommender.lengths`)."""
+
+    kind: Literal["dataset"] = "dataset"
+    dataset: Literal["sharegpt"] = Field(description="Whose length distribution.")
+    input_tokens: int = Field(ge=1, description="Mean prompt tokens per request.")
+    output_tokens: int = Field(ge=1, description="Mean generated tokens per request.")
 
 
 class TraceWindow(_Record):
@@ -69,7 +82,7 @@ class Offline(_Record):
     kind: Literal["offline"] = "offline"
 
 
-Lengths = Annotated[FixedLengths | TraceWindow, Field(discriminator="kind")]
+Lengths = Annotated[FixedLengths | DatasetLengths | TraceWindow, Field(discriminator="kind")]
 Arrival = Annotated[ClosedLoop | Rate | Offline, Field(discriminator="kind")]
 
 
@@ -89,8 +102,8 @@ class LoadSpec(_Record):
         if self.arrival is None and self.lengths.kind != "trace":
             raise ValueError("fixed lengths need an arrival: closed_loop, rate or offline")
         if self.arrival is not None and self.arrival.kind == "offline" and (
-                self.num_requests is None and self.lengths.kind == "fixed"):
-            raise ValueError("an offline load of fixed lengths needs num_requests")
+                self.num_requests is None and self.lengths.kind != "trace"):
+            raise ValueError("an offline load of fixed or dataset lengths needs num_requests")
         return self
 
 

@@ -101,6 +101,13 @@ def source_key(source: str) -> str:
     return re.sub(r"amd\.com/[a-z]{2}(-[a-z]{2})?/", "amd.com/", text)
 
 
+# How a row's notes name a run that drove the engine in-process, with no API server
+# (fitting.row_params): trtllm-bench (TensorRT-LLM perf-overview), vLLM's offline throughput
+# and latency benchmark scripts (AMD's MI300X page, vLLM issue 12315).
+IN_PROCESS_MARKS = ("trtllm-bench", "offline throughput benchmark", "latency benchmark",
+                    "benchmark_throughput")
+
+
 def _split(raw: pd.Series) -> str:
     keys = ("source engine model gpu num_gpus tp precision isl osl dataset concurrency notes")
     setup = "|".join(str(raw[k]) for k in keys.split())
@@ -176,6 +183,10 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         gpu_memory_fraction=float(frac.group(1)) if frac else None, metric=field,
         value=float(raw["value"]) * factor, split=_split(raw),
         source=source_key(str(raw["source"])),
+        # vllm bench serve's ShareGPT sampling: the row states its mean lengths, the requests
+        # spread around them as the dataset does (recommender.lengths).
+        dataset="sharegpt" if "sharegpt" in str(raw["dataset"]).lower() else None,
+        in_process=any(k in str(raw["notes"]) for k in IN_PROCESS_MARKS),
     )
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from pydantic import ValidationError
 from scipy.optimize import least_squares
 
 from core.errors import UsageError
-from core.load import LoadSpec, fixed
+from core.load import DatasetLengths, LoadSpec, fixed
 from engines.config import EngineConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import (
@@ -116,6 +117,12 @@ class CalRow:
     value: float
     split: str  # "train" or "test"
     source: str = ""  # the publication (calibrate.source_key); leave-one-source-out groups by it
+    # Dataset whose length distribution the run drew from (core.load.DatasetLengths), None:
+    # fixed lengths (or a spread not published, e.g. random-dataset outputs cut by EOS).
+    dataset: Literal["sharegpt"] | None = None
+    # Driven in-process (trtllm-bench, vLLM's offline throughput / latency benchmarks): no
+    # API server between the engine and the measurement (`row_params`).
+    in_process: bool = False
 
     def engine_config(self, model: ModelSpec) -> EngineConfig:
         """The measured deployment as an `EngineConfig` of `model` (the row's model spec).
@@ -133,16 +140,37 @@ class CalRow:
             raise UsageError(f"row {self.index}: {exc.errors()[0]['msg']}") from None
 
     def load(self) -> LoadSpec:
-        """The measured load: closed loop at the row's concurrency, or offline."""
-        return fixed(self.isl, self.osl, concurrency=self.concurrency,
+        """The measured load: closed loop at the row's concurrency, or offline; the row's
+        ISL/OSL as fixed lengths, or as the means of its dataset's distribution."""
+        spec = fixed(self.isl, self.osl, concurrency=self.concurrency,
                      offline=self.concurrency is None, num_requests=self.num_requests)
+        if self.dataset is None:
+            return spec
+        lengths = DatasetLengths(dataset=self.dataset, input_tokens=self.isl,
+                                 output_tokens=self.osl)
+        return spec.model_copy(update={"lengths": lengths})
+
+
+def row_params(row: CalRow, params: PerfParams) -> PerfParams:
+    """`params` as they apply to the row's run. An in-process run (`CalRow.in_process`) has
+    no API server: no per-request HTTP/tokenisation time (`request_overhead_s`) and no
+    per-token output processing (detokenise, stream one SSE chunk per sequence per step:
+    `per_seq_overhead_s`, which the fit otherwise learns from served runs; the sampler's
+    own GPU time is in the kernels' efficiencies). Without this split the served rows'
+    per-token cost (e.g. 0.14 ms per sequence per step for trtllm-serve on GPUStack's
+    runs) was charged to trtllm-bench's offline runs at batch 800+ (0.1 s a step)."""
+    if not row.in_process:
+        return params
+    engine = params.engines[row.engine]  # type: ignore[index]
+    bare = engine.model_copy(update={"per_seq_overhead_s": 0.0, "request_overhead_s": 0.0})
+    return params.model_copy(update={"engines": {**params.engines, row.engine: bare}})
 
 
 def predict_row(row: CalRow, params: PerfParams) -> float:
     """The model's value for `row.metric` (SI units, all GPUs)."""
     model = get_model(row.model)
     pred = predict(row.engine_config(model), model, get_gpu(row.gpu), row.load(), gpus=row.gpus,
-                   params=params)
+                   params=row_params(row, params))
     return float(getattr(pred, row.metric))
 
 
@@ -242,4 +270,4 @@ def errors(rows: list[CalRow], params: PerfParams) -> list[float]:
 
 
 __all__ = ["BOUNDS", "CHOSEN_PROCEDURE", "FITTED", "PRIOR_WEIGHT", "PROCEDURES", "SCALES",
-           "CalRow", "FitProcedure", "errors", "fit", "predict_row"]
+           "CalRow", "FitProcedure", "errors", "fit", "predict_row", "row_params"]

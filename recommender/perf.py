@@ -433,8 +433,9 @@ def predict(
             multiple of tp, a config that does not fit in memory, or a request longer than
             max_model_len.
     """
-    if load.lengths.kind != "fixed" or load.arrival is None or load.arrival.kind == "rate":
+    if load.lengths.kind == "trace" or load.arrival is None or load.arrival.kind == "rate":
         raise UsageError("the steady-state model takes fixed lengths in closed loop or offline")
+    # Dataset lengths (core.load.DatasetLengths): the steady state of their means.
     isl, osl = load.lengths.input_tokens, load.lengths.output_tokens
     concurrency = load.arrival.concurrency if load.arrival.kind == "closed_loop" else None
     num_requests = load.num_requests

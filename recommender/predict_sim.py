@@ -1,6 +1,7 @@
-"""`predict` through the simulator: one fixed-length workload, with latency tails.
+"""`predict` through the simulator: one fixed-length or dataset workload, with latency tails.
 
-Owns `simulate_load` (a fixed ISL/OSL `LoadSpec` — closed loop at a concurrency, Poisson or
+Owns `simulate_load` (a fixed ISL/OSL or dataset-lengths `LoadSpec`, its per-request
+lengths from `recommender.lengths.draw` — closed loop at a concurrency, Poisson or
 Gamma arrivals at a rate (seeded), or offline N queued at t = 0 — over `gpus / tp`
 data-parallel replicas, each simulated by `recommender.simulator`) and `LoadPrediction`
 (whose `json_ms` is the DESIGN §2.4 `predict --json` view). The steady-state algebra
@@ -30,6 +31,7 @@ from core.load import ClosedLoop, LoadSpec, Offline, Rate
 from engines.config import EngineConfig, EngineKind
 from recommender import perf
 from recommender.bands import BANDS_FILE, band_of_prediction, cell_of, regime_of
+from recommender.lengths import draw
 from recommender.memory import size_max_model_len
 from recommender.simulator import (
     SimOptions,
@@ -121,8 +123,12 @@ def simulate_load(
     gpus: int | None = None, params: perf.PerfParams | None = None,
     spec_acceptance: float | None = None, bands_file: str | Path = BANDS_FILE,
 ) -> LoadPrediction:
-    """Simulate `config` serving a fixed ISL/OSL `load` on `gpus` GPUs (replicas of the
-    config's tp; default one replica) and summarise it.
+    """Simulate `config` serving a fixed ISL/OSL or dataset-lengths `load` on `gpus` GPUs
+    (replicas of the config's tp; default one replica) and summarise it.
+
+    Dataset lengths (`core.load.DatasetLengths`) are drawn per request, seeded by the load's
+    seed (`recommender.lengths.draw`); throughputs count the tokens drawn, and a drawn
+    request that can never be served is refused alone (counted in `refused`, warned).
 
     The load's arrival: closed loop (`num_requests` in all, default max(10·C, 200)), a rate
     (Poisson or Gamma, seeded; `num_requests`, default 2000) or offline (`num_requests`
@@ -135,41 +141,47 @@ def simulate_load(
 
     Raises:
         UsageError: a trace-window load, gpus not a multiple of tp, a config that does not
-            fit, or a request that can never be served (too long for max_model_len, the KV
-            pool or an unchunked step: with fixed lengths, every request is refused).
+            fit, or a mean-length request that can never be served (too long for
+            max_model_len, the KV pool or an unchunked step: with fixed lengths, every
+            request is refused).
     """
-    if load.lengths.kind != "fixed" or load.arrival is None:
-        raise UsageError("predict simulates fixed lengths; a trace window is `recommend`'s")
-    isl, osl = load.lengths.input_tokens, load.lengths.output_tokens
+    if load.lengths.kind == "trace" or load.arrival is None:
+        raise UsageError("predict simulates fixed or dataset lengths; a trace window is "
+                         "`recommend`'s")
+    lengths = load.lengths
+    isl, osl = lengths.input_tokens, lengths.output_tokens
     tp = config.tp
     gpus = gpus or tp
     if gpus % tp:
         raise UsageError(f"gpus={gpus} is not a multiple of tp={tp}")
+    replicas = gpus // tp
+    mode, groups = _groups(replicas, load.arrival, load.num_requests, load.seed)
+    drawn = [draw(lengths, len(arrival), load.seed + j)
+             for j, (arrival, _, _) in enumerate(groups)]
+    longest = max(int((i + o).max()) for i, o in drawn)
     _, budget, chunked = perf.engine_defaults(config.engine, gpu)
     if config.chunked_prefill is not None:
         chunked = config.chunked_prefill
-    if config.max_batched_tokens is None and not chunked and budget < isl + osl:
+    if config.max_batched_tokens is None and not chunked and budget < longest:
         # Unchunked prefill needs the whole prompt (and a preempted request's recompute) in
         # one step; left unset, the budget is sized to the workload (as trtllm-bench does).
-        config = config.model_copy(update={"max_batched_tokens": isl + osl})
+        config = config.model_copy(update={"max_batched_tokens": longest})
     # Unset, max_model_len is sized to the workload (as deployments set it), never to the
     # model's full context, whose KV need would refuse configs an engine serves.
-    config, sized = size_max_model_len(config, model, isl + osl)
+    config, sized = size_max_model_len(config, model, longest)
     warnings = [sized] if sized else []
     reason = refusal_reason(config, gpu, model, isl, osl,
                             kv_block_tokens=SimOptions().kv_block_tokens)
-    if reason is not None:  # fixed lengths: one request refused is every request refused
+    if reason is not None:  # the mean request refused: every (fixed) or most (dataset) are
         raise UsageError(f"every request refused: {reason}")
     fitted = params or perf.load_params()
-    replicas = gpus // tp
-    mode, groups = _groups(replicas, load.arrival, load.num_requests, load.seed)
     ramp = 0.0
     if isinstance(load.arrival, ClosedLoop):
         ramp = perf.predict(config, model, gpu, load, gpus=gpus, params=fitted,
                             spec_acceptance=spec_acceptance).e2e_s
     runs: list[tuple[SimResult, int]] = []
-    for arrival, options, count in groups:
-        req = SimRequests(arrival, np.full(len(arrival), isl), np.full(len(arrival), osl))
+    for (arrival, options, count), (inputs, outputs) in zip(groups, drawn, strict=True):
+        req = SimRequests(arrival, inputs, outputs)
         opts = options.model_copy(
             update={"spec_acceptance": spec_acceptance, "closed_loop_ramp_s": ramp})
         res = simulate(req, config, gpu, model, params=fitted, options=opts)
@@ -178,17 +190,30 @@ def simulate_load(
     band, uncalibrated = band_of_prediction(
         cell_of(config.engine, gpu, model, regime_of(load.arrival)), bands_file)
     warnings += [uncalibrated] if uncalibrated else []
-    pred = _prediction(config.engine, mode, replicas, runs, lengths=(isl, osl),
+    refused = sum(r.summary.rejected * c for r, c in runs)
+    if refused:
+        i, o = _longest_pair(drawn)
+        warnings.append(f"{refused} request(s) of the drawn lengths refused, e.g. "
+                        f"{refusal_reason(config, gpu, model, i, o)}")
+    pred = _prediction(config.engine, mode, replicas, runs,
                        max_model_len=config.max_model_len, warnings=warnings)
     return pred.model_copy(update={"band": band})
 
 
+def _longest_pair(drawn: list[tuple[np.ndarray, np.ndarray]]) -> tuple[int, int]:
+    """(prompt, output) tokens of the longest request drawn."""
+    inputs, outputs = (np.concatenate(col) for col in zip(*drawn, strict=True))
+    k = int(np.argmax(inputs + outputs))
+    return int(inputs[k]), int(outputs[k])
+
+
 def _prediction(
     engine: EngineKind, mode: str, replicas: int, runs: list[tuple[SimResult, int]],
-    *, lengths: tuple[int, int], max_model_len: int, warnings: list[str],
+    *, max_model_len: int, warnings: list[str],
 ) -> LoadPrediction:
-    isl, osl = lengths
-    rps = sum(r.summary.request_throughput_rps * c for r, c in runs)
+    def total(figure: str) -> float:  # replicas run side by side: their rates add
+        return sum(getattr(r.summary, figure) * c for r, c in runs)
+
     hists = [(r.itl_histogram, c) for r, c in runs if r.itl_histogram is not None]
     hist = np.sum([h * c for h, c in hists], axis=0)
     hist[-1] = max(h[-1] for h, _ in hists)  # the largest gap: a maximum, not a sum
@@ -197,8 +222,9 @@ def _prediction(
         requests=sum(len(r.ttft_s) * c for r, c in runs),
         completed=sum(r.summary.completed * c for r, c in runs),
         makespan_s=max(r.summary.makespan_s for r, _ in runs),
-        output_throughput_tok_s=rps * osl, total_throughput_tok_s=rps * (isl + osl),
-        request_throughput_rps=rps,
+        output_throughput_tok_s=total("output_throughput_tok_s"),
+        total_throughput_tok_s=total("total_throughput_tok_s"),
+        request_throughput_rps=total("request_throughput_rps"),
         ttft_s=_combine(runs, "ttft_s"), tpot_s=_combine(runs, "tpot_s"),
         itl_s=histogram_stats(hist), e2e_s=_combine(runs, "e2e_s"),
         itl_max_s=histogram_max(hist) or 0.0,

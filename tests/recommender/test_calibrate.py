@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -10,6 +11,7 @@ import pytest
 from recommender import calibrate
 from recommender.calibrate import GPU_NAMES, parse_csv, parse_row
 from recommender.catalog import get_gpu
+from recommender.fitting import predict_row
 from recommender.perf import FIT_FILE, PerfParams, load_params
 
 BASE = {
@@ -61,6 +63,8 @@ def test_sharegpt_mean_lengths_and_prompt_count():
     assert (row.model, row.gpu, row.precision) == ("Qwen3-14B", "A100-80GB", "awq")
     assert (row.isl, row.osl, row.num_requests) == (217, 201, 1000)
     assert row.metric == "total_throughput_tok_s"
+    assert row.dataset == "sharegpt" and not row.in_process  # served over HTTP
+    assert row.load().lengths.kind == "dataset"
 
 
 def test_amd_rows_latency_kept_ambiguous_throughput_skipped():
@@ -154,3 +158,23 @@ def test_fit_is_deterministic():
     # About 15 rows: as many as before issue 12 added 325 (determinism needs no more).
     subset = [r for r in rows if r.split == "train"][::24]
     assert calibrate.fit(subset) == calibrate.fit(subset)
+
+
+def test_in_process_rows_pay_no_api_server_costs():
+    # The served row's prediction moves with the per-token front-end cost; the trtllm-bench
+    # row (same deployment and load) does not, and equals a prediction with both API-server
+    # costs at zero.
+    rows, _ = parse_csv()
+    bench = next(r for r in rows if r.in_process and r.engine == "trtllm")
+    served = dataclasses.replace(bench, in_process=False)
+    base = load_params(FIT_FILE)
+
+    def with_cost(per_seq_s: float, request_s: float) -> PerfParams:
+        engine = base.engines["trtllm"].model_copy(
+            update={"per_seq_overhead_s": per_seq_s, "request_overhead_s": request_s})
+        return base.model_copy(update={"engines": {**base.engines, "trtllm": engine}})
+
+    cheap, dear = with_cost(1e-6, 0.01), with_cost(2e-4, 0.05)
+    assert predict_row(bench, cheap) == predict_row(bench, dear) == predict_row(
+        served, with_cost(0.0, 0.0))
+    assert predict_row(served, dear) < 0.9 * predict_row(served, cheap)

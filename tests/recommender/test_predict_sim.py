@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from core.errors import UsageError
-from core.load import LoadSpec, TraceWindow, fixed
+from core.load import DatasetLengths, LoadSpec, TraceWindow, fixed
 from recommender.catalog import get_gpu, get_model
 from recommender.perf import predict
 from recommender.predict_sim import simulate_load
@@ -107,3 +107,31 @@ def test_speculative_closed_loop_agrees_with_steady_state(conc):
     # (1 − 0.5^5)/(1 − 0.5) = 1.9375 tokens per step: TPOT is about the step over E.
     assert steady.tpot_s == pytest.approx(steady.itl_s / 1.9375, rel=0.01)
     assert sim.tpot_s.mean == pytest.approx(steady.tpot_s, rel=0.08)
+
+
+def _sharegpt(isl: int, osl: int, **load) -> LoadSpec:
+    spec = fixed(isl, osl, **load)
+    return spec.model_copy(update={"lengths": DatasetLengths(
+        dataset="sharegpt", input_tokens=isl, output_tokens=osl)})
+
+
+def test_dataset_lengths_spread_lowers_all_at_once_throughput():
+    # 1000 ShareGPT-like requests queued at once: the long outputs decode at a small batch
+    # after the rest finished, so requests/s fall below the fixed-mean run's; the tokens
+    # counted are the ones drawn (their mean is the stated one, to rounding).
+    cfg = deploy("vllm", MODEL)
+    spread = simulate_load(cfg, MODEL, GPU, _sharegpt(215, 196, offline=True, num_requests=1000))
+    same = simulate_load(cfg, MODEL, GPU, fixed(215, 196, offline=True, num_requests=1000))
+    assert spread.completed == 1000
+    assert spread.request_throughput_rps < 0.95 * same.request_throughput_rps
+    per_request = spread.output_throughput_tok_s / spread.request_throughput_rps
+    assert per_request == pytest.approx(196, abs=0.5)
+
+
+def test_dataset_request_too_long_is_refused_alone():
+    # max_model_len 2048 holds the mean request (215 + 196) but not ShareGPT's longest drawn
+    # ones scaled to means of 800 + 700: those are refused one by one, the rest served.
+    cfg = deploy("vllm", MODEL).model_copy(update={"max_model_len": 2048})
+    pred = simulate_load(cfg, MODEL, GPU, _sharegpt(800, 700, offline=True, num_requests=400))
+    assert 0 < pred.refused < 400 and pred.completed == 400 - pred.refused
+    assert any("refused" in w and "max_model_len 2048" in w for w in pred.warnings)

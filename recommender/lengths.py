@@ -1,0 +1,59 @@
+"""Per-request lengths of a fixed-length or dataset load: `draw`, and the datasets' length
+distributions it draws from (`SHAPES`).
+
+A published benchmark run on a dataset (e.g. `vllm bench serve --dataset-name sharegpt`)
+states only the mean prompt and generated lengths; simulating every request at those means
+hides what the spread does to a run: a long tail of outputs decoding at a small batch after
+the rest finished (lower throughput), and short requests leaving the batch early. `draw`
+samples (prompt, output) pairs, seeded, from the dataset's own distribution, scaled so the
+sample's means are the stated ones. No I/O at import; each shape is read once, when first
+drawn from.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from core.load import DatasetLengths, FixedLengths
+
+CALIBRATION_DIR = Path(__file__).resolve().parents[1] / "data" / "calibration"
+# dataset → file of (input_tokens, output_tokens) pairs; provenance in data/calibration's
+# README.md (ShareGPT: vllm bench serve's sampling rule on ShareGPT_V3's first 1,000
+# conversations, tokens approximated as characters / 4).
+SHAPES: dict[str, str] = {"sharegpt": "sharegpt_lengths.csv"}
+
+
+@cache
+def shape(dataset: str) -> np.ndarray:
+    """The dataset's (prompt, output) length pairs, shape (n, 2), as stored."""
+    pairs = np.loadtxt(CALIBRATION_DIR / SHAPES[dataset], delimiter=",", skiprows=1,
+                       dtype=np.float64, ndmin=2)
+    pairs.setflags(write=False)
+    return pairs
+
+
+def draw(lengths: FixedLengths | DatasetLengths, n: int, seed: int,
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt tokens, output tokens) of `n` requests, int64 arrays.
+
+    Fixed lengths: every request the same. Dataset lengths: `n` pairs drawn with replacement
+    from the dataset's shape (seeded; a pair keeps its prompt/output correlation), each
+    column scaled so its mean over the `n` drawn is the stated mean, rounded, at least 1 token.
+    """
+    isl, osl = lengths.input_tokens, lengths.output_tokens
+    if isinstance(lengths, FixedLengths):
+        return np.full(n, isl, dtype=np.int64), np.full(n, osl, dtype=np.int64)
+    pairs = shape(lengths.dataset)
+    picked = pairs[np.random.default_rng(seed).integers(0, len(pairs), size=n)]
+    return _scaled(picked[:, 0], isl), _scaled(picked[:, 1], osl)
+
+
+def _scaled(column: np.ndarray, mean: int) -> np.ndarray:
+    """`column` × mean / its mean, rounded, ≥ 1 token."""
+    return np.maximum(np.rint(column * (mean / column.mean())), 1).astype(np.int64)
+
+
+__all__ = ["SHAPES", "draw", "shape"]
