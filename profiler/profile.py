@@ -290,7 +290,7 @@ def _scan_windows(reader: Any, window: int, n_windows: int) -> list[tuple[int, .
     inputs, outputs = np.zeros(n_windows, np.int64), np.zeros(n_windows, np.int64)
     runs = {1: _Runs(), 60: _Runs()}
     for batch in reader:
-        sec = batch.column(0).to_numpy()
+        sec = _ints(batch.column(0))
         if len(sec) == 0:
             continue
         if not runs[1].add(sec):
@@ -300,11 +300,24 @@ def _scan_windows(reader: Any, window: int, n_windows: int) -> list[tuple[int, .
         counts += np.bincount(w, minlength=n_windows)
         # float weights are exact here: one batch's sum stays far below 2^53.
         for total, column in ((inputs, 1), (outputs, 2)):
-            weights = batch.column(column).to_numpy().astype(np.float64)
+            weights = _ints(batch.column(column)).astype(np.float64)
             total[:] += np.bincount(w, weights=weights, minlength=n_windows).astype(np.int64)
     peak1, peak60 = runs[1].peak(), runs[60].peak()
     return [(i, int(counts[i]), int(inputs[i]), int(outputs[i]), peak1, peak60)
             for i in range(n_windows)]
+
+
+def _ints(array: Any) -> Any:
+    """An integer Arrow array as a numpy array, zero-copy when it holds no nulls. Not
+    `to_numpy()`: pyarrow imports pandas for it, 0.3 s of a cold profile that needs no pandas."""
+    import numpy as np
+    import pyarrow as pa
+
+    if array.null_count or not pa.types.is_signed_integer(array.type):
+        return array.to_numpy(zero_copy_only=False)
+    width = array.type.bit_width // 8
+    return np.frombuffer(array.buffers()[1], dtype=np.dtype(f"<i{width}"), count=len(array),
+                         offset=array.offset * width)
 
 
 class _Runs:
