@@ -21,7 +21,9 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 .venv/bin/python -m mypy  # the library packages, configured in pyproject.toml
 # The fast tests in two processes (each test owns its temp folder, ports and workspace); the
 # ingest fuzzer runs 100 examples a property here (30 by default, to keep the fast suite quick).
-SERVEFIT_FUZZ_EXAMPLES=${SERVEFIT_FUZZ_EXAMPLES:-100} .venv/bin/python -m pytest -m "not slow" -n 2 "$@"
+# worksteal: a worker that runs out takes queued tests from the other, instead of idling while
+# the other finishes its fixed share (131 s -> 107-115 s for the fast suite here).
+SERVEFIT_FUZZ_EXAMPLES=${SERVEFIT_FUZZ_EXAMPLES:-100} .venv/bin/python -m pytest -m "not slow" -n 2 --dist worksteal "$@"
 # Exit code 5 means "no test selected": not a failure for the slow group alone.
 status=0
 .venv/bin/python -m pytest -m slow "$@" || status=$?
