@@ -418,8 +418,8 @@ def _on_result(live: _Live, schedule: Schedule, offset: int, start_s: float
             phase = schedule.phase_at(result.sent_at_s - start_s)
         if result.success:
             live.completed += 1
-            if result.first_token_at_s is not None:
-                live.recent_ttfts_s.append(result.first_token_at_s - result.sent_at_s)
+            if (ttft := result.ttft_s) is not None:
+                live.recent_ttfts_s.append(ttft)
         else:
             live.errors += 1
         recorder.add_result(offset + index, result, phase)

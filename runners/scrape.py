@@ -189,7 +189,6 @@ class Scraper:
         self.scrapes = 0
         self.failures = 0
         self.last_error: str | None = None
-        self.latest: dict[str, float] = {}
         self._conn: http.client.HTTPConnection | None = None
 
     def scrape_once(self) -> list[MetricSample]:
@@ -203,7 +202,6 @@ class Scraper:
             self.last_error = one_line(f"{type(exc).__name__}: {exc}")
             return []
         self.scrapes += 1
-        self.latest = {s.key: s.value for s in samples}
         self.sink(samples)
         return samples
 
@@ -229,24 +227,30 @@ class Scraper:
             self._conn.close()
             self._conn = None
 
-    def _loop(self, stop: threading.Event) -> None:
+    def _loop(self, stop: threading.Event, last: threading.Event) -> None:
         try:
             while not stop.is_set():
                 started = perf_counter()
                 self.scrape_once()
                 stop.wait(max(0.0, started + self.interval_s - perf_counter()))
-            self.scrape_once()
+            if last.is_set():
+                self.scrape_once()
         finally:
             self._close()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Scrape now and every `interval_s` (in the scraper's thread) until `stop` is set,
-        then once more."""
-        halt = threading.Event()
-        thread = threading.Thread(target=self._loop, args=(halt,), name="scraper", daemon=True)
+        then once more. Cancelled (the run failed), it takes no last scrape and does not wait
+        for the one in flight, which ends within `timeout_s` on its own."""
+        halt, last = threading.Event(), threading.Event()
+        thread = threading.Thread(target=self._loop, args=(halt, last), name="scraper",
+                                  daemon=True)
         thread.start()
         try:
             await stop.wait()
-        finally:
+        except asyncio.CancelledError:
             halt.set()
-            await asyncio.to_thread(thread.join)
+            raise
+        last.set()
+        halt.set()
+        await asyncio.to_thread(thread.join)

@@ -229,3 +229,24 @@ def test_scrapes_land_while_the_event_loop_is_busy(slow_metrics):
         _SlowMetrics.delay_s = 0.25
     during = [s for s in got if t0 <= s.at_s <= t1]
     assert len(during) >= 7  # ~10 at 0.1 s; the old on-loop scraper got none
+
+
+def test_a_cancelled_scraper_takes_no_last_scrape_and_does_not_wait(slow_metrics):
+    """A run that failed cancels its helpers: no last scrape of a failing server, and no wait
+    for the reply in flight (here 0.25 s)."""
+    url, state = slow_metrics
+    scraper = Scraper(url, get_engine("vllm").metric_names, sink=lambda _s: None,
+                      interval_s=10.0)
+
+    async def main() -> float:
+        task = asyncio.create_task(scraper.run(asyncio.Event()))
+        await asyncio.sleep(0.1)  # the first scrape is in flight
+        t0 = perf_counter()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return perf_counter() - t0
+
+    waited = asyncio.run(main())
+    time.sleep(0.4)  # the scrape in flight ends; nothing follows it
+    assert waited < 0.1 and state["n"] == 1
