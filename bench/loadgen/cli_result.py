@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 
 def main(path: str) -> None:
-    report = json.loads(open(path).read())  # noqa: SIM115 - read once, closed at exit
+    report = json.loads(Path(path).read_text())
 
     def ms(key: str) -> dict[str, float | None]:
         figures = report.get(key) or {}
