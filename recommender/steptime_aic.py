@@ -14,7 +14,9 @@ the probe: any failure → None → the roofline for that cell, never a crash la
 per cell. aiconfigurator is imported only here, only when this provider is used.
 
 Quantization is set explicitly from ServeFit's memory plan (aiconfigurator's default follows
-the HF config, not what the engine runs). Simplifications: MoE experts are tensor-parallel
+the HF config, not what the engine runs). Dense models it does not bundle (Qwen3-14B, a user's
+own config.json) are built from a config.json synthesized from the ModelSpec's shapes when
+their block is Llama-style (`synthesized_config`). Simplifications: MoE experts are tensor-parallel
 (moe_tp = tp, no expert parallelism, the vLLM/SGLang default), no attention DP; one table per
 (GPU, engine, model, tp, weight format, KV format) at the backend's `current` version
 (trtllm 1.3, vLLM 0.24, SGLang 0.5.14 on Hopper/Blackwell; older ones on A100).
@@ -22,15 +24,21 @@ the HF config, not what the engine runs). Simplifications: MoE experts are tenso
 
 from __future__ import annotations
 
+import atexit
 import functools
+import json
 import logging
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from recommender import sim_kernel
 from recommender.perf import Batch, Deployment, EngineParams
+from recommender.specs import ModelSpec
 from recommender.steptime import StepCell
 
 # ServeFit GPU → aiconfigurator system (systems/*.yaml). Not listed (MI300X, A10G, A100-40GB,
@@ -51,12 +59,21 @@ MODELS = {
     "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
     "Qwen/Qwen3-32B": "Qwen/Qwen3-32B",
     "Qwen/Qwen3-235B-A22B": "Qwen/Qwen3-235B-A22B",
+    "Qwen/Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B",
     "mistralai/Mixtral-8x7B-Instruct-v0.1": "mistralai/Mixtral-8x7B-v0.1",
     "openai/gpt-oss-20b": "openai/gpt-oss-20b",
     "openai/gpt-oss-120b": "openai/gpt-oss-120b",
     "deepseek-ai/DeepSeek-V3": "deepseek-ai/DeepSeek-V3",
     "deepseek-ai/DeepSeek-R1": "deepseek-ai/DeepSeek-R1",
 }
+# Dense model types whose shapes aiconfigurator's LLAMA family models (a Llama-style block:
+# GQA attention + gated MLP), for models it does not bundle (Qwen3-14B, Qwen2.5, Mistral, a
+# user's own config.json): a config.json is written from the ModelSpec (`synthesized_config`).
+DENSE_ARCHITECTURES = {
+    "llama": "LlamaForCausalLM", "mistral": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+}
+SYNTH_PREFIX = "config:"  # a model reference that is a synthesized config.json (JSON text)
 # memory plan's weight format → (GEMM quant mode, MoE quant mode) aiconfigurator runs.
 WEIGHT_MODES = {
     "bf16": ("bfloat16", "bfloat16"), "fp16": ("bfloat16", "bfloat16"),
@@ -64,6 +81,11 @@ WEIGHT_MODES = {
     "int4": ("int4_wo", "int4_wo"), "awq": ("int4_wo", "int4_wo"), "gptq": ("int4_wo", "int4_wo"),
     "nvfp4": ("nvfp4", "nvfp4"), "mxfp4": ("bfloat16", "w4a16_mxfp4"),
 }
+# Families whose FP8 checkpoints are block-scaled (128x128 weight blocks): DeepSeek-V3/R1's
+# native weights and Qwen3's official -FP8 releases ("fine-grained fp8, block size 128").
+# Their GEMMs and MoE run aiconfigurator's fp8_block kernels, not per-tensor fp8 (measured
+# tables differ up to 2x: Qwen3-235B-A22B MoE at TP4, 256 decodes, 121 vs 57 ms on vLLM).
+FP8_BLOCK_FAMILIES = frozenset({"deepseek_v3", "qwen3", "qwen3_moe"})
 KV_MODES = {"bf16": "bfloat16", "fp8": "fp8"}
 VERSION = "current"  # systems/query_versions.yaml: each backend's newest full collection
 
@@ -109,12 +131,52 @@ class MeasuredKernels:
         return self.packed
 
 
+def synthesized_config(model: ModelSpec) -> dict[str, Any] | None:
+    """A Hugging Face config.json for a dense model aiconfigurator does not bundle, from the
+    ModelSpec's shapes; None for MoE, MLA or windowed attention (shapes its LLAMA family
+    would get wrong)."""
+    arch = DENSE_ARCHITECTURES.get(model.model_type)
+    if arch is None or model.is_moe or model.attention != "gqa" or model.attention_window:
+        return None
+    return {
+        "architectures": [arch], "model_type": model.model_type,
+        "hidden_size": model.hidden_size, "num_hidden_layers": model.num_layers,
+        "num_attention_heads": model.num_attention_heads,
+        "num_key_value_heads": model.num_kv_heads, "head_dim": model.head_dim,
+        "intermediate_size": model.intermediate_size, "vocab_size": model.vocab_size,
+        "max_position_embeddings": model.max_context_tokens,
+        "tie_word_embeddings": model.tie_word_embeddings, "torch_dtype": "bfloat16",
+        "hidden_act": "silu", "rms_norm_eps": 1e-6,
+    }
+
+
+def model_reference(model: ModelSpec) -> str | None:
+    """aiconfigurator's bundled model path for `model`, else a synthesized config
+    (`SYNTH_PREFIX` + JSON), else None (not covered)."""
+    if model.name in MODELS:
+        return MODELS[model.name]
+    config = synthesized_config(model)
+    return SYNTH_PREFIX + json.dumps(config, sort_keys=True) if config is not None else None
+
+
+@functools.lru_cache(maxsize=64)
+def _config_dir(reference: str) -> str:
+    """A directory holding the synthesized config.json (aiconfigurator reads a local model
+    path as a directory); one per process and config, removed at exit."""
+    directory = tempfile.mkdtemp(prefix="servefit-aic-")
+    atexit.register(shutil.rmtree, directory, True)
+    (Path(directory) / "config.json").write_text(reference.removeprefix(SYNTH_PREFIX))
+    return directory
+
+
 def cell_key(cell: StepCell) -> tuple[str, ...] | None:
-    """(system, backend, model path, tp, gemm, moe, kv) of `cell`, None when a name has no
-    aiconfigurator counterpart."""
+    """(system, backend, model reference, tp, gemm, moe, kv) of `cell`, None when a name has
+    no aiconfigurator counterpart."""
     system, backend = SYSTEMS.get(cell.gpu.name), BACKENDS.get(cell.engine)
-    path = MODELS.get(cell.model.name)
+    path = model_reference(cell.model)
     modes, kv = WEIGHT_MODES.get(cell.weights_format), KV_MODES.get(cell.kv_cache_dtype)
+    if cell.weights_format == "fp8" and cell.model.model_type in FP8_BLOCK_FAMILIES:
+        modes = ("fp8_block", "fp8_block")
     if None in (system, backend, path, modes, kv):
         return None
     assert system and backend and path and modes and kv
@@ -131,6 +193,8 @@ def handle(key: tuple[str, ...]) -> Any:  # aiconfigurator's EngineHandle
     from aiconfigurator_core.sdk import EngineHandle
 
     system, backend, path, tp, gemm, moe, kv = key
+    if path.startswith(SYNTH_PREFIX):
+        path = _config_dir(path)
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
     return EngineHandle.compile(
         path, system, backend, backend_version=VERSION, tp_size=int(tp), moe_tp_size=int(tp),
@@ -170,5 +234,6 @@ def measured_kernels(cell: StepCell) -> MeasuredKernels | None:
     return _cached(key) if key is not None else None
 
 
-__all__ = ["BACKENDS", "MODELS", "SYSTEMS", "VERSION", "WEIGHT_MODES", "MeasuredKernels",
-           "cell_key", "handle", "measured_kernels", "pack"]
+__all__ = ["BACKENDS", "DENSE_ARCHITECTURES", "FP8_BLOCK_FAMILIES", "MODELS", "SYSTEMS",
+           "VERSION", "WEIGHT_MODES", "MeasuredKernels", "cell_key", "handle",
+           "measured_kernels", "model_reference", "pack", "synthesized_config"]

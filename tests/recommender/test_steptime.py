@@ -156,12 +156,59 @@ def test_missing_table_falls_back_to_the_roofline():
     # NVFP4 GEMMs need Blackwell: aiconfigurator has no H100 table for them.
     assert _dep("measured", weight_quantization="nvfp4", kv_cache_dtype="auto").kernels \
         is perf.ROOFLINE
-    # no table for AMD GPUs, nor for a model it does not bundle (Qwen3-14B)
+    # no table for AMD GPUs, nor for a block it does not model (a model type outside the
+    # Llama-style dense families that it does not bundle)
     assert _dep("measured", gpu="MI300X", engine="vllm").kernels is perf.ROOFLINE
+    other = get_model("Qwen/Qwen3-14B").model_copy(update={"name": "x/y", "model_type": "gemma2"})
+    dep = deployment(EngineConfig(engine="vllm", model=other.name, tp=1), get_gpu("H100-SXM"),
+                     other, step_time="measured")
+    assert dep.kernels is perf.ROOFLINE
+
+
+# Qwen/Qwen3-14B's config.json on Hugging Face (the fields aiconfigurator reads), typed here
+# from the model card, not from ServeFit's catalog.
+QWEN3_14B_HF = {
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 5120,
+    "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 8,
+    "head_dim": 128, "intermediate_size": 17408, "vocab_size": 151936,
+    "max_position_embeddings": 40960, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+
+
+def test_a_dense_model_it_does_not_bundle_is_built_from_its_shapes(tmp_path):
+    import json
+
     qwen = get_model("Qwen/Qwen3-14B")
     dep = deployment(EngineConfig(engine="vllm", model=qwen.name, tp=1), get_gpu("H100-SXM"),
                      qwen, step_time="measured")
-    assert dep.kernels is perf.ROOFLINE
+    assert dep.kernels is not None and dep.kernels.kind == "measured"
+    (tmp_path / "config.json").write_text(json.dumps(QWEN3_14B_HF))
+    direct = aic.EngineHandle.compile(
+        str(tmp_path), "h100_sxm", "vllm", backend_version="current", tp_size=1,
+        gemm_quant_mode="bfloat16", kvcache_quant_mode="bfloat16", fmha_quant_mode="bfloat16")
+    for seqs, context in ((8, 2048), (64, 1024)):
+        want_ms = direct.decode_step_latency(seqs, context - 1, 2)
+        got = dep.kernels.kernel_seconds(dep, Batch(0, seqs, context), PARAMS)
+        assert got * 1e3 == pytest.approx(want_ms, rel=0.02), (seqs, context)
+
+
+def test_block_scaled_fp8_checkpoints_run_the_block_kernels():
+    # Qwen3's official FP8 checkpoints are 128x128 block-scaled: aiconfigurator's fp8_block
+    # GEMM and MoE tables, which differ from per-tensor fp8 on vLLM (~2x for the MoE).
+    qwen = get_model("Qwen/Qwen3-235B-A22B")
+    config = EngineConfig(engine="vllm", model=qwen.name, tp=4, weight_quantization="fp8")
+    dep = deployment(config, get_gpu("H100-SXM"), qwen, step_time="measured")
+    assert dep.kernels is not None and dep.kernels.kind == "measured"
+    kw = {"backend_version": "current", "tp_size": 4, "moe_tp_size": 4, "moe_ep_size": 1,
+          "kvcache_quant_mode": "bfloat16", "fmha_quant_mode": "bfloat16"}
+    block = aic.EngineHandle.compile("Qwen/Qwen3-235B-A22B", "h100_sxm", "vllm",
+                                     gemm_quant_mode="fp8_block", moe_quant_mode="fp8_block", **kw)
+    tensor = aic.EngineHandle.compile("Qwen/Qwen3-235B-A22B", "h100_sxm", "vllm",
+                                      gemm_quant_mode="fp8", moe_quant_mode="fp8", **kw)
+    want_ms = block.decode_step_latency(256, 511, 2)
+    got_ms = dep.kernels.kernel_seconds(dep, Batch(0, 256, 512), PARAMS) * 1e3
+    assert got_ms == pytest.approx(want_ms, rel=0.03)
+    assert abs(tensor.decode_step_latency(256, 511, 2) / want_ms - 1) > 0.3
 
 
 def test_measured_tables_are_built_once_per_cell(measured):
