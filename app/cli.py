@@ -148,9 +148,9 @@ def _add_predict(sub: Any) -> None:
                         "to the workload, ISL + OSL + 10 %% in 1024s, never the model's full "
                         "context)")
     p.add_argument("--step-time", choices=list(PROVIDERS), default=DEFAULT_KIND,
-                   help="where step kernel times come from: the roofline model (default), or "
-                        "NVIDIA's measured per-operation tables (needs aiconfigurator-core; "
-                        "cells it lacks fall back to the roofline)")
+                   help="where step kernel times come from: NVIDIA's measured per-operation "
+                        "tables (aiconfigurator-core, the default; cells they lack fall back to "
+                        "the roofline), or the roofline model everywhere")
     p.add_argument("--speculative", choices=get_args(SpeculativeMethod),
                    help="speculative decoding method")
     p.add_argument("--spec-tokens", type=int, default=3, help="draft tokens per step (k)")

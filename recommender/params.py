@@ -1,7 +1,8 @@
 """The performance model's fitted parameters: per-engine factors, per-GPU-family scales, I/O.
 
-Owns the `PerfParams` record (what data/calibration/fit.json's `params` key holds, written by
-`recommender.calibrate`), its defaults (the optimiser's starting point) and `load_params`.
+Owns the `PerfParams` record (what data/calibration/fit.json's `params` key holds, and per
+step-time provider its `params_by_step_time`, written by `recommender.calibrate`), its
+defaults (the optimiser's starting point) and `load_params`.
 `recommender.perf` re-exports all of it; the models that use the parameters live there.
 """
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import UsageError
 from engines.config import EngineKind
 from recommender.specs import GPU
+from recommender.steptime import active_kind
 
 FIT_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "fit.json"
 
@@ -108,15 +110,19 @@ def default_params() -> PerfParams:
     )
 
 
-def load_params(path: str | Path = FIT_FILE) -> PerfParams:
-    """The fitted parameters from fit.json (its `params` key).
+def load_params(path: str | Path = FIT_FILE, step_time: str | None = None) -> PerfParams:
+    """The fitted parameters from fit.json for step-time provider `step_time` (default: the
+    active one, `steptime.active_kind`): its entry of `params_by_step_time` (each provider's
+    efficiencies and overheads are fitted with that provider's kernel times), else `params`
+    (a refit of the user's own runs, written for one provider).
 
     Raises:
         UsageError: the file is missing or does not hold a valid `params` record.
     """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return PerfParams.model_validate(data["params"])
+        record = data.get("params_by_step_time", {}).get(step_time or active_kind())
+        return PerfParams.model_validate(record or data["params"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(
             f"{path}: cannot load performance-model parameters ({exc}); "

@@ -8,10 +8,10 @@ chosen provider's kernel model for a cell, the roofline when the provider does n
 
 A provider answers the *kernel* time of one forward pass of the target model on the TP group
 (`perf.KernelModel`); `perf.step_time` adds the engine's fitted per-step and per-sequence
-overheads and the speculative draft on top, the same for every provider. The roofline
-(`perf.roofline_kernels`) is the default and the fallback; `measured`
-(`recommender.steptime_aic`) reads NVIDIA's measured per-operation tables
-(aiconfigurator-core) where they cover the cell. No I/O here.
+overheads and the speculative draft on top, the same for every provider. `measured`
+(`recommender.steptime_aic`, the default) reads NVIDIA's measured per-operation tables
+(aiconfigurator-core) where they cover the cell; the roofline (`perf.roofline_kernels`) is
+the fallback everywhere else. No I/O here.
 """
 
 from __future__ import annotations
@@ -63,13 +63,12 @@ PROVIDERS: dict[str, str] = {
     "measured": "recommender.steptime_aic:measured_kernels",
 }
 FALLBACK_KIND = "roofline"
-# The cross-validated choice (bench/predict_accuracy.py --step-time roofline,measured, LOSO
-# over 167 rows / 5 sources): roofline 23.4 % overall median APE vs measured 24.5 %; over the
-# 113 rows the measured tables cover, 20.3 % vs 24.5 %. Measured wins the low-batch cells
-# (trtllm/hopper 19.1 → 6.4 %, vllm/hopper 47.6 → 7.7 %, sglang/hopper 22.2 → 9.8 %) and
-# loses offline max throughput (trtllm/hopper 21.4 → 29.3 %, trtllm/blackwell 18.7 →
-# 36.8 %), so it does not earn the default; it stays an option (`using("measured")`).
-DEFAULT_KIND = "roofline"
+# The cross-validated choice (bench/predict_accuracy.py --step-time roofline,measured,
+# leave-one-source-out over 492 rows / 10 sources, fit procedure 'steady'): see
+# data/calibration/bands.json for the per-cell figures. Measured tables cover 474 of the 492
+# rows (Hopper, Blackwell and A100 with the three engines; MI300X and a few quantized cells
+# fall back to the roofline).
+DEFAULT_KIND = "measured"
 _ACTIVE: ContextVar[str] = ContextVar("step_time_kind", default=DEFAULT_KIND)
 
 

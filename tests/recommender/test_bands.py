@@ -89,8 +89,8 @@ def test_no_bands_file_is_a_warning_not_an_error(tmp_path):
 
 @pytest.fixture
 def two_provider_bands(tmp_path):
-    """A schema-2 file: the roofline's errors (also at the top level, as the bench writes
-    them) and different ones for the measured provider."""
+    """A schema-2 file: the measured provider's errors (the default's, also at the top
+    level, as the bench writes them) and different ones for the roofline."""
     roof = {"overall": {"median_ape": 0.2, "rows": 12},
             "cells": {"vllm/hopper/dense/low_batch": {"median_ape": 0.12, "rows": 7}}}
     measured = {"overall": {"median_ape": 0.3, "rows": 9},
@@ -98,7 +98,8 @@ def two_provider_bands(tmp_path):
     path = tmp_path / "bands.json"
     path.write_text(json.dumps({
         "schema_version": 2, "method": "test", "csv_sha256": "0" * 64,
-        "fit_procedure": "all", **roof, "providers": {"roofline": roof, "measured": measured},
+        "fit_procedure": "all", **measured,
+        "providers": {"roofline": roof, "measured": measured},
     }))
     return path
 
@@ -108,22 +109,22 @@ def test_the_band_is_the_step_time_providers_own(two_provider_bands):
     cell = "vllm/hopper/dense/low_batch"
     assert band_for(cell, bands, "roofline") == Band(cell=cell, median_ape=0.12, rows=7)
     assert band_for(cell, bands, "measured") == Band(cell=cell, median_ape=0.05, rows=6)
-    assert band_for(cell, bands) == Band(cell=cell, median_ape=0.12, rows=7)  # default kind
-    with using("measured"):  # the provider in use picks the band, here and in predict
-        assert band_for(cell, bands) == Band(cell=cell, median_ape=0.05, rows=6)
-        assert cell_band(cell, two_provider_bands) == Band(cell=cell, median_ape=0.05, rows=6)
-    assert cell_band(cell, two_provider_bands) == Band(cell=cell, median_ape=0.12, rows=7)
+    assert band_for(cell, bands) == Band(cell=cell, median_ape=0.05, rows=6)  # default kind
+    with using("roofline"):  # the provider in use picks the band, here and in predict
+        assert band_for(cell, bands) == Band(cell=cell, median_ape=0.12, rows=7)
+        assert cell_band(cell, two_provider_bands) == Band(cell=cell, median_ape=0.12, rows=7)
+    assert cell_band(cell, two_provider_bands) == Band(cell=cell, median_ape=0.05, rows=6)
 
 
 def test_a_provider_without_bands_says_so(bands_file):
     # A schema-1 file holds the default provider's errors only.
     cell = "vllm/hopper/dense/low_batch"
-    assert band_of_prediction(cell, bands_file, "roofline")[0] == Band(
+    assert band_of_prediction(cell, bands_file, "measured")[0] == Band(
         cell=cell, median_ape=0.12, rows=7)
-    band, warning = band_of_prediction(cell, bands_file, "measured")
+    band, warning = band_of_prediction(cell, bands_file, "roofline")
     assert band is None
-    assert warning is not None and "no error bands for step-time provider 'measured'" in warning
-    assert cell_band(cell, bands_file, "measured") is None
+    assert warning is not None and "no error bands for step-time provider 'roofline'" in warning
+    assert cell_band(cell, bands_file, "roofline") is None
 
 
 def test_shipped_bands_match_the_calibration_csv():
@@ -131,8 +132,8 @@ def test_shipped_bands_match_the_calibration_csv():
     csv = ROOT / "data" / "calibration" / "published_calibration.csv"
     bands = load_bands(BANDS_FILE)
     assert bands.csv_sha256 == hashlib.sha256(csv.read_bytes()).hexdigest()
-    assert "roofline" in bands.providers
-    assert bands.for_provider("roofline") == ProviderBands(overall=bands.overall,
+    assert {"roofline", "measured"} <= set(bands.providers)
+    assert bands.for_provider("measured") == ProviderBands(overall=bands.overall,
                                                            cells=bands.cells)
     fit = json.loads((ROOT / "data" / "calibration" / "fit.json").read_text())
     assert fit["provenance"]["csv_sha256"] == bands.csv_sha256

@@ -34,8 +34,9 @@ ALL = PerfParams(engines={"vllm": PARAMS, "sglang": PARAMS, "trtllm": PARAMS})
 
 
 def _dep(model: str = "llama-3.1-8b", gpu: str = "H100-SXM", tp: int = 1, **kw):
+    """A deployment whose kernel time is the roofline's (what this module's formulas check)."""
     config = EngineConfig(engine="vllm", model=model, tp=tp, **kw)
-    return deployment(config, get_gpu(gpu), get_model(model))
+    return deployment(config, get_gpu(gpu), get_model(model), step_time="roofline")
 
 
 def test_decode_batch1_is_weights_over_bandwidth_plus_overhead():

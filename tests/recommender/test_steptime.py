@@ -49,9 +49,11 @@ def constant_kernels(cell: steptime.StepCell) -> ConstantKernels | None:
     return ConstantKernels() if cell.gpu.vendor == "nvidia" else None
 
 
-def test_default_provider_is_the_roofline():
-    assert steptime.DEFAULT_KIND == "roofline"
-    assert _dep().kernels is perf.ROOFLINE
+def test_default_provider_is_the_measured_tables_with_the_roofline_as_fallback():
+    assert steptime.DEFAULT_KIND == "measured" and steptime.FALLBACK_KIND == "roofline"
+    dep = _dep()
+    assert dep.kernels is not None and dep.kernels.kind == "measured"
+    assert _dep(gpu="MI300X", engine="vllm").kernels is perf.ROOFLINE
 
 
 def test_roofline_step_is_kernel_plus_overheads():
@@ -75,7 +77,7 @@ def test_registry_is_keyed_by_kind_and_a_plugin_replaces_the_kernel_only(monkeyp
     batch = Batch(prefill_tokens=100, decode_seqs=4, decode_context=500, prefill_seqs=1)
     # 3 ms + 2 ms step overhead + 5 sampled positions × 10 µs
     assert step_time(dep, batch, PARAMS) == pytest.approx(0.003 + 0.002 + 5e-5, rel=1e-12)
-    assert steptime.active_kind() == "roofline"  # the block's choice does not leak
+    assert steptime.active_kind() == steptime.DEFAULT_KIND  # the block's choice does not leak
 
 
 def test_unknown_kind_is_a_usage_error():
