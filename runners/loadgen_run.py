@@ -152,8 +152,6 @@ class Run:
     async def one(self, session: aiohttp.ClientSession, index: int, phase: str | None) -> None:
         body = self.bodies.body(index)
         sent_at = perf_counter()
-        if phase is None:
-            phase = self.schedule.phase_at(sent_at - self.t0)
         try:
             timeout_s = self.options.timeout_s
             result = await (self.raw.send(body, timeout_s=timeout_s) if self.raw is not None
@@ -164,9 +162,12 @@ class Run:
                 success=False, error="run stopped while the request was in flight",
                 error_kind="cancelled", http_status=None, sent_at_s=sent_at,
                 first_token_at_s=None, last_token_at_s=None, end_at_s=now, chunk_times_s=[],
-                chunk_tokens=None, prompt_tokens=None, output_tokens=None), phase)
+                chunk_tokens=None, prompt_tokens=None, output_tokens=None),
+                phase or self.schedule.phase_at(sent_at - self.t0))
             raise
-        self._record(index, result, phase)
+        # A time-windowed phase is the window of the send time the result records (a stamp
+        # taken here could fall on the other side of a window edge).
+        self._record(index, result, phase or self.schedule.phase_at(result.sent_at_s - self.t0))
 
     def my_indices(self) -> Iterator[int]:
         n = None if self.schedule.cycle else len(self.schedule.requests)
