@@ -132,8 +132,13 @@ def _add_predict(sub: Any) -> None:
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--precision", default="bf16", choices=list(PRECISIONS))
     p.add_argument("--kv-cache-dtype", default="auto")
-    p.add_argument("--isl", type=int, required=True, help="input tokens per request")
-    p.add_argument("--osl", type=int, required=True, help="output tokens per request")
+    p.add_argument("--isl", type=int, required=True,
+                   help="input tokens per request (the mean with --lengths sharegpt)")
+    p.add_argument("--osl", type=int, required=True,
+                   help="output tokens per request (the mean with --lengths sharegpt)")
+    p.add_argument("--lengths", choices=["fixed", "sharegpt"], default="fixed",
+                   help="fixed: every request is ISL/OSL; sharegpt: each request's lengths "
+                        "drawn (seeded) from ShareGPT's distribution, scaled to means ISL/OSL")
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--concurrency", type=int, help="closed loop at this concurrency")
     load.add_argument("--rate", type=float, metavar="RPS", help="Poisson arrivals (seeded)")
@@ -191,7 +196,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             max_model_len=args.max_model_len,
             weight_quantization=weight_quantization(args.precision), speculative=spec)
         load = fixed(args.isl, args.osl, concurrency=args.concurrency, rate_rps=args.rate,
-                     offline=args.offline, num_requests=args.num_requests, seed=args.seed)
+                     offline=args.offline, num_requests=args.num_requests, seed=args.seed,
+                     dataset=None if args.lengths == "fixed" else args.lengths)
     except ValidationError as exc:
         raise usage_error(exc) from None
     with using(args.step_time):

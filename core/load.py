@@ -109,14 +109,19 @@ class LoadSpec(_Record):
 
 def fixed(input_tokens: int, output_tokens: int, *, concurrency: int | None = None,
           rate_rps: float | None = None, offline: bool = False,
-          num_requests: int | None = None, seed: int = 0) -> LoadSpec:
-    """A fixed-length `LoadSpec` from exactly one of concurrency, rate or offline (the CLI's
-    and the benchmarks' way of asking); raises ValueError otherwise."""
+          num_requests: int | None = None, seed: int = 0,
+          dataset: Literal["sharegpt"] | None = None) -> LoadSpec:
+    """A `LoadSpec` from exactly one of concurrency, rate or offline (the CLI's and the
+    benchmarks' way of asking): fixed lengths, or with `dataset` that dataset's length
+    distribution scaled to these means (`DatasetLengths`); raises ValueError otherwise."""
     chosen = [x for x in (concurrency is not None, rate_rps is not None, offline) if x]
     if len(chosen) != 1:
         raise ValueError("give exactly one of concurrency, rate or offline")
     arrival: ClosedLoop | Rate | Offline = (
         ClosedLoop(concurrency=concurrency) if concurrency is not None
         else Rate(rate_rps=rate_rps) if rate_rps is not None else Offline())
-    return LoadSpec(lengths=FixedLengths(input_tokens=input_tokens, output_tokens=output_tokens),
-                    arrival=arrival, num_requests=num_requests, seed=seed)
+    lengths: FixedLengths | DatasetLengths = (
+        FixedLengths(input_tokens=input_tokens, output_tokens=output_tokens) if dataset is None
+        else DatasetLengths(dataset=dataset, input_tokens=input_tokens,
+                            output_tokens=output_tokens))
+    return LoadSpec(lengths=lengths, arrival=arrival, num_requests=num_requests, seed=seed)

@@ -68,6 +68,27 @@ def test_rate_mode_is_seeded_and_offline_counts_requests(run):
     assert off["requests"] == 500 and off["mode"] == "offline"
 
 
+def test_sharegpt_lengths_spread_e2e_like_the_dataset(run):
+    # One user: each request runs alone, so its E2E follows its own output length. Fixed
+    # lengths give one E2E; ShareGPT's lengths (scaled to the same means) spread it as the
+    # dataset's outputs spread (p90/p50 of the bundled distribution, read here).
+    args = [*BASE, "--isl", "500", "--osl", "200", "--concurrency", "1", "--num-requests",
+            "400", "--json"]
+    flat = json.loads(run(*args).stdout)
+    drawn = json.loads(run(*args, "--lengths", "sharegpt").stdout)
+    assert flat["e2e_ms"]["p90"] == pytest.approx(flat["e2e_ms"]["p50"], rel=0.02)
+    with (ROOT / "data" / "calibration" / "sharegpt_lengths.csv").open() as fh:
+        header = fh.readline().strip().split(",")
+        col = header.index("output_tokens")
+        outputs = sorted(int(line.split(",")[col]) for line in fh if line.strip())
+    want = outputs[int(0.9 * len(outputs))] / outputs[len(outputs) // 2]
+    got = drawn["e2e_ms"]["p90"] / drawn["e2e_ms"]["p50"]
+    assert got == pytest.approx(want, rel=0.35)
+    # the means are kept: output tokens/s ~ requests/s x 200
+    assert drawn["output_throughput_tok_s"] == pytest.approx(
+        drawn["request_throughput_rps"] * 200, rel=0.1)
+
+
 def test_speculative_flags_lower_tpot_at_concurrency_1(run):
     args = [*BASE, "--isl", "500", "--osl", "200", "--concurrency", "1", "--json"]
     plain = json.loads(run(*args).stdout)
