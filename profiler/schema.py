@@ -89,7 +89,8 @@ class NgramAcceptance(Record):
 
 
 class FormatInfo(Record):
-    """What the ingester detected, and how it read the file (shown to the user)."""
+    """What the ingester detected, how it read the file, and what it measured on the text
+    while reading it (shown to the user)."""
 
     kind: str
     label: str
