@@ -100,3 +100,30 @@ def test_the_explanation_says_where_the_acceptance_comes_from(sharegpt):
     assert (f"{d.acceptance:.2f} per token is the method's published default (band "
             f"{d.low:.2f}-{d.high:.2f})") in acceptance_text(no_text, "ngram")
     assert "published default" in acceptance_text(prof, "eagle3")
+
+
+def test_a_speculative_pick_explains_its_acceptance_and_warns_when_assumed(sharegpt):
+    from recommender.reasons import Context, explain, warn
+    from recommender.recommendation import RecommendRequest
+    from recommender.search import SearchResult
+
+    prof, workload = sharegpt
+    req = head_window(workload.requests, 200)
+    g, m = get_gpu("H100-SXM"), get_model("meta-llama/Llama-3.1-8B-Instruct")
+    target = Target(g, m, 1, hardware_facts(g, 1), model_facts(m), perf.load_params())
+    plain = next(c for c in base_grid(target, max_model_len(req, m)) if c.engine == "vllm")
+    spec = plain.model_copy(update={"speculative": SPECULATIVE})
+    request = RecommendRequest(source=str(SHAREGPT), gpu=g.name, model=m.name)
+
+    def context(goals):
+        pick = evaluate(spec, req, 1, target, goals)
+        return Context(request=request, profile=prof, workload=workload, target=target,
+                       goals=goals, result=SearchResult([pick], 1, speculative_modelled=True),
+                       synthetic=False)
+
+    measured = context(Goals("goodput", None, None, measured_acceptance=measured_acceptance(prof)))
+    reason = next(r.text for r in explain(measured) if r.text.startswith("speculative"))
+    assert acceptance_text(prof, "ngram") in reason
+    assert "speculative_acceptance_assumed" not in {w.code for w in warn(measured)}
+    assumed = context(Goals("goodput", None, None))
+    assert "speculative_acceptance_assumed" in {w.code for w in warn(assumed)}
