@@ -42,7 +42,7 @@ from profiler.workspace import Workspace
 META_DDL = """CREATE OR REPLACE TABLE trace_meta (
     format_json VARCHAR, warnings_json VARCHAR, n_requests BIGINT, fingerprint VARCHAR)"""
 # Bump when ingestion changes what it writes, so cached workspaces are re-ingested.
-INGEST_VERSION = 3
+INGEST_VERSION = 4
 # The stored rows; `requests` is a view over them (see _write).
 ROWS_TABLE = f"{REQUESTS_TABLE}_rows"
 PARQUET_ROW_COLUMN = "file_row_number"

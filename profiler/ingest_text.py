@@ -3,7 +3,9 @@
 Table formats are staged by one DuckDB SELECT; text formats cannot be, because each object's
 token counts come from a tokenizer (or an estimate) in Python. This module detects such a
 format, reads the objects in batches, turns each into zero or more requests and appends them
-to the TEMP `stage` table, numbering them in file order.
+to the TEMP `stage` table, numbering them in file order. Where the format lists an object's
+messages, the same pass replays prompt lookup over its outputs (`profiler.ngram_acceptance`),
+keeping counters only; the rate lands in `FormatInfo.ngram_acceptance`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import TraceError, UsageError
 from profiler.formats import TEXT_FORMATS, TextFormat
 from profiler.ingest_errors import DETAIL_CHARS
+from profiler.ngram_acceptance import NgramEstimator
 from profiler.schema import FormatInfo
 from profiler.sources import OpenedTrace, json_error_reason
 from profiler.textblocks import TextMeasurer
@@ -89,17 +92,22 @@ def stage_text(
     con.execute(STAGE_DDL)
     measurer = TextMeasurer(options.tokenizer_dir)
     measurer.load()
+    estimator = NgramEstimator(measurer.token_ids,
+                               "words" if measurer.estimated else "tokenizer")
     row, src = 0, 0
     any_time = any_estimated = False
     for batch in _objects(con, opened):
         records = []
         for text in batch:
             row += 1
-            for req in _text_requests(fmt, text, measurer, opened, row):
+            obj = _parse(text, opened, row)
+            for req in _text_requests(fmt, obj, measurer, opened, row):
                 src += 1
                 any_time = any_time or req.t_raw is not None
                 any_estimated = any_estimated or req.tokens_estimated
                 records.append({"src_row": src, **_raw_dict(req, measurer)})
+            if fmt.messages is not None:
+                estimator.observe(fmt.messages(obj))
         if records:
             table = pa.Table.from_pylist(records, schema=_STAGE_ARROW())
             con.register("stage_batch", table)
@@ -116,6 +124,7 @@ def stage_text(
         block_size=measurer.block_size,
         tokens_estimated=any_estimated,
         source=opened.source,
+        ngram_acceptance=estimator.result(),
     )
     warnings = []
     if any_estimated:
@@ -126,13 +135,16 @@ def stage_text(
     return info, warnings
 
 
-def _text_requests(
-    fmt: TextFormat, text: str, measurer: TextMeasurer, opened: OpenedTrace, row: int
-) -> list[Any]:
+def _parse(text: str, opened: OpenedTrace, row: int) -> Any:
     try:
-        obj = json.loads(text)
+        return json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise TraceError(json_error_reason(exc, text), path=opened.source, row=row) from None
+
+
+def _text_requests(
+    fmt: TextFormat, obj: Any, measurer: TextMeasurer, opened: OpenedTrace, row: int
+) -> list[Any]:
     try:
         if not isinstance(obj, dict):
             raise ValueError("not a JSON object")

@@ -69,8 +69,28 @@ class RateSeries(Record):
 ArrivalsKind = Literal["trace", "synthesized", "undefined"]
 
 
+class NgramAcceptance(Record):
+    """Prompt-lookup (ngram) speculative acceptance replayed on the trace's output text
+    (`profiler.ngram_acceptance`): what the recommender uses instead of the method default."""
+
+    acceptance: float = Field(ge=0, le=1, description="per-token acceptance a with "
+                              "(1 - a^(k+1)) / (1 - a) = tokens_per_step")
+    tokens_per_step: float = Field(description="output tokens / decode steps in the replay")
+    k: int = Field(description="draft tokens per step (num_speculative_tokens)")
+    ngram_min: int
+    ngram_max: int
+    outputs: int = Field(description="outputs (replies) replayed")
+    tokens: int = Field(description="output tokens replayed")
+    steps: int
+    drafted: int = Field(description="draft tokens proposed")
+    accepted: int = Field(description="draft tokens accepted")
+    tokenization: Literal["tokenizer", "words"] = Field(
+        description="tokenizer ids, or words and punctuation when no tokenizer was given")
+
+
 class FormatInfo(Record):
-    """What the ingester detected, and how it read the file (shown to the user)."""
+    """What the ingester detected, how it read the file, and what it measured on the text
+    while reading it (shown to the user)."""
 
     kind: str
     label: str
@@ -81,6 +101,8 @@ class FormatInfo(Record):
     block_size: int | None = None
     tokens_estimated: bool = False
     source: str
+    ngram_acceptance: NgramAcceptance | None = Field(
+        default=None, description="measured where the trace holds output text, else None")
 
 
 class Profile(Record):

@@ -3,6 +3,8 @@
 With a tokenizer (a local Hugging Face folder holding `tokenizer.json`) counts are exact and
 blocks are `BLOCK_TOKENS` token ids. Without one, tokens are estimated as ceil(chars / 4) and
 blocks are `BLOCK_TOKENS * 4` characters, so `block_size` still reads as (estimated) tokens.
+`token_ids` gives the sequence the n-gram acceptance estimate (`profiler.ngram_acceptance`)
+matches on: the tokenizer's ids, or without one words and punctuation marks (`WORD_RE`).
 Block i's hash is xxh3-64 of its bytes seeded with block i-1's hash: equal hashes mean equal
 prefixes up to that block. The last, partial block is hashed too (as Mooncake's `hash_ids` are).
 """
@@ -10,6 +12,8 @@ prefixes up to that block. The last, partial block is hashed too (as Mooncake's 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,10 @@ from core.errors import UsageError
 
 BLOCK_TOKENS = 16
 CHARS_PER_TOKEN = 4
+# Without a tokenizer: a word (letters, digits, _) or one punctuation mark per token. BPE
+# tokenizers mostly cut text at these boundaries too, and split some words into several
+# tokens: word n-grams stand in for token n-grams (coarser, so the estimate is approximate).
+WORD_RE = re.compile(r"\w+|[^\w\s]")
 ROLE_NAMES = {"human": "user", "gpt": "assistant", "chatgpt": "assistant", "bing": "assistant"}
 
 
@@ -89,6 +97,12 @@ class TextMeasurer:
         if self._tokenizer is None:
             return estimate_tokens(text)
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def token_ids(self, text: str) -> list[Hashable]:
+        """`text` as a token sequence: tokenizer ids, else words and punctuation (WORD_RE)."""
+        if self._tokenizer is None:
+            return list(WORD_RE.findall(text))
+        return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
     def measure(self, text: str) -> tuple[int, list[int]]:
         """Return (tokens, chained block hashes) of a prompt."""

@@ -25,6 +25,7 @@ from recommender.recommendation import Reason, RecommendRequest, RecWarning
 from recommender.scoring import Evaluation, Goals, Target, evaluate
 from recommender.search import SearchResult, search
 from recommender.specs import GPU
+from recommender.speculative import ACCEPTANCE_DEFAULTS
 from recommender.steptime import active_kind
 from recommender.workload import Workload, head_window
 
@@ -221,8 +222,22 @@ def _spec_reason(ctx: Context) -> Reason | None:
     alt = ctx.what_if(speculative=None)
     tail = f": {_effect(ctx, ctx.best, alt)} without it" if alt else ""
     return Reason(text=f"speculative decoding ({spec.method}, {spec.num_tokens} tokens) at "
-                       f"{ctx.profile.mean_qps or 0:.2f} req/s mean load{tail}",
+                       f"{ctx.profile.mean_qps or 0:.2f} req/s mean load{tail}; "
+                       f"{acceptance_text(ctx.profile, spec.method)}",
                   figure="mean_qps", value=ctx.profile.mean_qps)
+
+
+def acceptance_text(profile: Profile, method: str) -> str:
+    """Where the acceptance the prediction took for `method` comes from, in one clause."""
+    measured = profile.format.ngram_acceptance
+    if method == "ngram" and measured is not None:
+        return (f"acceptance {measured.acceptance:.2f} per token measured by replaying prompt "
+                f"lookup (n = {measured.ngram_min}-{measured.ngram_max}, k = {measured.k}) over "
+                f"the trace's {measured.outputs:,} replies: {measured.tokens_per_step:.2f} "
+                "tokens per step")
+    d = ACCEPTANCE_DEFAULTS[method]
+    return (f"acceptance {d.acceptance:.2f} per token is the method's published default (band "
+            f"{d.low:.2f}-{d.high:.2f}); the trace holds no reply text to measure it")
 
 
 def _tp_reason(ctx: Context) -> Reason | None:
@@ -414,6 +429,14 @@ def _disaggregation_warning(ctx: Context) -> list[RecWarning]:
 
 def _feature_warnings(ctx: Context) -> list[RecWarning]:
     out = []
+    spec = ctx.best.config.speculative
+    if spec is not None and spec.method not in ctx.goals.measured_acceptance:
+        d = ACCEPTANCE_DEFAULTS[spec.method]
+        out.append(RecWarning(code="speculative_acceptance_assumed", text=(
+            f"the pick's speculative decoding ({spec.method}) is predicted at the method's "
+            f"published acceptance {d.acceptance:.2f} per token (band {d.low:.2f}-"
+            f"{d.high:.2f}), not measured on this trace: its gain depends on the workload, "
+            "benchmark it live")))
     if not ctx.result.speculative_modelled:
         out.append(RecWarning(code="speculative_not_modelled", text="speculative decoding was "
                               "not considered: the simulator does not model it yet"))

@@ -69,10 +69,11 @@ def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
     gpu, model = get_gpu(request.gpu), get_model(request.model)
     target = Target(gpu, model, request.gpus, hardware_facts(gpu, request.gpus),
                     model_facts(model), perf.load_params())
-    goals = Goals(request.objective, request.slo_ttft_p95_s, request.slo_tpot_p95_s)
     _tell(progress, 0.0, "profiling the trace")
     with tempfile.TemporaryDirectory(prefix="servefit-rec-") as tmp:
         profile, workload, synthetic = _load(request, workspace, Path(tmp))
+    goals = Goals(request.objective, request.slo_ttft_p95_s, request.slo_tpot_p95_s,
+                  measured_acceptance=measured_acceptance(profile))
     workload.drop_longer_than(model.max_context_tokens)
     coarse = head_window(workload.requests, COARSE_REQUESTS)
     result = search(workload.requests, coarse, target, goals,
@@ -151,6 +152,13 @@ def _load(request: RecommendRequest, workspace: Workspace | None, tmp: Path
     workload.description = (f"a synthetic trace of {workload.n:,} requests with the profile's "
                             "shape (a profile.json has no per-request rows)")
     return profile, workload, True
+
+
+def measured_acceptance(profile: Profile) -> dict[str, float]:
+    """Speculative acceptance the trace itself measured, by method (the ngram replay of its
+    reply text at ingest); methods not in it keep their published defaults."""
+    ngram = profile.format.ngram_acceptance
+    return {} if ngram is None else {"ngram": ngram.acceptance}
 
 
 def _read_profile(source: str) -> Profile | None:

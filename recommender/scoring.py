@@ -9,7 +9,7 @@ throughputs are multiplied by the replica count, its latencies stand for all rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -55,20 +55,25 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Goals:
-    """What a candidate must meet and what the ranking maximises."""
+    """What a candidate must meet and what the ranking maximises, and the speculative
+    acceptance measured on the trace (by method) that every simulation of the search takes."""
 
     objective: Objective
     slo_ttft_s: float | None
     slo_tpot_s: float | None
+    measured_acceptance: dict[str, float] = field(default_factory=dict)
 
     @property
     def has_slo(self) -> bool:
         return self.slo_ttft_s is not None or self.slo_tpot_s is not None
 
     def sim_options(self) -> SimOptions:
+        measured = dict(self.measured_acceptance)
         if self.has_slo:
-            return SimOptions(slo_ttft_s=self.slo_ttft_s, slo_tpot_s=self.slo_tpot_s)
-        return SimOptions(slo_ttft_s=SANE_TTFT_S, slo_tpot_s=SANE_TPOT_S)
+            return SimOptions(slo_ttft_s=self.slo_ttft_s, slo_tpot_s=self.slo_tpot_s,
+                              spec_acceptance_by_method=measured)
+        return SimOptions(slo_ttft_s=SANE_TTFT_S, slo_tpot_s=SANE_TPOT_S,
+                          spec_acceptance_by_method=measured)
 
 
 @dataclass(slots=True)

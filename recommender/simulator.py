@@ -177,7 +177,13 @@ class SimOptions(BaseModel):
         ge=0,
         le=1,
         description="Per-token acceptance rate of speculative drafts (config.speculative); "
-        "None = the method's default (recommender.speculative.DEFAULT_ACCEPTANCE).",
+        "None = spec_acceptance_by_method's entry, else the method's default "
+        "(recommender.speculative.DEFAULT_ACCEPTANCE).",
+    )
+    spec_acceptance_by_method: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per-token acceptance measured for a speculative method on this "
+        "workload (e.g. the trace's ngram replay), by method; used when spec_acceptance is None.",
     )
     series_interval_s: float | None = Field(
         default=None,
@@ -299,6 +305,13 @@ def refusal_reason(
             f"({plan.kv_capacity_tokens} tokens); add GPUs, quantize, or shorten the request")
 
 
+def _acceptance(config: EngineConfig, options: SimOptions) -> float | None:
+    """The acceptance the run takes: the caller's, else the one measured for the method."""
+    if options.spec_acceptance is not None or config.speculative is None:
+        return options.spec_acceptance
+    return options.spec_acceptance_by_method.get(config.speculative.method)
+
+
 def _arrivals(arr: np.ndarray, options: SimOptions) -> np.ndarray:
     if options.arrival == "trace":
         return arr * options.time_scale
@@ -370,7 +383,7 @@ def simulate(
         entry = np.ascontiguousarray(arrivals[order] + p.request_overhead_s)
         prep = _prepare(requests, order, entry, use_hashes)
         dep = perf.deployment(
-            config, gpu, model, acceptance=options.spec_acceptance, scales=scales
+            config, gpu, model, acceptance=_acceptance(config, options), scales=scales
         )
         closed = options.concurrency if options.arrival == "closed_loop" else 0
         icfg = np.array(

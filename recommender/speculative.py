@@ -1,6 +1,7 @@
 """Speculative decoding's figures: acceptance, expected tokens per step, and the draft's shape.
 
-Owns the per-method defaults (acceptance rate, what the draft costs) and `draft_for`, which
+Owns the per-method defaults (acceptance rate with its band and sources, what the draft
+costs) and `draft_for`, which
 turns `EngineConfig.speculative` into a `SpecDraft` that `perf.step_time` prices with the same
 roofline as the target. No timing here and no `if` on batch size: the gain at small batch and
 the loss at large batch come out of the roofline (verification of batch×(k+1) tokens turns
@@ -18,27 +19,77 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import UsageError
 from engines.config import SpeculativeConfig
 from recommender.specs import ModelSpec
 
-# Per-token acceptance rate by method: the default when the caller gives none. Chat-like load
-# (MT-Bench/ShareGPT); the real figure depends on the workload and should be measured.
-#  - ngram (prompt lookup): high on input-grounded tasks (summarisation, code edits), low on
-#    open chat; 0.5 is a middle assumption (vLLM docs report ngram gains mostly on the former).
-#  - eagle: EAGLE (Li et al. 2024) reports acceptance rates ≈ 0.7-0.8 for chain drafts.
-#  - eagle3: EAGLE-3 (Li et al. 2025) raises acceptance length further; 0.8 assumed per token.
-#  - draft_model: Leviathan et al. 2023 measure a ≈ 0.5-0.9 across model pairs; 0.7 assumed.
-#  - mtp: DeepSeek-V3 report (2024, §5.4.3) measures 85-90 % acceptance of the 2nd token.
-DEFAULT_ACCEPTANCE: dict[str, float] = {
-    "ngram": 0.5,
-    "eagle": 0.75,
-    "eagle3": 0.8,
-    "draft_model": 0.7,
-    "mtp": 0.85,
+
+class AcceptanceDefault(BaseModel):
+    """A method's default per-token acceptance a, its band, and where the figures come from.
+
+    Published figures are mostly mean acceptance lengths E (tokens per verification step) at
+    a draft length k; a is the rate whose (1 − a^(k+1)) / (1 − a) equals E at that k
+    (`profiler.ngram_acceptance.solve_acceptance`). `sources` names each figure, its
+    workload and the a it converts to; a figure not re-checked in a retrieved source says so.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    acceptance: float = Field(ge=0, le=1, description="default per-token acceptance a")
+    low: float = Field(ge=0, le=1, description="lowest a among the figures found")
+    high: float = Field(ge=0, le=1, description="highest a among the figures found")
+    sources: tuple[str, ...]
+
+
+# Chat-like load (MT-Bench / ShareGPT) where a figure was found. Spec-Bench's (Xia et al.
+# 2024) prompt-lookup figures on MT-Bench and the EAGLE/EAGLE-3 papers' own tables were
+# searched for and not found in the sources available to this change: not used.
+ACCEPTANCE_DEFAULTS: dict[str, AcceptanceDefault] = {
+    # ngram: the one open-prose figure is the default; the vLLM log's figures count only
+    # steps that found a match (vLLM's "mean acceptance length"), which overstates open
+    # chat, so they bound the band from above. A trace with conversation text replaces this
+    # with its own replay (Profile.format.ngram_acceptance).
+    "ngram": AcceptanceDefault(
+        acceptance=0.255, low=0.255, high=0.772,
+        sources=(
+            "github.com/kekzl/imp PR #1460: ordinary prose, n-gram at its defaults, 11.2 % of "
+            "drafted tokens accepted -> E = 1 + 3 x 0.112 at k = 3 (k not stated) -> a = 0.255",
+            "github.com/vllm-project/vllm issue #19254: Qwen3-32B-FP8, k = 3, vLLM 0.9.0.1, "
+            "workload not stated: mean acceptance length 2.16-2.83 over drafting steps "
+            "-> a = 0.595-0.772",
+        )),
+    "eagle": AcceptanceDefault(
+        acceptance=0.75, low=0.7, high=0.8,
+        sources=("EAGLE (Li et al. 2024): acceptance rates 0.7-0.8 for chain drafts, as "
+                 "cited before this change; not re-checked in a retrieved source",)),
+    "eagle3": AcceptanceDefault(
+        acceptance=0.8, low=0.793, high=0.912,
+        sources=(
+            "huggingface.co/AQ-MedAI/Qwen3.5-397B-A17B-eagle3: MT-Bench average acceptance "
+            "length 3.03 (bs 1; chain of 3 assumed, as on the same author's GLM-5.1-eagle3 "
+            "card) -> a = 0.817",
+            "huggingface.co/xinjiahui/Qwen3-Coder-30B-A3B-Instruct-FP8-EAGLE3: mtbench "
+            "accept_length 3.50 (bs 1; k = 3 assumed) -> a = 0.912",
+            "github.com/ggml-org/llama.cpp PR #24536: EAGLE-3, k = 3, mean acceptance length "
+            "2.92 (one prompt) -> a = 0.793",
+        )),
+    "draft_model": AcceptanceDefault(
+        acceptance=0.7, low=0.5, high=0.9,
+        sources=("Leviathan et al. 2023: a = 0.5-0.9 across model pairs, as cited before "
+                 "this change; no chat figure found in a retrieved source",)),
+    "mtp": AcceptanceDefault(
+        acceptance=0.85, low=0.85, high=0.9,
+        sources=(
+            "DeepSeek-V3 report (2024, 5.4.3): 85-90 % acceptance of the 2nd token, as cited "
+            "before this change; not re-checked in a retrieved source",
+            "huggingface.co/AQ-MedAI/Qwen3.5-397B-A17B-eagle3: MTP on MT-Bench, average "
+            "acceptance length 3.28 (k = 3 assumed) -> a = 0.869",
+        )),
 }
+# Per-token acceptance rate by method: the default when the caller gives none.
+DEFAULT_ACCEPTANCE: dict[str, float] = {m: d.acceptance for m, d in ACCEPTANCE_DEFAULTS.items()}
 # EAGLE-3 drafts over a reduced vocabulary (32 k tokens in the paper) instead of the target's.
 EAGLE3_DRAFT_VOCAB = 32_000
 # ngram proposals run on the CPU (suffix matching over the context): assumed 10 µs per

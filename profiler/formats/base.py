@@ -2,7 +2,8 @@
 
 A `TableFormat` maps columns of a typed table (CSV/TSV, JSONL with scalar fields, Parquet)
 onto canonical fields and is read entirely by DuckDB. A `TextFormat` turns JSON objects that
-carry prompt text into requests in Python (tokenize or estimate, hash blocks), batch by batch.
+carry prompt text into requests in Python (tokenize or estimate, hash blocks), batch by batch,
+and, where it defines `messages`, lists an object's messages for the n-gram acceptance replay.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from profiler.ngram_acceptance import Message
 from profiler.textblocks import TextMeasurer
 from profiler.timestamps import TimeUnit
 
@@ -87,7 +89,11 @@ class RawRequest:
 
 @dataclass(frozen=True)
 class TextFormat:
-    """A plug-in for JSON objects that carry text. `to_requests` may raise TraceError."""
+    """A plug-in for JSON objects that carry text. `to_requests` may raise TraceError.
+
+    `messages(obj)`: the object's messages in context order, model outputs marked (None: the
+    format holds no output text). Called only on objects `to_requests` accepted.
+    """
 
     kind: str
     label: str
@@ -96,6 +102,7 @@ class TextFormat:
     time_unit: TimeUnit | None = None
     time_reason: str = ""
     columns: dict[str, str] = field(default_factory=dict)
+    messages: Callable[[dict[str, Any]], list[Message]] | None = None
 
     def explain(self) -> str:
         return self.label

@@ -4,7 +4,8 @@ Accepted shapes: the request fields at the top level, or under `request`/`body` 
 response under `response`. Token counts come from `usage` when present (exact); otherwise the
 prompt and the response text are measured (tokenizer or estimate). Time from `created`
 (epoch seconds in OpenAI's API), `timestamp`, `time` or `created_at` (number or ISO text);
-session from `session_id`, `conversation_id`, `metadata.session_id` or `user`.
+session from `session_id`, `conversation_id`, `metadata.session_id` or `user`. Where the
+response text is logged it is the output the n-gram acceptance replay measures (`messages`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from profiler.formats.base import RawRequest, TextFormat
-from profiler.textblocks import TextMeasurer, message_text, render_message
+from profiler.ngram_acceptance import Message
+from profiler.textblocks import ROLE_NAMES, TextMeasurer, message_text, render_message
 
 TIME_KEYS = ("created", "timestamp", "time", "created_at", "start_time")
 SESSION_KEYS = ("session_id", "conversation_id", "user")
@@ -130,6 +132,22 @@ def to_requests(obj: dict[str, Any], measurer: TextMeasurer) -> list[RawRequest]
     ]
 
 
+def messages(obj: dict[str, Any]) -> list[Message]:
+    """The prompt's messages (or prompt text), then the response text as the output."""
+    req = _request_part(obj)
+    resp = obj["response"] if isinstance(obj.get("response"), dict) else obj
+    if isinstance(req.get("messages"), list):
+        out = [Message(f"{ROLE_NAMES.get(role, role)}:", message_text(m.get("content")), False)
+               for m in req["messages"] if isinstance(m, dict)
+               for role in [str(m.get("role", "user"))]]
+    else:
+        out = [Message("", _prompt_text(req), False)]
+    text = _response_text(resp)
+    if text is not None:
+        out.append(Message("assistant:", text, True))
+    return out
+
+
 FORMAT = TextFormat(
     kind="openai",
     label="OpenAI-style request log",
@@ -139,4 +157,5 @@ FORMAT = TextFormat(
     columns={"input": "usage.prompt_tokens | messages/prompt text",
              "output": "usage.completion_tokens | response text",
              "time": "created", "session": "session_id | conversation_id | user"},
+    messages=messages,
 )

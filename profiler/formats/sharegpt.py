@@ -3,7 +3,8 @@
 Each human turn becomes a request whose prompt is the conversation so far (every earlier
 message and this one, rendered as `role: text` lines) and whose output is the reply that
 follows it (0 tokens and status `unanswered` when no reply follows). The session is the
-element's `id`. There are no timestamps: arrivals stay undefined unless synthesized.
+element's `id`. There are no timestamps: arrivals stay undefined unless synthesized. Those
+replies are also the outputs the n-gram acceptance replay measures (`messages`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 
 from core.errors import TraceError
 from profiler.formats.base import RawRequest, TextFormat
-from profiler.textblocks import TextMeasurer, render_message
+from profiler.ngram_acceptance import Message
+from profiler.textblocks import ROLE_NAMES, TextMeasurer, render_message
 
 HUMAN_ROLES = ("human", "user")
 
@@ -53,6 +55,20 @@ def to_requests(obj: dict[str, Any], measurer: TextMeasurer) -> list[RawRequest]
     return out
 
 
+def messages(obj: dict[str, Any]) -> list[Message]:
+    """Every turn in order; a reply that follows a human turn is an output (as in
+    `to_requests`, whose requests' outputs are exactly these replies)."""
+    out: list[Message] = []
+    previous_human = False
+    for turn in obj["conversations"]:
+        role, value = str(turn.get("from", "")), turn.get("value")
+        human = role.lower() in HUMAN_ROLES
+        out.append(Message(f"{ROLE_NAMES.get(role, role)}:", "" if value is None else str(value),
+                           output=previous_human and not human))
+        previous_human = human
+    return out
+
+
 FORMAT = TextFormat(
     kind="sharegpt",
     label="ShareGPT-style conversations",
@@ -61,4 +77,5 @@ FORMAT = TextFormat(
     time_reason="no timestamps in ShareGPT",
     columns={"input": "conversation so far (text)", "output": "next reply (text)",
              "session": "id"},
+    messages=messages,
 )

@@ -252,6 +252,7 @@ def test_sharegpt_with_a_local_tokenizer(tmp_path, ws, conversations):
     assert got["output_tokens"].tolist() == [
         0 if r is None else len(tok.encode(r, add_special_tokens=False).ids) for _, r in prompts]
     assert not got["tokens_estimated"].any()
+    assert prof.format.ngram_acceptance.tokenization == "tokenizer"
     blocks = [[tuple(i[: j + 16]) for j in range(0, len(i), 16)] for i in ids]
     assert prof.prefix_reuse_infinite == pytest.approx(ref.infinite_reuse(blocks), rel=1e-9)
     assert prof.prefix_reuse_lru["50"] == pytest.approx(ref.lru_reuse(blocks, 50), rel=1e-9)

@@ -101,8 +101,9 @@ def test_speculative_closed_loop_agrees_with_steady_state(conc):
     spec = SpeculativeConfig(method="ngram", num_tokens=4)
     cfg = deploy("vllm", MODEL, speculative=spec)
     sim = simulate_load(cfg, MODEL, GPU, fixed(800, 300, concurrency=conc,
-                                               num_requests=40 * max(conc, 5)))
-    steady = predict(cfg, MODEL, GPU, fixed(800, 300, concurrency=conc))
+                                               num_requests=40 * max(conc, 5)),
+                        spec_acceptance=0.5)
+    steady = predict(cfg, MODEL, GPU, fixed(800, 300, concurrency=conc), spec_acceptance=0.5)
     assert sim.output_throughput_tok_s == pytest.approx(steady.output_throughput_tok_s, rel=0.08)
     # (1 − 0.5^5)/(1 − 0.5) = 1.9375 tokens per step: TPOT is about the step over E.
     assert steady.tpot_s == pytest.approx(steady.itl_s / 1.9375, rel=0.01)

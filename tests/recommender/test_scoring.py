@@ -17,13 +17,15 @@ GPU, MODEL = get_gpu("H100-SXM"), get_model("llama-3.1-8b")
 
 
 def test_predicted_itl_is_the_simulators_pooled_itl_not_tpot():
-    # With speculation a step emits ~1.9 tokens at once: one gap per step, so the pooled ITL
-    # is about a step while TPOT is about a step over the tokens per step.
+    # With speculation at a = 0.5 (pinned: the premise, not the method's default) a step emits
+    # ~1.9 tokens at once: one gap per step, so the pooled ITL is about a step while TPOT is
+    # about a step over the tokens per step.
     spec = SpeculativeConfig(method="ngram", num_tokens=4)
     cfg = EngineConfig(engine="vllm", model=MODEL.name, speculative=spec)
     n = 20
     req = SimRequests(np.zeros(n), np.full(n, 300), np.full(n, 200))
-    result = simulate(req, cfg, GPU, MODEL, options=SimOptions(arrival="offline"))
+    result = simulate(req, cfg, GPU, MODEL,
+                      options=SimOptions(arrival="offline", spec_acceptance=0.5))
     got = predicted_metrics(result, 3, Goals("goodput", None, None))
     assert got.itl_s == result.summary.itl_s
     # At most one gap per token after the first, and fewer: steps emit several tokens.
