@@ -31,8 +31,9 @@ def usage_error(exc: ValidationError, *, option: bool = False) -> UsageError:
     a command-line option (`--slo-ttft-p95-s`)."""
     first = exc.errors()[0]
     where = ".".join(str(x) for x in first["loc"])
-    if option:
-        where = "--" + "-".join(str(x) for x in first["loc"])
+    if option:  # the field as its option, then the dict key / list index it concerns
+        field, *inner = (str(x) for x in first["loc"])
+        where = " ".join(["--" + field.replace("_", "-"), *(x for x in inner if x != "[key]")])
     return UsageError(f"{where}: {first['msg']}")
 
 

@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from app.cli_common import COMMAND_HELP, usage_error, write_output
+from core.errors import UsageError
 
 if TYPE_CHECKING:
     from core.capacity import Capacity
@@ -39,6 +40,10 @@ def add_recommend(sub: Any) -> None:
     p.add_argument("--arrival-rate", type=float, metavar="RPS", help="Poisson arrivals at "
                    "RPS req/s for a trace (or profile) without timestamps")
     p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
+    p.add_argument("--spec-acceptance", action="append", default=[], metavar="METHOD=RATE",
+                   help="per-token speculative acceptance measured on your deployment (the "
+                        "bench report's scraped.speculative.acceptance), e.g. ngram=0.31; "
+                        "repeatable, one per method")
     p.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     p.add_argument("-o", "--output", metavar="REC_JSON", help="also write it here "
                    "(`export REC_JSON` packages the pick)")
@@ -59,7 +64,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             slo_ttft_p95_s=_seconds(args.slo_ttft_p95_ms),
             slo_tpot_p95_s=_seconds(args.slo_tpot_p95_ms), objective=args.objective,
             max_requests=args.max_requests, seed=args.seed,
-            arrival_rate_rps=args.arrival_rate)
+            arrival_rate_rps=args.arrival_rate,
+            # strings: the record validates methods and rates (pydantic coerces)
+            spec_acceptance=_pairs(args.spec_acceptance, "--spec-acceptance"))  # type: ignore[arg-type]
     except ValidationError as exc:
         raise usage_error(exc, option=True) from None
     workspace = Workspace.resolve(args.workspace) if args.workspace else None
@@ -70,6 +77,21 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         write_output(args.output, text + "\n")
     print(text if args.json else recommendation_text(rec))
     return 0
+
+
+def _pairs(items: list[str], option: str) -> dict[str, str]:
+    """`KEY=VALUE` arguments as a dict (the request record validates keys and values).
+
+    Raises:
+        UsageError: an item without `=`, or a key given twice.
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key or key in out:
+            raise UsageError(f"{option} takes METHOD=RATE once per method, got {item!r}")
+        out[key] = value
+    return out
 
 
 def _seconds(ms: float | None) -> float | None:

@@ -33,6 +33,8 @@ MetricKey = Literal[
     "preemptions",
     "spec_draft_tokens",
     "spec_accepted_tokens",
+    "spec_drafts",  # drafting steps (counter): with the two above, tokens per step and k
+    "spec_accept_length",  # gauge: mean tokens a verify step emits (SGLang, newer TRT-LLM)
 ]
 
 GpuSelection = int | Sequence[int] | Literal["all"]

@@ -120,6 +120,8 @@ class SglangEngine:
         "preemptions": ("sglang:num_retracted_requests_total",),
         "spec_draft_tokens": (),
         "spec_accepted_tokens": (),
+        "spec_drafts": (),
+        "spec_accept_length": ("sglang:spec_accept_length",),
     }
 
     # -- rendering -------------------------------------------------------------------------

@@ -126,6 +126,8 @@ class TrtllmEngine:
             "trtllm_spec_decode_num_accepted_tokens_total",
             "trtllm_spec_decode_accepted_tokens_total",
         ),
+        "spec_drafts": (),
+        "spec_accept_length": ("trtllm_spec_decode_acceptance_length",),
     }
 
     # -- rendering -------------------------------------------------------------------------

@@ -175,6 +175,8 @@ class VllmEngine:
         "preemptions": ("vllm:num_preemptions_total",),
         "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
         "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
+        "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
+        "spec_accept_length": (),
     }
 
     # -- rendering -------------------------------------------------------------------------

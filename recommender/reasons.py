@@ -223,12 +223,18 @@ def _spec_reason(ctx: Context) -> Reason | None:
     tail = f": {_effect(ctx, ctx.best, alt)} without it" if alt else ""
     return Reason(text=f"speculative decoding ({spec.method}, {spec.num_tokens} tokens) at "
                        f"{ctx.profile.mean_qps or 0:.2f} req/s mean load{tail}; "
-                       f"{acceptance_text(ctx.profile, spec.method)}",
+                       f"{acceptance_text(ctx.profile, spec.method, ctx.request)}",
                   figure="mean_qps", value=ctx.profile.mean_qps)
 
 
-def acceptance_text(profile: Profile, method: str) -> str:
+def acceptance_text(profile: Profile, method: str,
+                    request: RecommendRequest | None = None) -> str:
     """Where the acceptance the prediction took for `method` comes from, in one clause."""
+    given = {str(k): v for k, v in request.spec_acceptance.items()}.get(method) \
+        if request is not None else None
+    if given is not None:
+        return (f"acceptance {given:.2f} per token as measured on your deployment (given with "
+                "the request: a validation run's engine counters)")
     measured = profile.format.ngram_acceptance
     if method == "ngram" and measured is not None:
         return (f"acceptance {measured.acceptance:.2f} per token measured by replaying prompt "

@@ -73,7 +73,8 @@ def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
     with tempfile.TemporaryDirectory(prefix="servefit-rec-") as tmp:
         profile, workload, synthetic = _load(request, workspace, Path(tmp))
     goals = Goals(request.objective, request.slo_ttft_p95_s, request.slo_tpot_p95_s,
-                  measured_acceptance=measured_acceptance(profile))
+                  measured_acceptance={**measured_acceptance(profile),
+                                       **{str(k): v for k, v in request.spec_acceptance.items()}})
     workload.drop_longer_than(model.max_context_tokens)
     coarse = head_window(workload.requests, COARSE_REQUESTS)
     result = search(workload.requests, coarse, target, goals,

@@ -6,13 +6,13 @@ the flat `_ms` figures the engines' report prints. No logic beyond field validat
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.capacity import Capacity
 from core.figures import ServingFigures
-from engines.config import EngineConfig
+from engines.config import EngineConfig, SpeculativeMethod
 
 Objective = Literal["goodput", "latency", "cost"]
 # What each objective ranks by, in the words the front ends show (one entry per Objective).
@@ -44,6 +44,11 @@ class RecommendRequest(_Record):
     arrival_rate_rps: float | None = Field(
         default=None, gt=0, description="Poisson arrivals at this rate for a source without "
         "timestamps (ShareGPT-style traces, profiles without arrival times); else unused.")
+    spec_acceptance: dict[SpeculativeMethod, Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=dict, description="Per-token speculative acceptance measured on the "
+        "user's own deployment, by method (a validation run's engine counters: the bench "
+        "report's `scraped.speculative.acceptance`); overrides the trace's replay and the "
+        "published defaults.")
 
 
 class PredictedMetrics(ServingFigures):

@@ -57,7 +57,7 @@ from runners.metrics import (
 )
 from runners.prompts import server_root
 from runners.schemas import Api, RequestResult
-from runners.scrape import MetricSample, Scraper, hit_rate
+from runners.scrape import MetricSample, Scraper, SpecMeasured, hit_rate, spec_measured
 from runners.store import RunMeta, RunRecorder, RunStatus
 from runners.workloads import (
     Schedule,
@@ -154,6 +154,9 @@ class ScrapeSummary(BaseModel):
     peak_queue_depth: float | None
     peak_running: float | None
     mean_kv_cache_usage: float | None
+    speculative: SpecMeasured | None = Field(
+        default=None, description="Speculative decoding as the engine counted it (None: no "
+        "speculation, or an engine that exports no counts).")
 
 
 class BenchReport(BaseModel):
@@ -560,4 +563,5 @@ def _scraped(metrics: list[MetricSample], scraper: Scraper | None) -> ScrapeSumm
         prefix_cache_hits_delta=hits[-1] - hits[0] if len(hits) >= 2 else None,
         peak_queue_depth=max(values("queue_depth"), default=None),
         peak_running=max(values("running"), default=None),
-        mean_kv_cache_usage=sum(kv) / len(kv) if kv else None)
+        mean_kv_cache_usage=sum(kv) / len(kv) if kv else None,
+        speculative=spec_measured(metrics))

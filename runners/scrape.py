@@ -20,11 +20,12 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import RunnerError
+from profiler.ngram_acceptance import solve_acceptance
 from runners.errors import one_line
 
 DEFAULT_INTERVAL_S = 1.0
 # Keys whose samples are ratios or gauges per engine: averaged over label sets, not summed.
-_MEAN_KEYS = frozenset({"kv_cache_usage", "prefix_cache_hit_rate"})
+_MEAN_KEYS = frozenset({"kv_cache_usage", "prefix_cache_hit_rate", "spec_accept_length"})
 # Keys scraped as histograms: we keep their _sum and _count.
 _HISTOGRAM_SUFFIXES = ("_sum", "_count")
 _NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -168,6 +169,44 @@ def hit_rate(samples: list[MetricSample]) -> float | None:
         return (hits[-1] - hits[0]) / (queries[-1] - queries[0])
     gauge = series("prefix_cache_hit_rate")
     return sum(gauge) / len(gauge) if gauge else None
+
+
+class SpecMeasured(BaseModel):
+    """Speculative decoding as the engine counted it over a run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokens_per_step: float = Field(description="Mean tokens a verify step emitted (accepted "
+                                   "drafts + the bonus token).")
+    draft_tokens: int | None = Field(description="k: draft tokens per step (Δdraft tokens / "
+                                     "Δdrafts), None when the engine does not count drafts.")
+    acceptance: float | None = Field(description="Per-token acceptance a with (1 − a^(k+1)) / "
+                                     "(1 − a) = tokens_per_step: the rate the simulator takes; "
+                                     "None without k.")
+    source: str = Field(description="The engine metrics it was read from.")
+
+
+def spec_measured(samples: list[MetricSample]) -> SpecMeasured | None:
+    """Speculative decoding over the run from the engine's counters (vLLM: Δaccepted / Δdrafts
+    + 1 tokens per step, k = Δdraft tokens / Δdrafts), else the mean of an accept-length gauge
+    (SGLang, TRT-LLM: tokens per step only, k unknown); None when the engine counted none."""
+    def delta(key: str) -> float:
+        vals = [s.value for s in sorted(samples, key=lambda s: s.at_s) if s.key == key]
+        return vals[-1] - vals[0] if len(vals) >= 2 else 0.0
+
+    drafts, drafted, accepted = (delta(k) for k in ("spec_drafts", "spec_draft_tokens",
+                                                     "spec_accepted_tokens"))
+    if drafts > 0 and drafted > 0:
+        k = max(1, round(drafted / drafts))
+        per_step = 1.0 + accepted / drafts
+        return SpecMeasured(tokens_per_step=per_step, draft_tokens=k,
+                            acceptance=solve_acceptance(per_step, k),
+                            source="Δaccepted / Δdrafts, Δdraft tokens / Δdrafts (counters)")
+    gauge = [s.value for s in samples if s.key == "spec_accept_length" and s.value > 0]
+    if not gauge:
+        return None
+    return SpecMeasured(tokens_per_step=sum(gauge) / len(gauge), draft_tokens=None,
+                        acceptance=None, source="mean of the accept-length gauge")
 
 
 class Scraper:

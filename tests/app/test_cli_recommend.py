@@ -124,6 +124,11 @@ def test_human_view_shows_pick_reasons_and_alternatives(tmp_path: Path) -> None:
     (("--gpu", "H999", "--model", MODEL), "unknown GPU 'H999'"),
     (("--gpu", "H100-SXM", "--model", "nope/nope"), "unknown model"),
     (("--gpu", "H100-SXM", "--model", MODEL, "--gpus", "0"), "--gpus"),
+    (("--gpu", "H100-SXM", "--model", MODEL, "--spec-acceptance", "ngram"), "METHOD=RATE"),
+    (("--gpu", "H100-SXM", "--model", MODEL, "--spec-acceptance", "ngram=1.5"),
+     "--spec-acceptance"),
+    (("--gpu", "H100-SXM", "--model", MODEL, "--spec-acceptance", "medusa=0.5"),
+     "--spec-acceptance"),
 ])
 def test_bad_input_is_one_line_exit_2_and_no_file(cli, tmp_path: Path, args, needle) -> None:
     out = cli("recommend", str(SAMPLE), *args, "-o", "rec.json", cwd=tmp_path)

@@ -127,3 +127,19 @@ def test_a_speculative_pick_explains_its_acceptance_and_warns_when_assumed(share
     assert "speculative_acceptance_assumed" not in {w.code for w in warn(measured)}
     assumed = context(Goals("goodput", None, None))
     assert "speculative_acceptance_assumed" in {w.code for w in warn(assumed)}
+
+
+def test_acceptance_measured_on_the_users_deployment_wins_and_is_named(sharegpt):
+    from recommender.recommendation import RecommendRequest
+
+    prof, _ = sharegpt
+    request = RecommendRequest(source=str(SHAREGPT), gpu="H100-SXM", model="llama-3.1-8b",
+                               spec_acceptance={"ngram": 0.42})
+    text = acceptance_text(prof, "ngram", request)
+    assert "acceptance 0.42 per token as measured on your deployment" in text
+    assert "replaying" not in text  # the trace's replay is overridden
+    assert "published default" in acceptance_text(prof, "eagle3", request)
+    with pytest.raises(ValueError, match="less than or equal to 1"):
+        RecommendRequest(source="t", gpu="H100-SXM", model="m", spec_acceptance={"ngram": 1.5})
+    with pytest.raises(ValueError, match="ngram"):
+        RecommendRequest(source="t", gpu="H100-SXM", model="m", spec_acceptance={"nope": 0.5})

@@ -11,11 +11,19 @@ import time
 from time import perf_counter
 from typing import ClassVar
 
+import numpy as np
 import pytest
 from aiohttp import web
 
 from engines import get_engine
-from runners.scrape import ExpositionError, Scraper, extract, hit_rate, parse_exposition
+from runners.scrape import (
+    ExpositionError,
+    Scraper,
+    extract,
+    hit_rate,
+    parse_exposition,
+    spec_measured,
+)
 
 # The shape of vLLM 0.1x /metrics (v1 engine): HELP/TYPE comments, model_name/engine labels,
 # counters with _total and _created, a histogram.
@@ -250,3 +258,40 @@ def test_a_cancelled_scraper_takes_no_last_scrape_and_does_not_wait(slow_metrics
     waited = asyncio.run(main())
     time.sleep(0.4)  # the scrape in flight ends; nothing follows it
     assert waited < 0.1 and state["n"] == 1
+
+
+def _spec_text(drafts: float, drafted: float, accepted: float) -> str:
+    """vLLM's speculative counters (v1 engine names), two engine cores."""
+    return "".join(
+        f'vllm:spec_decode_num_drafts_total{{engine="{e}",model_name="m"}} {drafts / 2}\n'
+        f'vllm:spec_decode_num_draft_tokens_total{{engine="{e}",model_name="m"}} {drafted / 2}\n'
+        f'vllm:spec_decode_num_accepted_tokens_total{{engine="{e}",model_name="m"}} '
+        f"{accepted / 2}\n" for e in (0, 1))
+
+
+def test_speculation_from_vllm_counters_over_the_run():
+    # Between the first and last scrape: 400 drafting steps of k = 3 (1,200 draft tokens),
+    # 520 accepted: 1 + 520 / 400 = 2.3 tokens per step. The per-token rate a solves
+    # 1 + a + a^2 + a^3 = 2.3 (numpy's roots here, not the code's bisection).
+    names = get_engine("vllm").metric_names
+    samples = [*extract(parse_exposition(_spec_text(100, 300, 90)), names, 1.0),
+               *extract(parse_exposition(_spec_text(300, 900, 400)), names, 2.0),
+               *extract(parse_exposition(_spec_text(500, 1500, 610)), names, 3.0)]
+    got = spec_measured(samples)
+    assert got is not None and got.draft_tokens == 3
+    assert got.tokens_per_step == pytest.approx(2.3)
+    roots = np.roots([1, 1, 1, 1 - 2.3])
+    a = next(r.real for r in roots if abs(r.imag) < 1e-12 and 0 < r.real < 1)
+    assert got.acceptance == pytest.approx(a, abs=1e-6)
+
+
+def test_speculation_from_an_accept_length_gauge_and_none_without_counts():
+    names = get_engine("sglang").metric_names
+    scrapes = [extract(parse_exposition(f'sglang:spec_accept_length{{model_name="m"}} {v}\n'),
+                       names, at_s) for at_s, v in ((1.0, 2.0), (2.0, 3.0))]
+    samples = [s for scrape in scrapes for s in scrape]
+    got = spec_measured(samples)
+    assert got is not None and got.tokens_per_step == pytest.approx(2.5)
+    assert got.draft_tokens is None and got.acceptance is None  # k unknown: no rate
+    plain = extract(parse_exposition(VLLM_TEXT), get_engine("vllm").metric_names, 1.0)
+    assert spec_measured(plain) is None
