@@ -160,17 +160,11 @@ def _text(s: dict[str, Any]) -> str:
         lines.append(f"prefix hit {hit:.1%} (engine counters)")
     spec = s["scraped"].get("speculative")
     if spec is not None:
-        lines.append(_spec_line(spec))
+        from app.render import speculation_text
+        from runners.scrape import SpecMeasured
+
+        lines.append("speculate  " + speculation_text(SpecMeasured.model_validate(spec)))
     return "\n".join(lines)
-
-
-def _spec_line(spec: dict[str, Any]) -> str:
-    """Speculative decoding as the engine counted it, and how to feed it to `recommend`."""
-    line = f"speculate  {spec['tokens_per_step']:.2f} tokens/step ({spec['source']})"
-    if spec["acceptance"] is not None:
-        line += (f", k = {spec['draft_tokens']}: acceptance {spec['acceptance']:.2f} per token "
-                 f"(recommend --spec-acceptance METHOD={spec['acceptance']:.2f})")
-    return line
 
 
 def _num(value: float | None, unit: str = "") -> str:

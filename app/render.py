@@ -22,6 +22,7 @@ from profiler.schema import LengthStats, Profile
 if TYPE_CHECKING:
     from recommender.predict_sim import LoadPrediction
     from recommender.recommendation import Candidate
+    from runners.scrape import SpecMeasured
 
 
 _MARKDOWN_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")
@@ -189,3 +190,13 @@ def comparison_rows(predicted: ServingFigures, measured: ServingFigures) -> dict
             meas.append(_ms(d.measured))
     return {"figure": labels, "predicted": pred, "measured": meas,
             "error (%)": [None if d.error is None else round(d.error * 100, 1) for d in deltas]}
+
+
+def speculation_text(spec: SpecMeasured) -> str:
+    """Speculative decoding as the engine counted it over a run, and the `recommend` flag that
+    simulates at that rate."""
+    text = f"{spec.tokens_per_step:.2f} tokens/step ({spec.source})"
+    if spec.acceptance is not None:
+        text += (f", k = {spec.draft_tokens}: acceptance {spec.acceptance:.2f} per token "
+                 f"(recommend --spec-acceptance METHOD={spec.acceptance:.2f})")
+    return text

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from app import charts
-from app.render import comparison_rows, measured_rows, plain
+from app.render import comparison_rows, measured_rows, plain, speculation_text
 from app.resources import (
     RECOMMENDATION_KEY,
     BenchJob,
@@ -206,6 +206,9 @@ def _results(report) -> None:
                 f"{s.count - s.completed:,} failed, over {s.duration_s:,.1f} s.")
     # Small tables as plain HTML (st.table): readable, copyable and printable.
     st.table(pd.DataFrame(measured_rows(s)).set_index("latency (ms)"))
+    if report.scraped.speculative is not None:
+        st.markdown("Speculative decoding, engine counters: "
+                    + plain(speculation_text(report.scraped.speculative)))
     if rec is not None:
         st.markdown("**Predicted against measured**")
         st.table(pd.DataFrame(comparison_rows(rec.pick.predicted, s))

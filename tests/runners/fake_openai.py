@@ -26,6 +26,11 @@ class FakeOpenAI:
         self.max_running = max_running
         self.waiting = self.running = 0
         self.queries = self.hits = 0
+        # Speculative decoding's counters (vLLM names): None = the engine does not speculate;
+        # else k draft tokens per step with `spec_accepted` of them accepted every step.
+        self.spec_k: int | None = None
+        self.spec_accepted = 0
+        self.drafts = self.draft_tokens = self.accepted_tokens = 0
         self.seen_blocks: set[tuple[int, ...]] = set()
         self.bodies: list[dict[str, Any]] = []
         self._loop = asyncio.new_event_loop()
@@ -91,6 +96,14 @@ class FakeOpenAI:
             f'vllm:prefix_cache_queries_total{{model_name="{self.model}"}} {self.queries}',
             f'vllm:prefix_cache_hits_total{{model_name="{self.model}"}} {self.hits}',
         ]
+        if self.spec_k is not None:
+            lines += [
+                f'vllm:spec_decode_num_drafts_total{{model_name="{self.model}"}} {self.drafts}',
+                f'vllm:spec_decode_num_draft_tokens_total{{model_name="{self.model}"}} '
+                f"{self.draft_tokens}",
+                f'vllm:spec_decode_num_accepted_tokens_total{{model_name="{self.model}"}} '
+                f"{self.accepted_tokens}",
+            ]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     def _count_prefix(self, prompt: list[int]) -> None:
@@ -105,6 +118,16 @@ class FakeOpenAI:
         self.hits += lead * BLOCK
         self.seen_blocks.update(blocks)
 
+    def _count_speculation(self, n: int) -> None:
+        """n output tokens at 1 + spec_accepted tokens per verify step (the first token comes
+        from the prefill, as in vLLM)."""
+        if self.spec_k is None or n <= 1:
+            return
+        steps = -(-(n - 1) // (1 + self.spec_accepted))
+        self.drafts += steps
+        self.draft_tokens += self.spec_k * steps
+        self.accepted_tokens += self.spec_accepted * steps
+
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.bodies.append(body)
@@ -116,6 +139,7 @@ class FakeOpenAI:
             self.running += 1
             try:
                 self._count_prefix(prompt)
+                self._count_speculation(n)
                 return await self._stream(request, len(prompt), n)
             except ConnectionResetError:  # the client went away (a stopped run): not an error
                 return web.Response(status=499)

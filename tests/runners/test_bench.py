@@ -205,3 +205,17 @@ def test_summaries_stored_before_the_band_field_still_load():
            "series": []}
     s = Summary.model_validate(old)
     assert s.band is None and s.ttft_s.p95 == 0.95 and s.goodput_rps == 1.0
+
+
+def test_a_speculating_engine_counts_reach_the_report(fake, tmp_path):
+    # The fake engine drafts k = 3 tokens per step and accepts 2 of them: 3 tokens per verify
+    # step. Outputs of 7 tokens: 6 after the first, 2 steps each, every step fully counted.
+    fake.spec_k, fake.spec_accepted = 3, 2
+    req = BenchRequest(endpoint_url=fake.url, workload=_poisson(12, 20.0, out=7),
+                       scrape_interval_s=0.1, argv=["bench"])
+    spec = run_bench(req, workspace=Workspace(tmp_path / "w.duckdb")).scraped.speculative
+    assert spec is not None and spec.draft_tokens == 3
+    assert spec.tokens_per_step == pytest.approx(3.0)
+    a = next(r.real for r in np.roots([1, 1, 1, 1 - 3.0])
+             if abs(r.imag) < 1e-12 and 0 < r.real < 1)
+    assert spec.acceptance == pytest.approx(a, abs=1e-6)
