@@ -17,7 +17,7 @@ from core.figures import (
     ServingFigures,
     compare,
 )
-from profiler.schema import LengthStats, Profile
+from profiler.schema import LengthStats, NgramAcceptance, Profile
 
 if TYPE_CHECKING:
     from recommender.predict_sim import LoadPrediction
@@ -74,8 +74,18 @@ def profile_text(p: Profile) -> str:
             f"{s.share:.0%} around {s.input_tokens_p50:,.0f} in / {s.output_tokens_p50:,.0f} out"
             for s in p.segments),
     ]
+    if p.format.ngram_acceptance is not None:
+        lines.append(f"Speculate ngram acceptance {p.format.ngram_acceptance.acceptance:.2f} "
+                     f"per token: {ngram_detail(p.format.ngram_acceptance)}")
     lines += [f"Warning   {w}" for w in p.warnings]
     return "\n".join(lines)
+
+
+def ngram_detail(n: NgramAcceptance) -> str:
+    """How the trace's prompt-lookup acceptance was measured, in one sentence."""
+    return (f"prompt lookup (n = {n.ngram_min}-{n.ngram_max}, k = {n.k}) replayed over the "
+            f"trace's {n.outputs:,} replies: {n.tokens_per_step:.2f} tokens per step; the rate "
+            "the simulator takes for ngram speculation.")
 
 
 def prediction_text(prediction: LoadPrediction) -> str:

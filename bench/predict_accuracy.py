@@ -48,23 +48,15 @@ from recommender.fitting import (
     CalRow,
     fit,
     predict_row,
-    row_params,
+    simulate_row,
 )
-from recommender.perf import FIT_FILE, PerfParams, load_params
-from recommender.predict_sim import simulate_load
+from recommender.perf import FIT_FILE, load_params
 from recommender.steptime import DEFAULT_KIND, PROVIDERS, using
 
 BUDGET_MEDIAN_PCT = 15.0  # DESIGN §5 and issue 12's goal; issue 12 is done at <= 20 %
-LATENCIES = {"ttft_s", "tpot_s", "itl_s", "e2e_s"}
 
 
-def simulated(row: CalRow, params: PerfParams) -> float:
-    """The CLI's answer for the row's metric (latencies: the mean, as the rows report)."""
-    model = get_model(row.model)
-    pred = simulate_load(row.engine_config(model), model, get_gpu(row.gpu), row.load(),
-                         gpus=row.gpus, params=row_params(row, params))
-    value = getattr(pred, row.metric)
-    return float(value.mean if row.metric in LATENCIES else value)
+simulated = simulate_row  # the CLI's answer for the row's metric
 
 
 def row_cell(row: CalRow) -> str:

@@ -269,8 +269,10 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
                 "ShareGPT rows use the stated mean ISL/OSL as fixed lengths",
             ],
         },
-        "params": json.loads(params.model_dump_json()),
-        "params_by_step_time": {k: json.loads(p.model_dump_json()) for k, p in by_kind.items()},
+        "params": json.loads(params.model_dump_json(exclude={"fallback"})),
+        # each provider's own fit; load_params attaches the fallback's as `fallback`
+        "params_by_step_time": {k: json.loads(p.model_dump_json(exclude={"fallback"}))
+                                for k, p in by_kind.items()},
         "errors": _summary(rows, params),
     }
     write_atomic(out, json.dumps(record, indent=2) + "\n")

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import UsageError
 from engines.config import EngineKind
 from recommender.specs import GPU
-from recommender.steptime import active_kind
+from recommender.steptime import FALLBACK_KIND, active_kind
 
 FIT_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "fit.json"
 
@@ -86,6 +86,20 @@ class PerfParams(BaseModel):
         default_factory=dict,
         description="Corrections per GPU architecture (GPU.architecture); absent = (1, 1).",
     )
+    fallback: PerfParams | None = Field(
+        default=None,
+        description="For a step-time provider other than the fallback (the roofline): the "
+        "fallback's own fit, which deployments the provider does not cover run on (their "
+        "kernel time is the roofline's, so its efficiencies and overheads apply). None: these "
+        "parameters serve every deployment.",
+    )
+
+    def for_kernels(self, kind: str | None) -> PerfParams:
+        """The parameters for a deployment whose kernel time comes from provider `kind`: the
+        fallback's fit when the deployment fell back to it, else these."""
+        if self.fallback is not None and kind == FALLBACK_KIND:
+            return self.fallback
+        return self
 
     def scales(self, gpu: GPU) -> GpuScales:
         """The GPU's architecture's corrections, (1, 1) when none was fitted."""
@@ -114,15 +128,21 @@ def load_params(path: str | Path = FIT_FILE, step_time: str | None = None) -> Pe
     """The fitted parameters from fit.json for step-time provider `step_time` (default: the
     active one, `steptime.active_kind`): its entry of `params_by_step_time` (each provider's
     efficiencies and overheads are fitted with that provider's kernel times), else `params`
-    (a refit of the user's own runs, written for one provider).
+    (a refit of the user's own runs, written for one provider); with the fallback
+    provider's entry as `fallback` for the deployments the provider does not cover.
 
     Raises:
         UsageError: the file is missing or does not hold a valid `params` record.
     """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        record = data.get("params_by_step_time", {}).get(step_time or active_kind())
-        return PerfParams.model_validate(record or data["params"])
+        by_kind = data.get("params_by_step_time", {})
+        kind = step_time or active_kind()
+        params = PerfParams.model_validate(by_kind.get(kind) or data["params"])
+        if kind != FALLBACK_KIND and FALLBACK_KIND in by_kind and params.fallback is None:
+            fallback = PerfParams.model_validate(by_kind[FALLBACK_KIND])
+            params = params.model_copy(update={"fallback": fallback})
+        return params
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(
             f"{path}: cannot load performance-model parameters ({exc}); "

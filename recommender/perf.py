@@ -32,7 +32,7 @@ from recommender.params import (
 )
 from recommender.specs import GPU, ModelSpec
 from recommender.speculative import SpecDraft, draft_for
-from recommender.steptime import KernelModel, StepCell, kernels_for
+from recommender.steptime import FALLBACK_KIND, KernelModel, StepCell, kernels_for
 
 # The roofline blend: (compute^p + memory^p)^(1/p). p = 4 stays within 19 % of max() at the
 # ridge point (where compute = memory) and within 1 % once one side is 2x the other, and is
@@ -153,6 +153,21 @@ def deployment(
         spec=spec,
         kernels=kernels_for(cell, step_time),
     )
+
+
+def resolve(
+    config: EngineConfig, gpu: GPU, model: ModelSpec, params: PerfParams, *,
+    acceptance: float | None = None,
+) -> tuple[Deployment, PerfParams]:
+    """The deployment of `config` and the parameters that apply to it: `params`, or their
+    fallback's fit (`PerfParams.for_kernels`) when the step-time provider does not cover the
+    cell and it runs on the roofline, whose peaks then take the fallback's GPU scales."""
+    dep = deployment(config, gpu, model, acceptance=acceptance, scales=params.scales(gpu))
+    used = params.for_kernels(dep.kernels.kind if dep.kernels is not None else FALLBACK_KIND)
+    if used is not params:
+        dep = deployment(config, gpu, model, acceptance=acceptance, scales=used.scales(gpu),
+                         step_time=FALLBACK_KIND)
+    return dep, used
 
 
 def moe_dense_share(model: ModelSpec) -> float:
@@ -455,13 +470,13 @@ def predict(
     plan = plan_memory(config, gpu, model)
     if not plan.fits:
         raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
-    fitted = params or load_params()
+    dep, fitted = resolve(config, gpu, model, params or load_params(),
+                          acceptance=spec_acceptance)
     p = fitted.engines[engine]
     seqs, budget, chunked = engine_defaults(engine, gpu)
     if config.chunked_prefill is not None:
         chunked = config.chunked_prefill
     caps = (config.max_num_seqs or seqs, config.max_batched_tokens or budget, chunked)
-    dep = deployment(config, gpu, model, acceptance=spec_acceptance, scales=fitted.scales(gpu))
     s = _steady_state(dep, p, demand_total / replicas, caps, isl=isl, osl=osl)
     cycle_s = s.steps_per_request * s.step_s
     if concurrency is not None and concurrency / replicas <= s.batch:
@@ -492,6 +507,6 @@ def predict(
 __all__ = [  # the parameter records are re-exported from recommender.params
     "FIT_FILE", "ROOFLINE", "Batch", "Deployment", "EngineParams", "GpuScales", "PerfParams",
     "Prediction", "RooflineKernels", "SchedulerDefaults", "default_params", "deployment",
-    "draft_time", "engine_defaults", "load_params", "moe_dense_share", "predict",
+    "draft_time", "engine_defaults", "load_params", "moe_dense_share", "predict", "resolve",
     "roofline_kernels", "step_time", "weight_quantization",
 ]

@@ -356,11 +356,12 @@ def simulate(
     options = options or SimOptions()
     if params is None:
         params = perf.load_params()
-    scales = None
+    acceptance = _acceptance(config, options)
     if isinstance(params, perf.PerfParams):
-        p, scales = params.engines[config.engine], params.scales(gpu)
+        dep, fitted = perf.resolve(config, gpu, model, params, acceptance=acceptance)
+        p = fitted.engines[config.engine]
     else:
-        p = params
+        p, dep = params, perf.deployment(config, gpu, model, acceptance=acceptance)
     arr_in, inp_in, out_in = _validate(requests)
     seqs, budget, chunked, prefix = _scheduler_caps(config, gpu)
     unit = options.kv_block_tokens
@@ -382,9 +383,6 @@ def simulate(
         # Requests enter the engine request_overhead_s after they are sent (API time).
         entry = np.ascontiguousarray(arrivals[order] + p.request_overhead_s)
         prep = _prepare(requests, order, entry, use_hashes)
-        dep = perf.deployment(
-            config, gpu, model, acceptance=_acceptance(config, options), scales=scales
-        )
         closed = options.concurrency if options.arrival == "closed_loop" else 0
         icfg = np.array(
             [seqs, budget, int(chunked), int(options.batching == "static"), closed or 0, cap,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.render import fmt_value, plain
+from app.render import fmt_value, ngram_detail, plain
 from app.resources import charts_for, current_trace, profile_for
 from core.errors import ServeFitError
 from profiler.chart_data import ChartData, segment_outlines
@@ -47,6 +47,9 @@ def _headline(p: Profile) -> None:
     tiles += [(f"Reuse, LRU {_blocks(int(blocks))}", f"{ratio:.1%}",
                f"Prefix-cache hit ratio of an LRU cache holding {int(blocks):,} blocks.")
               for blocks, ratio in (p.prefix_reuse_lru or {}).items()]
+    ngram = p.format.ngram_acceptance
+    if ngram is not None:
+        tiles.append(("Ngram acceptance", f"{ngram.acceptance:.2f}", ngram_detail(ngram)))
     for row in range(0, len(tiles), TILES_PER_ROW):
         cols = st.columns(TILES_PER_ROW)
         for col, (label, value, detail) in zip(cols, tiles[row:row + TILES_PER_ROW],

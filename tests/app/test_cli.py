@@ -62,6 +62,16 @@ def test_profile_text_summary(tmp_path):
     out = run_cli("profile", str(ref.TRACES / "BurstGPT_1.head400.csv"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "BurstGPT" in out.stdout and "400" in out.stdout
+    assert "ngram acceptance" not in out.stdout  # no reply text in a table trace
+
+
+def test_profile_text_names_the_ngram_acceptance_a_text_trace_measured(cli, tmp_path):
+    trace = ref.TRACES / "sharegpt_head1000.json.gz"
+    got = json.loads(cli("profile", str(trace), "--json", cwd=tmp_path).stdout)
+    ngram = got["format"]["ngram_acceptance"]
+    text = cli("profile", str(trace), cwd=tmp_path).stdout
+    assert (f"ngram acceptance {ngram['acceptance']:.2f} per token" in text
+            and f"{ngram['outputs']:,} replies" in text)
 
 
 @pytest.mark.parametrize(("content", "needle"), [

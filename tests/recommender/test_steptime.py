@@ -219,3 +219,26 @@ def test_measured_tables_are_built_once_per_cell(measured):
     again = _dep("measured")
     assert time.perf_counter() - t0 < 0.5  # a build makes ~200 calls and takes ~1 s
     assert again.kernels is dep.kernels
+
+
+def test_a_cell_the_tables_lack_is_predicted_with_the_roofline_fit():
+    # MI300X has no measured tables: under the measured provider its deployment falls back to
+    # the roofline, and with it to the roofline's own fit (fit.json params_by_step_time), so
+    # its prediction is the roofline provider's exactly. A covered cell's is not.
+    from core.load import fixed
+    from recommender.perf import load_params, predict
+
+    load = fixed(1000, 200, concurrency=16)
+    amd = (EngineConfig(engine="vllm", model=LLAMA_8B, tp=1), get_gpu("MI300X"))
+    h100 = (_config(), get_gpu("H100-SXM"))
+    model = get_model(LLAMA_8B)
+    got = {}
+    for kind in ("measured", "roofline"):
+        with steptime.using(kind):
+            params = load_params()
+            got[kind] = [predict(cfg, model, gpu, load, params=params)
+                         for cfg, gpu in (amd, h100)]
+    measured_params = load_params(step_time="measured")
+    assert measured_params.fallback == load_params(step_time="roofline")
+    assert got["measured"][0] == got["roofline"][0]
+    assert got["measured"][1].tpot_s != pytest.approx(got["roofline"][1].tpot_s, rel=1e-3)
