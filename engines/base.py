@@ -193,6 +193,12 @@ class EnginePlugin(Protocol):
         max_num_seqs None = no fixed cap (the KV pool decides)."""
         ...
 
+    def release_memory_fraction(self, release: tuple[int, int]) -> float | None:
+        """The memory-fraction default of an older (major, minor) release where it differs
+        from `defaults.gpu_memory_fraction` (what a measurement taken on that release ran
+        with); None: the same as today's."""
+        ...
+
     def disaggregation_plan(
         self, config: EngineConfig, *, host: str = "127.0.0.1", base_port: int = 8100
     ) -> DisaggregationPlan:

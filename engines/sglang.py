@@ -92,6 +92,11 @@ class SglangEngine:
         """No fixed running cap (derived from the KV pool); the chunk size grows with memory."""
         return None, 16384 if memory_gb >= 160 else 8192 if memory_gb >= 70 else 4096
 
+    def release_memory_fraction(self, release: tuple[int, int]) -> float | None:
+        """mem-fraction-static is derived per GPU at start-up (None): no release differs."""
+        del release
+        return None
+
     metrics_path: ClassVar[str] = "/metrics"  # only with --enable-metrics (always rendered)
     # Sample names as scraped, newest first. SGLang exports no speculative token counters
     # (only the gauges sglang:spec_accept_length / sglang:spec_accept_rate): empty tuples.

@@ -147,6 +147,12 @@ class VllmEngine:
             return 1024, 8192
         return 256, 2048
 
+    def release_memory_fraction(self, release: tuple[int, int]) -> float | None:
+        """vLLM ≤ 0.11 (the published measurements' releases): CacheConfig's
+        gpu_memory_utilization was 0.9 (0.92 in the releases this plug-in was read from; the
+        release of the change is not pinned here, so only ≤ 0.11 is claimed)."""
+        return 0.9 if release <= (0, 11) else None
+
     metrics_path: ClassVar[str] = "/metrics"
     # Sample names as scraped (counters carry `_total`; histograms add _bucket/_sum/_count).
     # Newest name first, then the names older releases used.

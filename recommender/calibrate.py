@@ -140,6 +140,18 @@ def _load(raw: pd.Series) -> tuple[int | None, int | None, int | None]:
     raise ValueError(f"concurrency {conc!r} not stated")
 
 
+def _release_fraction(engine: str, version: object) -> float | None:
+    """The memory fraction the row's engine release defaulted to, where it differs from the
+    plug-in's (`release_memory_fraction`); None when the version is not stated."""
+    from engines import ENGINES
+
+    found = re.search(r"(\d+)\.(\d+)", str(version))
+    if found is None:
+        return None
+    release = (int(found.group(1)), int(found.group(2)))
+    return ENGINES[engine].release_memory_fraction(release)
+
+
 def parse_row(index: int, raw: pd.Series) -> CalRow:
     """One CSV row as a `CalRow`.
 
@@ -170,6 +182,7 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         raise ValueError(f"model {model!r} not in the catalog") from exc
     concurrency, num_requests, seqs = _load(raw)
     frac = re.search(r"kv_cache_free_gpu_mem_fraction (0\.\d+)", str(raw["notes"]))
+    fraction = float(frac.group(1)) if frac else _release_fraction(engine, raw["engine_version"])
     field, factor = METRICS[key]
     precision, kv = PRECISIONS[str(raw["precision"])]
     # NIM's FP8 TRT-LLM profiles quantize the KV cache too (assumed, from the train rows: at
@@ -181,7 +194,7 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         index=index, engine=engine, model=model, gpu=GPU_NAMES[str(raw["gpu"])],
         gpus=int(raw["num_gpus"]), tp=int(raw["tp"]), precision=precision, kv_cache_dtype=kv,
         isl=isl, osl=osl, concurrency=concurrency, num_requests=num_requests, max_num_seqs=seqs,
-        gpu_memory_fraction=float(frac.group(1)) if frac else None, metric=field,
+        gpu_memory_fraction=fraction, metric=field,
         value=float(raw["value"]) * factor, split=_split(raw),
         source=source_key(str(raw["source"])),
         # vllm bench serve's ShareGPT sampling: the row states its mean lengths, the requests

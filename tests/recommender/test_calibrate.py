@@ -198,3 +198,20 @@ def test_a_simulator_correction_moves_the_fit_to_where_the_simulator_meets_the_r
     plain, corrected = fit(subset, procedure="steady"), fit(subset, procedure="steady_sim")
     assert plain != corrected
     assert sim_error(corrected) <= sim_error(plain) + 1e-9
+
+
+def test_rows_run_with_their_releases_memory_fraction():
+    # vLLM <= 0.11 defaulted gpu_memory_utilization to 0.9 (0.92 in the plug-in's release):
+    # a GPUStack row on vLLM 0.11.0 that sets none runs at 0.9; SGLang derives its own.
+    rows, _ = parse_csv()
+    frame = pd.read_csv(calibrate.DEFAULT_CSV)
+    for r in rows:
+        version = str(frame.loc[r.index, "engine_version"])
+        if r.engine == "vllm" and version.startswith(("0.10", "0.11")):
+            assert r.gpu_memory_fraction == 0.9
+        if r.engine == "sglang":
+            assert r.gpu_memory_fraction is None
+    from engines import ENGINES
+
+    assert ENGINES["vllm"].release_memory_fraction((0, 12)) is None
+    assert ENGINES["vllm"].defaults.gpu_memory_fraction == 0.92
