@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, get_args
 
-from app.cli_common import COMMAND_HELP, usage_error, write_output
+from app.cli_common import COMMAND_HELP, key_values, usage_error, write_output
 from core.errors import ServeFitError, UsageError
 from profiler.formats import ALL_KINDS
 from profiler.formats.base import FIELDS
@@ -218,12 +218,7 @@ def _ingest_options(args: argparse.Namespace) -> Any:
     from profiler.ingest import IngestOptions
     from profiler.timestamps import parse_unit
 
-    column_map = {}
-    for item in args.map:
-        field, sep, column = item.partition("=")
-        if not sep or not field or not column:
-            raise UsageError(f"--map {item!r}: expected FIELD=COLUMN")
-        column_map[field.strip()] = column
+    column_map = dict(key_values(args.map, "--map", "FIELD=COLUMN"))
     try:
         return IngestOptions(
             format=args.format,
@@ -236,8 +231,7 @@ def _ingest_options(args: argparse.Namespace) -> Any:
             if args.max_decompressed_mb else None,
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UsageError(f"--{'-'.join(map(str, first['loc']))}: {first['msg']}") from None
+        raise usage_error(exc, option=True) from None
 
 
 def _workspace(args: argparse.Namespace) -> Any:

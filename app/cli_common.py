@@ -37,6 +37,21 @@ def usage_error(exc: ValidationError, *, option: bool = False) -> UsageError:
     return UsageError(f"{where}: {first['msg']}")
 
 
+def key_values(items: list[str], option: str, shape: str) -> list[tuple[str, str]]:
+    """The `KEY=VALUE` items of a repeatable option as (key, value) pairs, keys stripped.
+
+    Raises:
+        UsageError: an item without `=` or with an empty side (`shape` names the form).
+    """
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value:
+            raise UsageError(f"{option} {item!r}: expected {shape}")
+        pairs.append((key.strip(), value))
+    return pairs
+
+
 def write_output(path: str | Path, text: str) -> None:
     """Write a command's output file atomically (nothing appears when the write fails).
 

@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from app.cli_common import COMMAND_HELP, usage_error, write_output
+from app.cli_common import COMMAND_HELP, key_values, usage_error, write_output
 from core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             max_requests=args.max_requests, seed=args.seed,
             arrival_rate_rps=args.arrival_rate,
             # strings: the record validates methods and rates (pydantic coerces)
-            spec_acceptance=_pairs(args.spec_acceptance, "--spec-acceptance"))  # type: ignore[arg-type]
+            spec_acceptance=_acceptances(args.spec_acceptance))  # type: ignore[arg-type]
     except ValidationError as exc:
         raise usage_error(exc, option=True) from None
     workspace = Workspace.resolve(args.workspace) if args.workspace else None
@@ -79,19 +79,17 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pairs(items: list[str], option: str) -> dict[str, str]:
-    """`KEY=VALUE` arguments as a dict (the request record validates keys and values).
+def _acceptances(items: list[str]) -> dict[str, str]:
+    """`--spec-acceptance METHOD=RATE` items by method (the request record validates both).
 
     Raises:
-        UsageError: an item without `=`, or a key given twice.
+        UsageError: a malformed item, or a method given twice.
     """
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key or key in out:
-            raise UsageError(f"{option} takes METHOD=RATE once per method, got {item!r}")
-        out[key] = value
-    return out
+    pairs = key_values(items, "--spec-acceptance", "METHOD=RATE")
+    methods = [method for method, _ in pairs]
+    if len(set(methods)) < len(methods):
+        raise UsageError(f"--spec-acceptance takes each method once, got {', '.join(items)}")
+    return dict(pairs)
 
 
 def _seconds(ms: float | None) -> float | None:

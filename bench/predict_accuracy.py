@@ -56,9 +56,6 @@ from recommender.steptime import DEFAULT_KIND, PROVIDERS, using
 BUDGET_MEDIAN_PCT = 15.0  # DESIGN §5 and issue 12's goal; issue 12 is done at <= 20 %
 
 
-simulated = simulate_row  # the CLI's answer for the row's metric
-
-
 def row_cell(row: CalRow) -> str:
     return cell_of(row.engine, get_gpu(row.gpu), get_model(row.model),
                    regime_of(None, row.concurrency))
@@ -86,12 +83,12 @@ def loso(rows: list[CalRow], *, quiet: bool, procedure: str = CHOSEN_PROCEDURE,
         fit_s = time.perf_counter() - t0
         for r in held:
             try:
-                ape[r.index] = abs(simulated(r, params) / r.value - 1) * 100
+                ape[r.index] = abs(simulate_row(r, params) / r.value - 1) * 100
             except ServeFitError as exc:
                 refused.append(f"row {r.index}: {exc}")
             if not quiet and r.index in ape:
                 print(f"    row {r.index:3d} {row_cell(r):34} {r.metric:24} measured "
-                      f"{r.value:10.4g} predicted {simulated(r, params):10.4g} "
+                      f"{r.value:10.4g} predicted {simulate_row(r, params):10.4g} "
                       f"APE {ape[r.index]:7.1f}")
         got = [ape[r.index] for r in held if r.index in ape]
         print(f"{source[:60]:60} {_stats(got) if got else '    0':>23} {fit_s:6.1f}")
@@ -113,7 +110,7 @@ def random_split(rows: list[CalRow]) -> None:
     steady: dict[str, list[float]] = defaultdict(list)
     for r in rows:
         try:
-            a = abs(simulated(r, params) / r.value - 1) * 100
+            a = abs(simulate_row(r, params) / r.value - 1) * 100
         except ServeFitError:
             continue
         for split in (r.split, "all"):

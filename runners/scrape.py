@@ -158,16 +158,19 @@ def _read(key: str, name: str, by_name: dict[str, list[float]], at_s: float
     return []
 
 
+def _series(samples: list[MetricSample], key: str) -> list[float]:
+    """One key's values in scrape order."""
+    return [s.value for s in sorted(samples, key=lambda s: s.at_s) if s.key == key]
+
+
 def hit_rate(samples: list[MetricSample]) -> float | None:
     """Prefix-cache hit rate over the run: Δhits / Δqueries between the first and last scrape
     (token counters); else the mean of a scraped hit-rate gauge; None without either."""
-    def series(key: str) -> list[float]:
-        return [s.value for s in sorted(samples, key=lambda s: s.at_s) if s.key == key]
-
-    hits, queries = series("prefix_cache_hits_tokens"), series("prefix_cache_queries_tokens")
+    hits = _series(samples, "prefix_cache_hits_tokens")
+    queries = _series(samples, "prefix_cache_queries_tokens")
     if len(hits) >= 2 and len(queries) >= 2 and queries[-1] > queries[0]:
         return (hits[-1] - hits[0]) / (queries[-1] - queries[0])
-    gauge = series("prefix_cache_hit_rate")
+    gauge = _series(samples, "prefix_cache_hit_rate")
     return sum(gauge) / len(gauge) if gauge else None
 
 
@@ -191,7 +194,7 @@ def spec_measured(samples: list[MetricSample]) -> SpecMeasured | None:
     + 1 tokens per step, k = Δdraft tokens / Δdrafts), else the mean of an accept-length gauge
     (SGLang, TRT-LLM: tokens per step only, k unknown); None when the engine counted none."""
     def delta(key: str) -> float:
-        vals = [s.value for s in sorted(samples, key=lambda s: s.at_s) if s.key == key]
+        vals = _series(samples, key)
         return vals[-1] - vals[0] if len(vals) >= 2 else 0.0
 
     drafts, drafted, accepted = (delta(k) for k in ("spec_drafts", "spec_draft_tokens",
