@@ -54,6 +54,14 @@ class EngineParams(BaseModel):
         description="Share of the output length a running sequence holds in KV on average "
         "(0.5 = allocate as it grows; 1 = reserve the full output up front).",
     )
+    prefill_kernel_scale: float = Field(
+        default=1.0,
+        gt=0,
+        description="Measured step-time provider only: the engine release's prefill GEMM/MoE "
+        "time over the table's (the tables are one release of each engine). Multiplies the "
+        "prefill tokens' share of the table's non-attention time; the roofline's "
+        "compute_efficiency plays this part there.",
+    )
     request_overhead_s: float = Field(
         default=0.0,
         ge=0,

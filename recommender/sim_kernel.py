@@ -26,7 +26,8 @@ C_TOK, C_SAMP, C_ATTN, M_W, M_KV, MOE_ACTIVE, MOE_KEEP, COMM_TOK, COMM_FIX, OH_S
 # CPU proposer per decode, expected tokens emitted per decode step.
 SPEC_Q, D_K, D_TOK, D_W, D_KV, D_FIX, D_CPU, SPEC_E = range(12, 20)
 REQ_OH = 20  # per-request API time: a closed-loop user's next request enters this much later
-N_COEF = 21
+PF_SCALE = 21  # measured tables: prefill GEMM time of the engine release / the table's
+N_COEF = 22
 # ITL histogram: log-spaced bins from ITL_LO_S, ITL_BINS_PER_DECADE per decade.
 ITL_LO_S = 1e-6
 ITL_BINS_PER_DECADE = 400
@@ -56,13 +57,18 @@ def _interp(xs, ys, x):
 
 
 @numba.njit(cache=True, nogil=True)
-def table_seconds(table, prefill_tokens, prefill_ctx_sum, decode_tokens, decode_ctx_sum):
+def table_seconds(  # noqa: PLR0917
+    table, prefill_tokens, prefill_ctx_sum, decode_tokens, decode_ctx_sum, prefill_scale=1.0
+):
     """Kernel seconds of one forward from a measured table (layout: steptime_aic.pack):
-    shared (non-attention) ops over all tokens + prefill attention per token at the prefill
-    tokens' mean causal context + decode attention of `decode_tokens` queries at their mean
-    context (bilinear in queries x context)."""
+    shared (non-attention) ops over all tokens + prefill attention + decode attention of
+    `decode_tokens` queries at their mean context (bilinear in queries x context). Prefill
+    attention = a fixed part once per step + the prompt tokens x a per-token rate at their
+    mean causal context. `prefill_scale` multiplies the prefill tokens' share of the shared
+    ops (GEMMs, MoE; by token count), not their attention."""
     nt, nl, nd, nc = int(table[0]), int(table[1]), int(table[2]), int(table[3])
-    o = 4
+    prefill_fixed = table[4]
+    o = 5
     t_x, t_y = table[o:o + nt], table[o + nt:o + 2 * nt]
     o += 2 * nt
     l_x, l_y = table[o:o + nl], table[o + nl:o + 2 * nl]
@@ -71,9 +77,11 @@ def table_seconds(table, prefill_tokens, prefill_ctx_sum, decode_tokens, decode_
     o += nd + nc
     grid = table[o:o + nd * nc].reshape((nd, nc))
     tokens = prefill_tokens + decode_tokens
-    total = _interp(t_x, t_y, tokens)
+    share = (decode_tokens + prefill_scale * prefill_tokens) / tokens if tokens > 0.0 else 1.0
+    total = _interp(t_x, t_y, tokens) * share
     if prefill_tokens > 0.0:
-        total += prefill_tokens * _interp(l_x, l_y, 2.0 * prefill_ctx_sum / prefill_tokens)
+        total += prefill_fixed + prefill_tokens * _interp(
+            l_x, l_y, 2.0 * prefill_ctx_sum / prefill_tokens)
     if decode_tokens > 0.0:
         ctx = decode_ctx_sum / decode_tokens
         d = min(max(decode_tokens, d_x[0]), d_x[nd - 1])
@@ -103,7 +111,7 @@ def measured_step_seconds(  # noqa: PLR0917
     (decode contexts are read once for all k + 1 verified tokens, as in the roofline)."""
     q = coef[SPEC_Q]
     kernel = table_seconds(table, prefill_tokens, prefill_ctx_sum, decode_seqs * q,
-                           q * decode_ctx_sum)
+                           q * decode_ctx_sum, coef[PF_SCALE])
     return kernel + _overheads(coef, decode_seqs, decode_ctx_sum, sampled_prefills, coef[P])
 
 

@@ -68,7 +68,7 @@ ArrivalMode = Literal["trace", "offline", "closed_loop"]
 
 
 def step_coefficients(dep: perf.Deployment, params: perf.EngineParams) -> np.ndarray:
-    """perf.step_time's constants folded for `sim_kernel.step_seconds` (21 float64; the last,
+    """perf.step_time's constants folded for `sim_kernel.step_seconds` (22 float64; REQ_OH,
     the per-request API time, is not part of a step).
 
     Mirrors perf.step_time term by term; tests assert both agree on random batches, so a
@@ -120,6 +120,7 @@ def step_coefficients(dep: perf.Deployment, params: perf.EngineParams) -> np.nda
             perf.ROOFLINE_P,
             *draft,
             params.request_overhead_s,
+            params.prefill_kernel_scale,
         ],
         dtype=np.float64,
     )

@@ -94,17 +94,23 @@ VERSION = "current"  # systems/query_versions.yaml: each backend's newest full c
 # each, and piecewise-linear between nodes stays within a few % (tests check the nodes).
 TOKENS = 2.0 ** np.arange(0, 16)  # 1 .. 32768
 PROMPT = 2.0 ** np.arange(4, 18)  # 16 .. 131072
+# Prefill attention is measured on a batch of this many tokens cut into prompts of each
+# length (one prompt where longer), so its fixed part (launches, ~1 ms for Llama-8B) is
+# separated from the per-token part and charged once per step, not once per prompt token.
+PREFILL_BATCH_TOKENS = 8192
 DECODES = 2.0 ** np.arange(0, 11)  # 1 .. 1024
 CONTEXT = 2.0 ** np.arange(4, 18)  # 16 .. 131072
 
 
 def pack(tokens: tuple[np.ndarray, np.ndarray], prompt: tuple[np.ndarray, np.ndarray],
-         decodes: np.ndarray, context: np.ndarray, grid: np.ndarray) -> np.ndarray:
+         decodes: np.ndarray, context: np.ndarray, grid: np.ndarray, *,
+         prefill_fixed_s: float = 0.0) -> np.ndarray:
     """One float64 array in seconds, the layout `sim_kernel.table_seconds` reads:
-    [n_tokens, n_prompt, n_decodes, n_context, token nodes, shared seconds, prompt nodes,
-    prefill attention seconds per token, decode nodes, context nodes, decode attention
-    seconds (n_decodes x n_context, row-major)]."""
-    sizes = [len(tokens[0]), len(prompt[0]), len(decodes), len(context)]
+    [n_tokens, n_prompt, n_decodes, n_context, prefill attention fixed seconds, token nodes,
+    shared seconds, prompt nodes, prefill attention seconds per token beyond the fixed part,
+    decode nodes, context nodes, decode attention seconds (n_decodes x n_context,
+    row-major)]."""
+    sizes = [len(tokens[0]), len(prompt[0]), len(decodes), len(context), prefill_fixed_s]
     return np.concatenate([np.array(sizes, float), tokens[0], tokens[1], prompt[0], prompt[1],
                            decodes, context, grid.ravel()]).astype(np.float64)
 
@@ -118,13 +124,14 @@ class MeasuredKernels:
     kind: str = "measured"
 
     def kernel_seconds(self, dep: Deployment, batch: Batch, params: EngineParams) -> float:
-        """Seconds of the forward's kernels; the fitted efficiencies do not apply (measured)."""
-        del params  # measured silicon: no efficiency to fit
+        """Seconds of the forward's kernels: the table's, its prefill part scaled by the
+        engine release's `prefill_kernel_scale` (the roofline's efficiencies do not apply)."""
         q = dep.spec.k + 1.0 if dep.spec is not None else 1.0
         d = batch.decode_seqs * q
         return float(sim_kernel.table_seconds(
             self.packed, float(batch.prefill_tokens),
-            float(batch.prefill_tokens * batch.prefill_context), d, d * batch.decode_context))
+            float(batch.prefill_tokens * batch.prefill_context), d, d * batch.decode_context,
+            params.prefill_kernel_scale))
 
     def table(self) -> np.ndarray:
         """The packed table (`pack`) the simulator's loop evaluates."""
@@ -204,18 +211,24 @@ def handle(key: tuple[str, ...]) -> Any:  # aiconfigurator's EngineHandle
 
 def _build(key: tuple[str, ...]) -> np.ndarray:
     """The cell's table from `mixed_step_breakdown` → (total, shared, prefill attention,
-    decode attention) ms: shared ops of a T-token prefill, prefill attention of one whole
-    L-token prompt / L, decode attention of D sequences at context C (beside one prefill
-    token, whose share is negligible)."""
+    decode attention) ms: shared ops of a T-token prefill; prefill attention as a fixed part
+    (one shortest prompt) + seconds per token of prompts of length L, measured on a batch of
+    max(L, PREFILL_BATCH_TOKENS) tokens (aiconfigurator's batched prefill is within ~10 % of
+    fixed + tokens x that rate from 16 to 32 K tokens); decode attention of D sequences at
+    context C (beside one prefill token, whose share is negligible)."""
     h = handle(key)
     ms = 1e-3
     shared = np.array([h.mixed_step_breakdown(int(t), 0, int(t), 2, 0)[1] for t in TOKENS])
-    attn = np.array([h.mixed_step_breakdown(int(n), 0, int(n), 2, 0)[2] / n for n in PROMPT])
+    fixed = h.mixed_step_breakdown(int(PROMPT[0]), 0, int(PROMPT[0]), 2, 0)[2]
+    batch = np.maximum(PROMPT, PREFILL_BATCH_TOKENS)
+    attn = np.array([(h.mixed_step_breakdown(int(b), 0, int(n), 2, 0)[2] - fixed) / b
+                     for n, b in zip(PROMPT, batch, strict=True)])
     grid = np.array([[h.mixed_step_breakdown(1, int(d), int(c), 2, 0)[3] for c in CONTEXT]
                      for d in DECODES])
-    if not (np.all(np.isfinite(grid)) and np.all(shared > 0) and np.all(attn >= 0)):
+    if not (np.all(np.isfinite(grid)) and np.all(shared > 0) and fixed >= 0):
         raise ValueError(f"aiconfigurator returned unusable times for {key}")
-    return pack((TOKENS, shared * ms), (PROMPT, attn * ms), DECODES, CONTEXT, grid * ms)
+    return pack((TOKENS, shared * ms), (PROMPT, np.maximum(attn, 0.0) * ms), DECODES, CONTEXT,
+                grid * ms, prefill_fixed_s=fixed * ms)
 
 
 @functools.lru_cache(maxsize=64)

@@ -120,11 +120,29 @@ def test_measured_decode_matches_aiconfigurator(measured):
 
 def test_measured_prefill_matches_aiconfigurator(measured):
     dep, direct = measured
-    for tokens, rel in ((1024, 1e-9), (8192, 1e-9), (1500, 0.03)):
-        want_ms = direct.mixed_step_breakdown(tokens, 0, tokens, 2, 0)[0]
-        batch = Batch(tokens, 0, 0, prefill_context=tokens / 2, prefill_seqs=1)
+    # (tokens in the step, prompt length): one whole prompt, and batches of short prompts,
+    # whose attention launches aiconfigurator charges once per step, not once per prompt.
+    for tokens, prompt, rel in ((1024, 1024, 0.01), (8192, 8192, 1e-9), (1500, 1500, 0.03),
+                                (8192, 128, 0.03), (8192, 256, 0.03), (4096, 1024, 0.03),
+                                (16384, 4096, 0.03)):
+        want_ms = direct.mixed_step_breakdown(tokens, 0, prompt, 2, 0)[0]
+        batch = Batch(tokens, 0, 0, prefill_context=prompt / 2, prefill_seqs=tokens / prompt)
         assert dep.kernels.kernel_seconds(dep, batch, PARAMS) * 1e3 == pytest.approx(
-            want_ms, rel=rel)
+            want_ms, rel=rel), (tokens, prompt)
+
+
+def test_prefill_kernel_scale_multiplies_the_prefill_gemms_only(measured):
+    dep, direct = measured
+    slow = PARAMS.model_copy(update={"prefill_kernel_scale": 2.0})
+    decode = Batch(0, 64, 2000)
+    assert dep.kernels.kernel_seconds(dep, decode, slow) == dep.kernels.kernel_seconds(
+        dep, decode, PARAMS)
+    # a pure prefill: the scale adds its shared (non-attention) ops once more, attention stays
+    prefill = Batch(4096, 0, 0, prefill_context=512, prefill_seqs=4)
+    shared_ms = direct.mixed_step_breakdown(4096, 0, 1024, 2, 0)[1]
+    extra = dep.kernels.kernel_seconds(dep, prefill, slow) - dep.kernels.kernel_seconds(
+        dep, prefill, PARAMS)
+    assert extra * 1e3 == pytest.approx(shared_ms, rel=1e-9)
 
 
 def test_measured_step_adds_servefit_overheads_and_ignores_efficiencies(measured):
