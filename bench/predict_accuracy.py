@@ -168,31 +168,33 @@ def compare(rows: list[CalRow], apes: dict[str, dict[int, float]], kinds: list[s
     """Variants (step-time provider x fit procedure) side by side: per source, per cell,
     overall, and over the rows each non-roofline provider covers."""
     labels = list(apes)
-    head = " ".join(f"{k[:15]:>15}" for k in labels)
+    width = max(15, *(len(k) for k in labels))
+    head = " ".join(f"{k:>{width}}" for k in labels)
     print(f"\nLOSO median APE % by variant (step-time provider/fit procedure)\n"
           f"{'source':50} {'rows':>5} {head}")
     for source in sorted({r.source for r in rows}):
         members = [r for r in rows if r.source == source]
         print(f"{source[:50]:50} {len(members):5d} "
-              f"{' '.join(_median_of(apes[k], members) for k in labels)}")
+              f"{' '.join(_median_of(apes[k], members, width) for k in labels)}")
     print(f"\n{'cell':50} {'rows':>5} {head}")
     cells = {c: [r for r in rows if row_cell(r) == c] for c in sorted({row_cell(r) for r in rows})}
     for cell, members in cells.items():
-        meds = " ".join(_median_of(apes[k], members) for k in labels)
+        meds = " ".join(_median_of(apes[k], members, width) for k in labels)
         print(f"{cell:50} {len(members):5d} {meds}")
-    print(f"{'overall':50} {len(rows):5d} {' '.join(_median_of(apes[k], rows) for k in labels)}")
+    overall = " ".join(_median_of(apes[k], rows, width) for k in labels)
+    print(f"{'overall':50} {len(rows):5d} {overall}")
     for kind in kinds:
         if kind == "roofline":
             continue
         with using(kind):
             cov = [r for r in rows if covered(r, kind)]
         print(f"{'rows ' + kind + ' covers':50} {len(cov):5d} "
-              f"{' '.join(_median_of(apes[k], cov) for k in labels)}")
+              f"{' '.join(_median_of(apes[k], cov, width) for k in labels)}")
 
 
-def _median_of(ape: dict[int, float], members: list[CalRow]) -> str:
+def _median_of(ape: dict[int, float], members: list[CalRow], width: int = 15) -> str:
     got = [ape[r.index] for r in members if r.index in ape]
-    return f"{np.median(got):15.1f}" if got else f"{'-':>15}"
+    return f"{np.median(got):{width}.1f}" if got else f"{'-':>{width}}"
 
 
 def _report(rows: list[CalRow], ape: dict[int, float], refused: list[str], loso_s: float,
