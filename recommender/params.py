@@ -52,7 +52,9 @@ class EngineParams(BaseModel):
         ge=0,
         le=1,
         description="Share of the output length a running sequence holds in KV on average "
-        "(0.5 = allocate as it grows; 1 = reserve the full output up front).",
+        "(0.5 = allocate as it grows; 1 = reserve the full output up front, as TRT-LLM's "
+        "GUARANTEED_NO_EVICT does: the simulator then admits a request only when its whole "
+        "prompt + output fits).",
     )
     prefill_kernel_scale: float = Field(
         default=1.0,

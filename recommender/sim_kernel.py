@@ -246,7 +246,10 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, series, itl):
     (sum, count, max) of those gaps.
 
     icfg: [max_seqs, budget, chunked, static, closed_conc (0 = open), cap_units,
-    unit_tokens, hash_block_tokens]. arr is overwritten in closed-loop mode (release times).
+    unit_tokens, hash_block_tokens, reserve_output]. reserve_output: a request is admitted
+    only when the blocks of its whole prompt + output fit, and holds them to its end (never
+    preempted: TensorRT-LLM's GUARANTEED_NO_EVICT); else its first chunk's. arr is
+    overwritten in closed-loop mode (release times).
     table: a measured provider's kernel table (`table_seconds`), empty for the roofline.
     series: float64 (SERIES_CAP, 4) buffer (t, queue, running, kv_used_fraction).
     Returns (first_t, fin_t, preemptions per request, stats[steps, preemptions,
@@ -254,7 +257,7 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, series, itl):
     """
     n = arr.shape[0]
     max_seqs, budget_cap, chunked, static = icfg[0], icfg[1], icfg[2] != 0, icfg[3] != 0
-    closed, cap, u, hbs = icfg[4], icfg[5], icfg[6], icfg[7]
+    closed, cap, u, hbs, reserve = icfg[4], icfg[5], icfg[6], icfg[7], icfg[8] != 0
     hu = hbs // u if hbs > 0 else 0
     computed = np.zeros(n, np.int64)
     ntok = inp.copy()
@@ -370,7 +373,8 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, series, itl):
                 k = min(rem, budget)
                 if not chunked and k < rem and not (static and k == 0):
                     break
-                need = _ceil_div(k, u)
+                # blocks the admission claims: the first chunk's, or all the request will hold
+                need = _ceil_div(rem + out[r] - 1 - odone[r] if reserve else k, u)
                 in_lru = 0
                 for j in range(h):
                     if ref[hid[base + j]] == 0:

@@ -16,7 +16,9 @@ Scheduler (vLLM V1-like, one iteration per step):
   (recompute: its KV is freed, it returns to the front of the waiting queue, and later
   recomputes prompt + already generated tokens; emitted tokens are not re-emitted).
 - Then, if nothing was preempted this step, waiting requests are admitted in FCFS order while
-  running < max_num_seqs, budget is left and their first chunk's blocks fit; admission
+  running < max_num_seqs, budget is left and their first chunk's blocks fit (with the
+  engine's kv_reserve_output_fraction at 1, TensorRT-LLM's GUARANTEED_NO_EVICT: the blocks
+  of the whole prompt + output, held to the end, so it never preempts); admission
   skips the leading run of the prompt's blocks that are cached (never the whole prompt:
   the last token is always computed), as vLLM does.
 - A step that brings a request's computed tokens up to its length samples one token; the
@@ -387,7 +389,7 @@ def simulate(
         closed = options.concurrency if options.arrival == "closed_loop" else 0
         icfg = np.array(
             [seqs, budget, int(chunked), int(options.batching == "static"), closed or 0, cap,
-             unit, prep.hash_block],
+             unit, prep.hash_block, int(p.kv_reserve_output_fraction >= 1.0)],
             np.int64,
         )
         table = dep.kernels.table() if dep.kernels is not None else np.zeros(0)

@@ -182,6 +182,24 @@ def test_preemption_with_tiny_kv_and_everything_completes():
     assert np.all(res.ttft_s <= res.e2e_s)
 
 
+def test_reserving_the_whole_output_admits_fewer_and_never_preempts():
+    # TRT-LLM's GUARANTEED_NO_EVICT (kv_reserve_output_fraction 1): a request starts only
+    # when its 100 + 600 tokens' blocks are free, so a ~4000-token pool runs at most
+    # floor(capacity / 704 tokens) at once and nobody is preempted; allocating as they grow
+    # (0.5, vLLM/SGLang) starts more and preempts.
+    n = 60
+    cfg = _small(4000, max_num_seqs=64)
+    req = _reqs(np.full(n, 100), np.full(n, 600))
+    grow = _sim(req, cfg, arrival="offline")
+    reserve = simulate(req, cfg, GPU, MODEL, options=OFFLINE,
+                       params=PARAMS.model_copy(update={"kv_reserve_output_fraction": 1.0}))
+    cap_tokens = reserve.summary.kv_capacity_blocks * 16
+    per_request = -(-(100 + 600 - 1) // 16) * 16  # whole blocks
+    assert reserve.summary.preemptions == 0 and reserve.summary.completed == n
+    assert reserve.running_seqs.max() <= cap_tokens // per_request
+    assert grow.summary.preemptions > 0 and grow.running_seqs.max() > cap_tokens // per_request
+
+
 def test_prefix_reuse_cuts_second_ttft():
     bs, blocks = 16, 120  # 1920 shared prompt tokens
     hashes = np.tile(np.arange(1, blocks + 1, dtype=np.uint64), 2)
