@@ -229,7 +229,9 @@ def _build(key: tuple[str, ...]) -> np.ndarray:
                      for n, b in zip(PROMPT, batch, strict=True)])
     grid = np.array([[h.mixed_step_breakdown(1, int(d), int(c), 2, 0)[3] for c in CONTEXT]
                      for d in DECODES])
-    if not (np.all(np.isfinite(grid)) and np.all(shared > 0) and fixed >= 0):
+    # NaN fails every comparison: an unusable attention time falls back, as before the split
+    if not (np.all(np.isfinite(grid)) and np.all(shared > 0) and fixed >= 0
+            and np.all(np.isfinite(attn))):
         raise ValueError(f"aiconfigurator returned unusable times for {key}")
     return pack((TOKENS, shared * ms), (PROMPT, np.maximum(attn, 0.0) * ms), DECODES, CONTEXT,
                 grid * ms, prefill_fixed_s=fixed * ms)
