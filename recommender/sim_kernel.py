@@ -204,10 +204,10 @@ def _release(r, held, priv, hoff, hid, ref, prev, nxt, cs):  # noqa: PLR0917
 
 
 @numba.njit(cache=True, nogil=True)
-def _insert_prompt_blocks(r, held, priv, nfull, hoff, hid, cached, ref, prev, nxt, cs, hu):  # noqa: PLR0917
-    """Prefill done: r's full prompt blocks move from private units into the cache (or, if
-    another request cached the same block meanwhile, share it and free r's copy)."""
-    for j in range(held[r], nfull[r]):
+def _insert_prompt_blocks(r, upto, held, priv, hoff, hid, cached, ref, prev, nxt, cs, hu):  # noqa: PLR0917
+    """r's computed full prompt blocks held[r]..upto-1 move from private units into the cache
+    (or, if another request cached the same block meanwhile, share it and free r's copy)."""
+    for j in range(held[r], upto):
         x = hid[hoff[r] + j]
         priv[r] -= hu
         if cached[x]:
@@ -219,7 +219,7 @@ def _insert_prompt_blocks(r, held, priv, nfull, hoff, hid, cached, ref, prev, nx
             cached[x] = True
             ref[x] = 1
             cs[NCACHED] += 1
-    held[r] = nfull[r]
+    held[r] = upto
 
 
 @numba.njit(cache=True, nogil=True)
@@ -423,10 +423,12 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, series, itl):
             finished = False
             if k > 0:
                 computed[r] += k
-                if computed[r] >= inp[r] and held[r] < nfull[r]:
-                    _insert_prompt_blocks(
-                        r, held, priv, nfull, hoff, hid, cached, ref, prev, nxt, cs, hu
-                    )
+                if held[r] < nfull[r]:  # nfull is 0 without prefix caching (hbs 0)
+                    upto = min(nfull[r], computed[r] // hbs)
+                    if upto > held[r]:
+                        _insert_prompt_blocks(
+                            r, upto, held, priv, hoff, hid, cached, ref, prev, nxt, cs, hu
+                        )
                 if computed[r] == ntok[r]:
                     e = 1
                     if odone[r] > 0:

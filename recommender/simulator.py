@@ -22,9 +22,13 @@ Scheduler (vLLM V1-like, one iteration per step):
   skips the leading run of the prompt's blocks that are cached (never the whole prompt:
   the last token is always computed), as vLLM does.
 - A step that brings a request's computed tokens up to its length samples one token; the
-  first such step is its first token. After its prefill a request's full prompt blocks
-  enter the cache; on finish/preemption they are released last block first, so a prefix
-  outlives its tail (DESIGN §2.2).
+  first such step is its first token. A prompt's full blocks enter the cache as soon as
+  the step that computed them ends (vLLM caches each full block when computed; SGLang
+  inserts a chunked prompt's prefix after each chunk), so a request preempted mid-prompt
+  resumes from its cached blocks unless they were evicted meanwhile; on finish/preemption
+  they are released last block first, so a prefix outlives its tail (DESIGN §2.2). With
+  prefix caching on and no block hashes, each prompt gets private blocks of
+  OWN_BLOCK_TOKENS (no sharing, only that resumption).
 - A request enters the engine the engine's request_overhead_s (API time) after it is sent;
   its latencies count from the send; a closed-loop user's next request is sent at the finish.
 - Step time = perf.step_time of the batch: prefill tokens, decodes, summed decode contexts,
@@ -35,9 +39,8 @@ Scheduler (vLLM V1-like, one iteration per step):
   lookahead, step time via perf.draft_time/step_time) and emits the expected
   (1 − a^(k+1))/(1 − a) tokens per step as a deterministic fluid (see sim_kernel.run).
 Deviations: no CUDA-graph padding, no long-prefill threshold or priority scheduling,
-no random acceptance (expected tokens per step), no async scheduling; prompt blocks are
-cached at the end of the prefill (vLLM caches each full block as soon as it is computed);
-blocks of generated tokens are not cached; KV is counted in gcd(trace block, engine block)
+no random acceptance (expected tokens per step), no async scheduling; blocks of generated
+tokens are not cached; KV is counted in gcd(trace block, engine block)
 units when the two differ; the time series is per step, decimated to at most 4096 samples,
 then optionally averaged per interval.
 """
@@ -65,6 +68,11 @@ from recommender.sim_result import (
     series,
 )
 from recommender.specs import GPU, ModelSpec
+
+# Without block hashes a prompt's own blocks are cached in units of this many tokens (a
+# multiple of the KV unit): coarse enough to keep the id arrays small on 100 k-request
+# traces; a preempted request recomputes at most one such partial unit.
+OWN_BLOCK_TOKENS = 256
 
 ArrivalMode = Literal["trace", "offline", "closed_loop"]
 
@@ -223,10 +231,23 @@ def _validate(req: SimRequests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return arr, inp, out
 
 
-def _prepare(req: SimRequests, order: np.ndarray, arr: np.ndarray, use_hashes: bool) -> _Prepared:
+def _prepare(
+    req: SimRequests, order: np.ndarray, arr: np.ndarray, use_hashes: bool, own_block: int
+) -> _Prepared:
+    """The kernel's arrays in serving order. own_block > 0 (prefix caching on, no hashes):
+    each request's prompt gets private block ids of own_block tokens, so a request preempted
+    mid-prompt finds its own computed blocks cached when readmitted, as vLLM's and SGLang's
+    prefix caches give it (they cache a prompt's full blocks chunk by chunk)."""
     inp = np.ascontiguousarray(req.input_tokens[order], dtype=np.int64)
     out = np.ascontiguousarray(req.output_tokens[order], dtype=np.int64)
     n = len(order)
+    if own_block > 0 and not use_hashes:
+        nfull = inp // own_block
+        hoff = np.zeros(n, np.int64)
+        np.cumsum(nfull[:-1], out=hoff[1:])
+        total = int(nfull.sum())
+        hid = np.arange(max(total, 1), dtype=np.int32)
+        return _Prepared(arr, inp, out, hoff, hid, nfull, max(total, 1), own_block)
     if not use_hashes or req.block_hashes is None or req.block_offsets is None:
         return _Prepared(
             arr, inp, out, np.zeros(n, np.int64), np.zeros(1, np.int32), np.zeros(n, np.int64), 1, 0
@@ -385,7 +406,8 @@ def simulate(
     if len(order):
         # Requests enter the engine request_overhead_s after they are sent (API time).
         entry = np.ascontiguousarray(arrivals[order] + p.request_overhead_s)
-        prep = _prepare(requests, order, entry, use_hashes)
+        own = unit * max(1, OWN_BLOCK_TOKENS // unit) if prefix else 0
+        prep = _prepare(requests, order, entry, use_hashes, own)
         closed = options.concurrency if options.arrival == "closed_loop" else 0
         icfg = np.array(
             [seqs, budget, int(chunked), int(options.batching == "static"), closed or 0, cap,

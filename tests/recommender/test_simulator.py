@@ -239,6 +239,25 @@ def test_prefix_cache_evicts_under_pressure():
     assert 0.6 * res.ttft_s[0] < res.ttft_s[2] < 0.95 * res.ttft_s[0]
 
 
+def test_a_prompt_preempted_mid_prefill_resumes_from_its_cached_blocks():
+    # A (4096 + 600) runs first; B's 4096-token prompt does not fit beside it. B starts in
+    # 1024-token chunks, runs out of blocks and preempts itself. With prefix caching (vLLM's
+    # default) its computed full blocks stay cached: readmitted, it resumes there, so it is
+    # preempted a few times until it waits for A. Without, it recomputes from token 0 and
+    # is preempted again every other step through A's 600 decodes.
+    cfg = _small(6500, max_num_seqs=8)
+    req = _reqs([4096, 4096], [600, 2])
+    on = _sim(req, cfg.model_copy(update={"prefix_caching": True}), arrival="offline")
+    off = _sim(req, cfg.model_copy(update={"prefix_caching": False}), arrival="offline")
+    assert on.summary.completed == off.summary.completed == 2
+    free_beside_a = 6500 - (4096 + 600)
+    assert 1 <= on.preemptions[1] <= -(-free_beside_a // 256) + 1
+    assert off.preemptions[1] > 100
+    assert on.ttft_s[1] < off.ttft_s[1]
+    # Without the cache A's decode steps also carry B's recomputed chunks.
+    assert on.e2e_s[0] < 0.5 * off.e2e_s[0]
+
+
 def test_continuous_batching_about_twice_static_on_mixed_lengths():
     rng = np.random.default_rng(3)
     n = 512
