@@ -31,7 +31,7 @@ from recommender.specs import ModelSpec
 from recommender.steptime import FALLBACK_KIND, active_kind, using
 
 FITTED = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "per_seq_overhead_s",
-          "request_overhead_s", "prefill_kernel_scale")
+          "request_overhead_s", "prefill_kernel_scale", "prefill_kernel_scale_tp8")
 BOUNDS = {  # (low, high) of each fitted parameter
     "compute_efficiency": (0.05, 1.0),
     "bandwidth_efficiency": (0.05, 1.0),
@@ -43,6 +43,7 @@ BOUNDS = {  # (low, high) of each fitted parameter
     # Measured tables only (the roofline ignores it): an engine release's prefill GEMMs from
     # twice as fast as the table's to three times as slow.
     "prefill_kernel_scale": (0.5, 3.0),
+    "prefill_kernel_scale_tp8": (0.5, 3.0),
 }
 SCALES = ("compute_scale", "bandwidth_scale")
 # A family's kernels reach at most the share of its datasheet peaks that Hopper's reach (the

@@ -9,6 +9,7 @@ defaults (the optimiser's starting point) and `load_params`.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -60,9 +61,17 @@ class EngineParams(BaseModel):
         default=1.0,
         gt=0,
         description="Measured step-time provider only: the engine release's prefill GEMM/MoE "
-        "time over the table's (the tables are one release of each engine). Multiplies the "
-        "prefill tokens' share of the table's non-attention time; the roofline's "
-        "compute_efficiency plays this part there.",
+        "time over the table's (the tables are one release of each engine) on one GPU. "
+        "Multiplies the prefill tokens' share of the table's non-attention time; the "
+        "roofline's compute_efficiency plays this part there.",
+    )
+    prefill_kernel_scale_tp8: float = Field(
+        default=1.0,
+        gt=0,
+        description="prefill_kernel_scale at tensor parallelism 8 (and above); between 1 and "
+        "8 GPUs the scale is interpolated geometrically in log2(tp) (`prefill_scale`). The "
+        "published single-GPU runs prefilled at about half the tables' speed, the 4- and "
+        "8-GPU runs at about theirs.",
     )
     request_overhead_s: float = Field(
         default=0.0,
@@ -71,6 +80,12 @@ class EngineParams(BaseModel):
         "tokenisation, chat template, detokenisation): added to TTFT and E2E; in a closed "
         "loop a user's next request enters the engine this much later.",
     )
+
+    def prefill_scale(self, tp: int) -> float:
+        """The prefill kernel scale at `tp` GPUs: prefill_kernel_scale at 1,
+        prefill_kernel_scale_tp8 at 8 and above, geometric in log2(tp) between."""
+        x = min(math.log2(max(tp, 1)) / 3.0, 1.0)
+        return self.prefill_kernel_scale ** (1.0 - x) * self.prefill_kernel_scale_tp8 ** x
 
 
 class GpuScales(BaseModel):

@@ -130,7 +130,7 @@ def step_coefficients(dep: perf.Deployment, params: perf.EngineParams) -> np.nda
             perf.ROOFLINE_P,
             *draft,
             params.request_overhead_s,
-            params.prefill_kernel_scale,
+            params.prefill_scale(dep.tp),
         ],
         dtype=np.float64,
     )

@@ -129,13 +129,14 @@ class MeasuredKernels:
 
     def kernel_seconds(self, dep: Deployment, batch: Batch, params: EngineParams) -> float:
         """Seconds of the forward's kernels: the table's, its prefill part scaled by the
-        engine release's `prefill_kernel_scale` (the roofline's efficiencies do not apply)."""
+        engine release's prefill scale at the deployment's TP (`EngineParams.prefill_scale`;
+        the roofline's efficiencies do not apply)."""
         q = dep.spec.k + 1.0 if dep.spec is not None else 1.0
         d = batch.decode_seqs * q
         return float(sim_kernel.table_seconds(
             self.packed, float(batch.prefill_tokens),
             float(batch.prefill_tokens * batch.prefill_context), d, d * batch.decode_context,
-            params.prefill_kernel_scale))
+            params.prefill_scale(dep.tp)))
 
     def table(self) -> np.ndarray:
         """The packed table (`pack`) the simulator's loop evaluates."""

@@ -145,6 +145,14 @@ def test_prefill_kernel_scale_multiplies_the_prefill_gemms_only(measured):
     assert extra * 1e3 == pytest.approx(shared_ms, rel=1e-9)
 
 
+@pytest.mark.parametrize(("tp", "want"), [(1, 2.0), (2, 2.0 * 0.5 ** (1 / 3)),
+                                         (4, 2.0 * 0.5 ** (2 / 3)), (8, 1.0), (16, 1.0)])
+def test_prefill_scale_runs_from_one_gpu_to_eight_geometrically(tp, want):
+    # 2.0 on one GPU, 1.0 at TP 8: each doubling of TP multiplies the scale by 0.5^(1/3).
+    p = PARAMS.model_copy(update={"prefill_kernel_scale": 2.0, "prefill_kernel_scale_tp8": 1.0})
+    assert p.prefill_scale(tp) == pytest.approx(want, rel=1e-12)
+
+
 def test_measured_step_adds_servefit_overheads_and_ignores_efficiencies(measured):
     dep, _ = measured
     batch = Batch(0, 16, 1000)
