@@ -9,8 +9,9 @@ simulator reads (`pack`, evaluated by `sim_kernel.table_seconds`).
 aiconfigurator answers one forward's *kernel* time (comm included); ServeFit adds each
 engine's fitted per-step overheads, its own scheduler and memory model on top
 (`perf.step_time`), and scales the prefill tokens' share of the non-attention ops by the
-engine's fitted `prefill_kernel_scale` (the engine releases measured ran their prefill GEMMs
-at up to half the tables' speed). Prefill attention is a fixed part once per step plus a
+engine's fitted prefill scale at the deployment's TP (`EngineParams.prefill_scale`: the
+published single-GPU vLLM runs prefilled at less than half the tables' speed, the 8-GPU
+ones at about theirs). Prefill attention is a fixed part once per step plus a
 per-token rate measured on batched prompts, as aiconfigurator's own batched prefill costs it.
 Its calls cost ~30 µs and a missing table raises only at the first query, so a cell is built
 once, at deployment time, into a table on fixed grids (that build is the probe: any failure →
