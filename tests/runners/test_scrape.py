@@ -208,8 +208,11 @@ def test_slow_scrapes_do_not_pile_up(slow_metrics):
     elapsed = asyncio.run(main())
     assert state["max_active"] == 1
     assert scraper.failures == 0
-    # back to back: about elapsed / delay scrapes (one more after the stop), never 1 / period
-    assert abs(scraper.scrapes - elapsed / _SlowMetrics.delay_s) <= 1.5
+    # back to back: at most elapsed / delay scrapes (one more after the stop), never one per
+    # period (20); fewer only when a loaded machine stretches the replies (seen once in the
+    # fast suite on 2 cores)
+    back_to_back = elapsed / _SlowMetrics.delay_s
+    assert back_to_back / 2 <= scraper.scrapes <= back_to_back + 1.5
 
 
 def test_scrapes_land_while_the_event_loop_is_busy(slow_metrics):
