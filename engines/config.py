@@ -83,6 +83,18 @@ class EngineConfig(BaseModel):
     model: str = Field(min_length=1, description="HF model id or local checkpoint path.")
     tp: int = Field(default=1, ge=1, description="Tensor-parallel size (GPUs per stage).")
     pp: int = Field(default=1, ge=1, description="Pipeline-parallel size (stages).")
+    dp: int = Field(
+        default=1, ge=1,
+        description="Attention data-parallel ranks in one instance: each rank runs attention "
+        "for its own sequences and holds their KV cache on `tp` GPUs; the MoE layers then "
+        "run expert-parallel over all tp x dp GPUs (DEP). GPUs per instance = tp x pp x dp.",
+    )
+    ep: int = Field(
+        default=1, ge=1,
+        description="Expert-parallel size: MoE experts split whole over this many GPUs "
+        "(1 = every expert tensor-sharded over tp). 1 or tp x dp: tp with dp = 1 is TEP "
+        "(TP attention, experts across the TP group), tp x dp with dp > 1 is DEP.",
+    )
     max_num_seqs: int | None = Field(
         default=None, ge=1, description="Cap on concurrently running sequences."
     )
@@ -120,6 +132,25 @@ class EngineConfig(BaseModel):
     )
     host: str = Field(default="0.0.0.0", description="Interface the server binds.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port the server listens on.")
+
+    @property
+    def gpus_per_instance(self) -> int:
+        """GPUs one engine instance spans: tp x pp x dp."""
+        return self.tp * self.pp * self.dp
+
+    @model_validator(mode="after")
+    def _parallelism_is_served(self) -> Self:
+        # The layouts the three engines serve MoE models with: TP, TEP (experts over the TP
+        # group) and DEP (attention DP + experts over all ranks). Attention DP with
+        # tensor-sharded experts, or EP over part of the ranks, is not modelled.
+        group = self.tp * self.dp
+        if self.ep not in (1, group):
+            raise ValueError(f"ep={self.ep} must be 1 or tp x dp = {group} (experts over "
+                             "the whole instance)")
+        if self.dp > 1 and self.ep != group:
+            raise ValueError(f"dp={self.dp} (attention data parallelism) needs ep = tp x dp "
+                             f"= {group}: the MoE layers run expert-parallel over all ranks")
+        return self
 
     @field_validator("model")
     @classmethod
