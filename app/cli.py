@@ -122,14 +122,21 @@ def _add_predict(sub: Any) -> None:
     from engines import ENGINES  # the choices come from the registries
     from engines.config import SpeculativeMethod
     from recommender.perf import PRECISIONS
+    from recommender.resolve import HARNESSES
     from recommender.steptime import DEFAULT_KIND, PROVIDERS
 
     p = sub.add_parser("predict", help=COMMAND_HELP["predict"])
     p.add_argument("--engine", required=True, choices=list(ENGINES))
     p.add_argument("--model", required=True, help="catalog name, HF id or config.json path")
     p.add_argument("--gpu", required=True, help="catalog GPU name, e.g. H100-SXM")
-    p.add_argument("--gpus", type=int, help="GPUs in total (default: tp)")
-    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--gpus", type=int, help="GPUs in total (default: one instance, "
+                   "tp x dp): more are data-parallel replicas")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (of each "
+                   "attention DP rank)")
+    p.add_argument("--dp", type=int, default=1, help="attention data-parallel ranks per "
+                   "instance (DEP: needs --ep tp x dp; MoE models)")
+    p.add_argument("--ep", type=int, default=1, help="expert-parallel size: 1 (experts "
+                   "tensor-sharded), tp (TEP) or tp x dp (DEP); MoE models")
     p.add_argument("--precision", default="bf16", choices=list(PRECISIONS))
     p.add_argument("--kv-cache-dtype", default="auto")
     p.add_argument("--isl", type=int, required=True,
@@ -148,6 +155,22 @@ def _add_predict(sub: Any) -> None:
                         "max(10 x concurrency, 200), rate 2000)")
     p.add_argument("--max-num-seqs", type=int, help="running-sequence cap (engine default)")
     p.add_argument("--max-batched-tokens", type=int, help="token budget per step")
+    p.add_argument("--gpu-memory-fraction", type=float, metavar="F",
+                   help="the engine's own memory-fraction knob (vLLM gpu-memory-utilization, "
+                        "SGLang mem-fraction-static, TensorRT-LLM free_gpu_memory_fraction; "
+                        "default: the engine release's)")
+    p.add_argument("--harness", choices=[h.replace("_", "-") for h in HARNESSES],
+                   default="served",
+                   help="how the load reaches the engine: served (its OpenAI API server, as "
+                        "vllm bench serve, GuideLLM, AIPerf) or in-process (trtllm-bench, vllm "
+                        "bench throughput, SGLang's offline throughput bench: no HTTP, "
+                        "tokenisation or streaming costs)")
+    p.add_argument("--engine-version", metavar="X.Y",
+                   help="the engine release asked about (its memory-fraction default where "
+                        "it differs from the plug-in's release)")
+    p.add_argument("--fit", metavar="FIT_JSON",
+                   help="fitted parameters to answer with (default: the shipped "
+                        "data/calibration/fit.json; e.g. a refit of your own runs)")
     p.add_argument("--max-model-len", type=int, metavar="L",
                    help="longest sequence (prompt + output) the engine serves (default: sized "
                         "to the workload, ISL + OSL + 10 %% in 1024s, never the model's full "
@@ -167,42 +190,57 @@ def _add_predict(sub: Any) -> None:
     p.set_defaults(handler=_cmd_predict)
 
 
-def _cmd_predict(args: argparse.Namespace) -> int:
+def predict_request(args: argparse.Namespace) -> Any:
+    """The `PredictRequest` the parsed `predict` flags make (the accuracy bench builds each
+    calibration row's request through this same function).
+
+    Raises:
+        UsageError: a count below 1, --offline without --num-requests, or a value the
+            config or load refuses.
+    """
     from pydantic import ValidationError
 
     from core.load import fixed
     from engines.config import EngineConfig
-    from recommender.catalog import get_gpu, get_model
     from recommender.perf import weight_quantization
-    from recommender.predict_sim import simulate_load
+    from recommender.predict_sim import PredictRequest
     from recommender.speculative import speculative_config
-    from recommender.steptime import using
 
     if args.offline and not args.num_requests:
         raise UsageError("--offline needs --num-requests N")
-    for name in ("isl", "osl", "tp", "concurrency", "num_requests", "gpus", "max_num_seqs",
-                 "max_batched_tokens", "max_model_len"):
+    for name in ("isl", "osl", "tp", "dp", "ep", "concurrency", "num_requests", "gpus",
+                 "max_num_seqs", "max_batched_tokens", "max_model_len"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     spec = None
     if args.speculative:
         spec = speculative_config(args.speculative, args.spec_tokens, args.draft_model)
-    model = get_model(args.model)
     try:
         config = EngineConfig(
-            engine=args.engine, model=model.name, tp=args.tp, max_num_seqs=args.max_num_seqs,
-            max_batched_tokens=args.max_batched_tokens, kv_cache_dtype=args.kv_cache_dtype,
+            engine=args.engine, model=args.model, tp=args.tp, dp=args.dp, ep=args.ep,
+            max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens,
+            gpu_memory_fraction=args.gpu_memory_fraction, kv_cache_dtype=args.kv_cache_dtype,
             max_model_len=args.max_model_len,
             weight_quantization=weight_quantization(args.precision), speculative=spec)
         load = fixed(args.isl, args.osl, concurrency=args.concurrency, rate_rps=args.rate,
                      offline=args.offline, num_requests=args.num_requests, seed=args.seed,
                      dataset=None if args.lengths == "fixed" else args.lengths)
+        return PredictRequest(config=config, gpu=args.gpu, model=args.model, gpus=args.gpus,
+                              load=load, harness=args.harness.replace("-", "_"),
+                              engine_version=args.engine_version, step_time=args.step_time,
+                              spec_acceptance=args.spec_acceptance)
     except ValidationError as exc:
         raise usage_error(exc) from None
-    with using(args.step_time):
-        prediction = simulate_load(config, model, get_gpu(args.gpu), load, gpus=args.gpus,
-                                   spec_acceptance=args.spec_acceptance)
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from recommender.params import load_params
+    from recommender.predict_sim import predict
+
+    request = predict_request(args)
+    params = load_params(args.fit, step_time=args.step_time) if args.fit else None
+    prediction = predict(request, params=params)
     if args.json:
         print(json.dumps(prediction.json_ms(), indent=2))
     else:

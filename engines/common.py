@@ -1,5 +1,6 @@
 """Helpers the engine plug-ins share: docker arguments, image tags, checks every engine makes
-alike, extra-arg collisions, instance layout, and reading a config file back.
+alike (GPU count, head divisibility, expert parallelism only for MoE), extra-arg collisions,
+instance layout, and reading a config file back.
 
 Engine-neutral by construction: callers pass their own tables, patterns and wording. It must not
 branch on an engine's name.
@@ -118,7 +119,7 @@ def openai_readiness(name: str) -> ReadinessProbe:
 
 def instances(config: EngineConfig, base_port: int) -> Iterator[tuple[Role, int, str]]:
     """(role, port, CUDA_VISIBLE_DEVICES) per instance of a disaggregated config: prefill
-    first, consecutive ports from `base_port`, disjoint GPU ranges of tp×pp GPUs.
+    first, consecutive ports from `base_port`, disjoint ranges of `gpus_per_instance` GPUs.
 
     Raises:
         EngineError: the config has no disaggregation section.
@@ -126,7 +127,7 @@ def instances(config: EngineConfig, base_port: int) -> Iterator[tuple[Role, int,
     disagg = config.disaggregation
     if disagg is None:
         raise EngineError("config has no disaggregation section")
-    per = config.tp * config.pp
+    per = config.gpus_per_instance
     roles: list[Role] = ["prefill"] * disagg.prefill_instances
     roles += ["decode"] * disagg.decode_instances
     for index, role in enumerate(roles):
@@ -134,21 +135,29 @@ def instances(config: EngineConfig, base_port: int) -> Iterator[tuple[Role, int,
         yield role, base_port + index, devices
 
 
+def parallel_layout(config: EngineConfig) -> Literal["TP", "TEP", "DEP"]:
+    """How one instance splits a model: TP (experts, if any, tensor-sharded), TEP (TP
+    attention, experts whole across the TP group) or DEP (attention data-parallel ranks,
+    experts across all of them)."""
+    if config.dp > 1:
+        return "DEP"
+    return "TEP" if config.ep > 1 else "TP"
+
+
 def check_parallelism(config: EngineConfig, hardware: HardwareFacts, model: ModelFacts, *,
                       kv_heads_must_divide: bool) -> None:
-    """GPU count, attention-head and layer divisibility (and KV heads when the engine shards
+    """GPU count (`gpus_per_instance` per instance), expert/attention data parallelism only
+    for MoE models, attention-head and layer divisibility (and KV heads when the engine shards
     them: shard when tp divides them, replicate when they divide tp).
 
     Raises:
         CapabilityError: the first problem found.
     """
-    disagg = config.disaggregation
-    count = 1 if disagg is None else disagg.prefill_instances + disagg.decode_instances
-    needed = config.tp * config.pp * count
-    if needed > hardware.gpu_count:
+    _check_gpu_count(config, hardware)
+    if (config.ep > 1 or config.dp > 1) and not model.is_moe:
         raise CapabilityError(
-            f"tp×pp×instances = {config.tp}×{config.pp}×{count} = {needed} GPUs, "
-            f"but only {hardware.gpu_count} available"
+            f"{parallel_layout(config)} (ep={config.ep}, dp={config.dp}) splits MoE experts "
+            "over GPUs; the model is dense (not mixture-of-experts)"
         )
     if model.num_attention_heads % config.tp:
         raise CapabilityError(
@@ -161,6 +170,17 @@ def check_parallelism(config: EngineConfig, hardware: HardwareFacts, model: Mode
         )
     if model.num_layers is not None and config.pp > model.num_layers:
         raise CapabilityError(f"pp={config.pp} exceeds the model's {model.num_layers} layers")
+
+
+def _check_gpu_count(config: EngineConfig, hardware: HardwareFacts) -> None:
+    disagg = config.disaggregation
+    count = 1 if disagg is None else disagg.prefill_instances + disagg.decode_instances
+    needed = config.gpus_per_instance * count
+    if needed > hardware.gpu_count:
+        raise CapabilityError(
+            f"tp×pp×dp×instances = {config.tp}×{config.pp}×{config.dp}×{count} = {needed} "
+            f"GPUs, but only {hardware.gpu_count} available"
+        )
 
 
 def check_model_len(config: EngineConfig, model: ModelFacts) -> None:

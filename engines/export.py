@@ -25,6 +25,7 @@ from core.capacity import LIMIT_TEXT, Capacity, boundary_text, growth_table
 from core.figures import Band
 from engines import get_engine
 from engines.base import EnginePlugin
+from engines.common import parallel_layout
 from engines.config import EngineConfig
 from engines.errors import ExportError
 from engines.facts import HardwareFacts, ModelFacts
@@ -148,9 +149,9 @@ class ExportRequest(BaseModel):
                 raise ValueError(f"gpu_count={count} but hardware.gpu_count="
                                  f"{self.hardware.gpu_count}")
             count = self.hardware.gpu_count
-        needed = self.config.tp * self.config.pp
+        needed = self.config.gpus_per_instance
         if count is not None and needed > count:
-            raise ValueError(f"tp×pp = {needed} GPUs, but gpu_count is {count}")
+            raise ValueError(f"tp×pp×dp = {needed} GPUs, but gpu_count is {count}")
         return self
 
 
@@ -241,7 +242,7 @@ def render_bundle(request: ExportRequest) -> dict[str, str]:
             raise ExportError(f"the request contains reserved text ({BUNDLE_DIR}, {HF_CACHE})")
     host_port = request.host_port or config.port
     image = plugin.docker_image(request.engine_version)
-    gpus = config.tp * config.pp
+    gpus = config.gpus_per_instance
     docker_argv = docker_command(request, bundle_dir=BUNDLE_DIR, hf_cache_dir=HF_CACHE)
     container = parse_docker_run(docker_argv, image, config.engine)
     probe = plugin.readiness(config)
@@ -283,7 +284,7 @@ def docker_command(request: ExportRequest, *, bundle_dir: str, hf_cache_dir: str
         config, image=plugin.docker_image(request.engine_version),
         host_port=request.host_port or config.port,
         model_cache_dir=request.model_cache_dir or hf_cache_dir,
-        gpus=config.tp * config.pp, config_file_path=f"{bundle_dir}/{config_name}")
+        gpus=config.gpus_per_instance, config_file_path=f"{bundle_dir}/{config_name}")
 
 
 def _shell_line(argv: Sequence[str]) -> str:
@@ -333,10 +334,17 @@ def _knobs(config: EngineConfig) -> list[str]:
             for k, v in data.items()]
 
 
+def _parallelism(config: EngineConfig) -> str:
+    """`tp=…, pp=… → N GPU(s) per replica`, with dp/ep and the layout when experts split."""
+    text = f"tp={config.tp}, pp={config.pp}"
+    if config.ep > 1:
+        text += f", dp={config.dp}, ep={config.ep} ({parallel_layout(config)})"
+    return f"{text} → {config.gpus_per_instance} GPU(s) per replica"
+
+
 def _report(request: ExportRequest, plugin: EnginePlugin, files: dict[str, str], *,
             local_script: str, image: str, host_port: int) -> str:
     config = request.config
-    gpus = config.tp * config.pp
     hardware = request.hardware
     gpu = request.gpu or (hardware.gpu_name if hardware else None)
     count = request.gpu_count or (hardware.gpu_count if hardware else None)
@@ -345,7 +353,7 @@ def _report(request: ExportRequest, plugin: EnginePlugin, files: dict[str, str],
         f"# ServeFit export: {config.engine} serving {_code(config.model)}", "",
         f"- Engine: {config.engine} (image {_code(image)})",
         f"- Model: {_code(config.model)}",
-        f"- GPU: {target}; tp={config.tp}, pp={config.pp} → {gpus} GPU(s) per replica",
+        f"- GPU: {target}; {_parallelism(config)}",
         f"- Key knobs: {', '.join(_knobs(config)) or 'engine defaults'}",
         f"- Endpoint: http://localhost:{host_port} (readiness: GET "
         f"{plugin.readiness(config).health_path})",

@@ -56,10 +56,16 @@ class Container:
 
 
 _NO_VALUE = frozenset({"--rm", "-d", "--detach", "-i", "-t", "-it", "--init"})
-_IGNORED = frozenset({"--name", "--gpus", "--runtime"})  # GPUs come from tp×pp
+_IGNORED = frozenset({"--name", "--gpus", "--runtime"})  # GPUs: config.gpus_per_instance
 
 
 def parse_docker_run(argv: Sequence[str], image: str, kind: str) -> Container:
+    """The Container a plug-in's `docker run … IMAGE COMMAND` asks for (`--gpus` dropped:
+    the manifests take the GPU count from the config).
+
+    Raises:
+        ExportError: not `docker run`, another image, or an option with no translation.
+    """
     if list(argv[:2]) != ["docker", "run"]:
         raise ExportError(f"the {kind} plug-in's docker command does not start with docker run")
     out = Container(image=image)
@@ -144,6 +150,7 @@ def _dump_yaml(*docs: Any) -> str:
 
 
 def compose_yaml(c: Container, kind: str, health_path: str, gpus: int) -> str:
+    """docker-compose.yaml of one service reserving `gpus` (the config's GPUs per instance)."""
     service: dict[str, Any] = {"image": c.image}
     if c.entrypoint is not None:
         service["entrypoint"] = [_compose_escape(a) for a in c.entrypoint]
@@ -175,6 +182,11 @@ def compose_yaml(c: Container, kind: str, health_path: str, gpus: int) -> str:
 
 def kubernetes_yaml(c: Container, kind: str, health_path: str, gpus: int,
                 config_files: dict[str, str]) -> str:
+    """Deployment + Service (+ ConfigMap of `config_files`) asking `nvidia.com/gpu: gpus`.
+
+    Raises:
+        ExportError: no published port, a host path in the container command, a bad env name.
+    """
     name = f"servefit-{kind}"
     config_map: dict[str, Any] = {
         "apiVersion": "v1", "kind": "ConfigMap",

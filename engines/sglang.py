@@ -274,7 +274,7 @@ class SglangEngine:
             prefill=prefill,
             decode=decode,
             router=ServerProcess(role="router", argv=router_argv, port=config.port),
-            gpus_needed=(len(prefill) + len(decode)) * config.tp * config.pp,
+            gpus_needed=(len(prefill) + len(decode)) * config.gpus_per_instance,
         )
 
     # -- capability checks -----------------------------------------------------------------

@@ -3,6 +3,10 @@
 SGLang's command line and its `--config` YAML are made from one list of (long flag name,
 value) pairs, so they cannot drift; this module renders that list from an EngineConfig and
 reads a parsed config file back into EngineConfig fields. Spellings follow SGLang 0.5.23.
+
+SGLang's `--tp-size` is the instance's GPU count per stage: with `--dp-size D
+--enable-dp-attention` each of the D attention ranks runs on tp-size/D GPUs, so our tp×dp
+is rendered as tp-size and read back as tp = tp-size / dp-size.
 """
 
 from __future__ import annotations
@@ -55,8 +59,10 @@ _SPEC_ALGORITHM: dict[str, str] = {
 }
 # Flags the file holds that map one to one onto an EngineConfig field.
 _FIELD_OF: dict[str, str] = {
-    "tp-size": "tp",
+    "tp-size": "tp",  # tp×dp: divided by dp-size once read (`_attention_tp`)
     "pp-size": "pp",
+    "dp-size": "dp",
+    "ep-size": "ep",
     "max-running-requests": "max_num_seqs",
     "mem-fraction-static": "gpu_memory_fraction",
     "context-length": "max_model_len",
@@ -66,13 +72,15 @@ _FIELD_OF: dict[str, str] = {
 # Flags read back through the rendering (checked by re-rendering, not parsed on their own).
 _DERIVED = frozenset(
     {"model-path", "max-prefill-tokens", "speculative-draft-model-path", "speculative-num-steps",
-     "speculative-eagle-topk", "speculative-num-draft-tokens", "enable-metrics"}
+     "speculative-eagle-topk", "speculative-num-draft-tokens", "enable-metrics",
+     "enable-dp-attention"}
 )  # fmt: skip
 # Flags that EngineConfig owns even when a field is unset (so extra_args cannot sneak them in).
 _RESERVED_FLAGS = frozenset(
     {
-        "model-path", "model", "config", "tp-size", "tensor-parallel-size", "pp-size",
-        "pipeline-parallel-size", "max-running-requests", "chunked-prefill-size",
+        "model-path", "model", "config", "tp-size", "tensor-parallel-size", "tp", "pp-size",
+        "pipeline-parallel-size", "dp-size", "data-parallel-size", "dp", "enable-dp-attention",
+        "ep-size", "expert-parallel-size", "ep", "max-running-requests", "chunked-prefill-size",
         "max-prefill-tokens", "mem-fraction-static", "disable-radix-cache", "kv-cache-dtype",
         "quantization", "context-length", "speculative-algorithm",
         "speculative-draft-model-path", "speculative-num-steps", "speculative-eagle-topk",
@@ -96,10 +104,13 @@ def settings(config: EngineConfig, role_settings: list[Setting]) -> list[Setting
     require_own(KIND, config)
     out: list[Setting] = [
         ("model-path", config.model),
-        ("tp-size", config.tp),
+        ("tp-size", config.tp * config.dp),  # SGLang's TP group spans all DP attention ranks
         ("pp-size", config.pp),
     ]
     optional: list[tuple[str, str | int | float | bool | None]] = [
+        ("dp-size", config.dp if config.dp > 1 else None),
+        ("enable-dp-attention", True if config.dp > 1 else None),
+        ("ep-size", config.ep if config.ep > 1 else None),
         ("max-running-requests", config.max_num_seqs),
         *_token_budget(config),
         ("mem-fraction-static", config.gpu_memory_fraction),
@@ -231,7 +242,16 @@ def config_fields(model: str, data: dict[str, Any]) -> dict[str, Any]:
             raise unknown_key(key, CONFIG_WHAT)
         elif key not in _DERIVED:
             extra[key] = value
-    return {**fields, "extra_args": extra}
+    return {**fields, "tp": _attention_tp(fields), "extra_args": extra}
+
+
+def _attention_tp(fields: dict[str, Any]) -> Any:
+    """Our tp: SGLang's tp-size over dp-size (left as read when they do not divide, so the
+    re-rendered file differs and refuses it)."""
+    tp, dp = fields.get("tp", 1), fields.get("dp", 1)
+    if isinstance(tp, int) and isinstance(dp, int) and dp > 0 and tp % dp == 0:
+        return tp // dp
+    return tp
 
 
 def _speculative_back(data: dict[str, Any]) -> dict[str, Any]:

@@ -8,11 +8,12 @@ shared/reference/engines.md and `tensorrt_llm/commands/serve.py`. It renders and
 One source of truth per setting: trtllm-serve merges the YAML over its CLI at the top level
 (`llm_args | yaml_dict`), so a YAML `kv_cache_config` replaces the whole KvCacheConfig the CLI
 built, `--kv_cache_free_gpu_memory_fraction` included. Hence the split, tested to be disjoint:
-- CLI: scalar knobs with a valued click option (backend, host, port, tp/pp, max_batch_size,
+- CLI: scalar knobs with a valued click option (backend, host, port, tp/pp/ep, max_batch_size,
   max_num_tokens, max_seq_len) plus `extra_args`;
-- YAML: everything nested or boolean (`kv_cache_config` with the memory fraction, block reuse
-  and dtype; `enable_chunked_prefill`, whose CLI flag cannot say false; `speculative_config`;
-  `disable_overlap_scheduler`; `cache_transceiver_config`; the Prometheus switches).
+- YAML: everything nested or boolean (`enable_attention_dp`; `kv_cache_config` with the memory
+  fraction, block reuse and dtype; `enable_chunked_prefill`, whose CLI flag cannot say false;
+  `speculative_config`; `disable_overlap_scheduler`; `cache_transceiver_config`; the
+  Prometheus switches).
 """
 
 from __future__ import annotations
@@ -140,8 +141,12 @@ class TrtllmEngine:
     def cli_settings(self, config: EngineConfig) -> list[Setting]:
         """The (flag name, value) pairs of the command line, model and YAML path excluded.
 
+        `--tp_size` is tp×dp (TensorRT-LLM's attention DP ranks are its TP ranks) and
+        `--ep_size` is given when ep > 1.
+
         Raises:
-            CapabilityError: an extra arg that shadows a setting EngineConfig renders.
+            CapabilityError: DEP with tp > 1 (attention DP ranks have attention TP 1 here), or
+                an extra arg that shadows a setting EngineConfig renders.
         """
         return cli_settings(config)
 
@@ -152,11 +157,12 @@ class TrtllmEngine:
         TRT-LLM's own knob: the share of memory still free after weights and buffers that the
         KV cache takes (vLLM's is of total memory; the numbers are not interchangeable).
         `role` "prefill" adds `disable_overlap_scheduler: true` (context servers do not support
-        the overlap scheduler); any disaggregated config adds `cache_transceiver_config`.
+        the overlap scheduler); any disaggregated config adds `cache_transceiver_config`; DEP
+        (dp > 1) adds `enable_attention_dp: true`.
 
         Raises:
-            CapabilityError: a value the PyTorch backend cannot express (int8/e5m2 KV, EAGLE
-                v1/v2, weight quantization it cannot load).
+            CapabilityError: a value the PyTorch backend cannot express (DEP with tp > 1,
+                int8/e5m2 KV, EAGLE v1/v2, weight quantization it cannot load).
         """
         return extra_options(config, role)
 
@@ -289,7 +295,7 @@ class TrtllmEngine:
         arguments) into `config_dir` first. The router listens on `config.host:config.port`.
         """
         disagg = self._require_disaggregation(config)
-        gpus_per_instance = config.tp * config.pp
+        gpus_per_instance = config.gpus_per_instance
         roles: list[Role] = ["prefill"] * disagg.prefill_instances
         roles += ["decode"] * disagg.decode_instances
         paths = {

@@ -4,6 +4,10 @@ The halves are the `trtllm-serve` command-line (flag, value) pairs and the
 `--extra_llm_api_options` mapping (LlmArgs keys); this module renders both from an
 EngineConfig and reads them back into EngineConfig fields. Why the halves are disjoint is in
 `engines.trtllm`'s docstring. Spellings follow TensorRT-LLM 1.2.1, PyTorch backend.
+
+TensorRT-LLM's `--tp_size` is the instance's GPU count per stage; `enable_attention_dp: true`
+turns its ranks into attention data-parallel ranks of attention TP 1. So DEP (tp = 1, dp ranks)
+is `--tp_size dp --ep_size dp` plus that key, and DEP with tp > 1 is refused (not expressible).
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ _DECODING_TYPE: dict[str, str] = {
 # Docs pair these drafters with `disable_overlap_scheduler: true`.
 _NO_OVERLAP_SPEC = frozenset({"draft_model", "ngram"})
 _CLI_FIELD: dict[str, str] = {
-    "host": "host", "port": "port", "tp_size": "tp", "pp_size": "pp",
+    "host": "host", "port": "port", "tp_size": "tp", "pp_size": "pp", "ep_size": "ep",
     "max_batch_size": "max_num_seqs", "max_num_tokens": "max_batched_tokens",
     "max_seq_len": "max_model_len",
 }  # fmt: skip
@@ -75,7 +79,8 @@ _SPEC_KEYS = frozenset({"decoding_type", "max_draft_len", "speculative_model_dir
 _RESERVED_FLAGS = frozenset(
     {
         "backend", "host", "port", "tp_size", "tensor_parallel_size", "pp_size",
-        "pipeline_parallel_size", "max_batch_size", "max_num_tokens", "max_seq_len",
+        "pipeline_parallel_size", "ep_size", "moe_expert_parallel_size", "enable_attention_dp",
+        "max_batch_size", "max_num_tokens", "max_seq_len",
         "free_gpu_memory_fraction", "kv_cache_free_gpu_memory_fraction", "config",
         "extra_llm_api_options", "enable_chunked_prefill", "server_role",
     }
@@ -89,18 +94,20 @@ def cli_settings(config: EngineConfig) -> list[Setting]:
     """The (flag name, value) pairs of the command line, model and YAML path excluded.
 
     Raises:
-        CapabilityError: a config for another engine, or an extra arg that shadows a setting
-            EngineConfig renders.
+        CapabilityError: a config for another engine, DEP with tp > 1, or an extra arg that
+            shadows a setting EngineConfig renders.
     """
     require_own(KIND, config)
+    _check_attention_dp(config)
     out: list[Setting] = [
         ("backend", BACKEND),
         ("host", config.host),
         ("port", config.port),
-        ("tp_size", config.tp),
+        ("tp_size", config.tp * config.dp),  # attention DP ranks are TP ranks in TRT-LLM
         ("pp_size", config.pp),
     ]
     optional: list[tuple[str, int | None]] = [
+        ("ep_size", config.ep if config.ep > 1 else None),  # unset = 1 (experts TP-sharded)
         ("max_batch_size", config.max_num_seqs),
         ("max_num_tokens", config.max_batched_tokens),
         ("max_seq_len", config.max_model_len),
@@ -117,11 +124,15 @@ def extra_options(config: EngineConfig, role: Role = "server") -> dict[str, Any]
 
     Raises:
         CapabilityError: a config for another engine, or a value the PyTorch backend cannot
-            express (int8/e5m2 KV, EAGLE v1/v2, weight quantization it cannot load).
+            express (DEP with tp > 1, int8/e5m2 KV, EAGLE v1/v2, weight quantization it
+            cannot load).
     """
     require_own(KIND, config)
+    _check_attention_dp(config)
     _check_weight_quantization_renders(config)
     out: dict[str, Any] = {}
+    if config.dp > 1:
+        out["enable_attention_dp"] = True
     kv: dict[str, Any] = {}
     if config.gpu_memory_fraction is not None:
         kv["free_gpu_memory_fraction"] = config.gpu_memory_fraction
@@ -144,6 +155,14 @@ def extra_options(config: EngineConfig, role: Role = "server") -> dict[str, Any]
     out["return_perf_metrics"] = True
     out["enable_iter_perf_stats"] = True
     return out
+
+
+def _check_attention_dp(config: EngineConfig) -> None:
+    if config.dp > 1 and config.tp > 1:
+        raise CapabilityError(
+            f"dp={config.dp} with tp={config.tp}: TensorRT-LLM's attention DP gives every rank "
+            f"attention TP 1; use tp=1, dp={config.tp * config.dp}"
+        )
 
 
 def _check_weight_quantization_renders(config: EngineConfig) -> None:
@@ -200,6 +219,10 @@ def config_fields(model: str, options: dict[str, Any], argv: Sequence[str]) -> d
             fields |= _kv_fields(value)
         elif key == "enable_chunked_prefill":
             fields["chunked_prefill"] = value
+        elif key == "enable_attention_dp":
+            # Every tp_size rank is an attention DP rank of attention TP 1 (another value
+            # differs from the re-rendered file, which refuses it).
+            fields |= {"dp": fields.get("tp", 1), "tp": 1} if value is True else {}
         elif key == "speculative_config" and isinstance(value, dict):
             fields["speculative"] = _speculative_back(value)
         elif key == "cache_transceiver_config":

@@ -92,6 +92,7 @@ _WHAT = "vLLM config file"
 _FIELD_OF: dict[str, str] = {
     "tensor-parallel-size": "tp",
     "pipeline-parallel-size": "pp",
+    "data-parallel-size": "dp",
     "max-num-seqs": "max_num_seqs",
     "max-num-batched-tokens": "max_batched_tokens",
     "gpu-memory-utilization": "gpu_memory_fraction",
@@ -191,6 +192,8 @@ class VllmEngine:
         """The (long flag name, value) pairs for `config`, in render order; model excluded.
 
         Both the CLI and the `--config` YAML are made from this one list, so they cannot drift.
+        dp > 1 adds `data-parallel-size`, ep > 1 `enable-expert-parallel` (vLLM's EP size is
+        then tp×dp: TEP with dp = 1, DEP otherwise).
 
         Raises:
             CapabilityError: a value vLLM cannot express (int8/fp4 KV, int8/int4 weights,
@@ -202,6 +205,8 @@ class VllmEngine:
             ("pipeline-parallel-size", config.pp),
         ]
         optional: list[tuple[str, str | int | float | bool | None]] = [
+            ("data-parallel-size", config.dp if config.dp > 1 else None),
+            ("enable-expert-parallel", True if config.ep > 1 else None),
             ("max-num-seqs", config.max_num_seqs),
             ("max-num-batched-tokens", config.max_batched_tokens),
             ("gpu-memory-utilization", config.gpu_memory_fraction),
@@ -248,6 +253,7 @@ class VllmEngine:
         `serve_argv_with_config_file(config, PATH)`. Normalisations (the file cannot tell
         them apart): kv_cache_dtype bf16/fp16 → auto, weight_quantization "none" → None,
         extra_args keys `_` → `-`, and an extra `no-X: True` → `X: False`.
+        `enable-expert-parallel: true` reads as ep = tp×dp (vLLM's EP spans every GPU).
 
         Raises:
             EngineError: a key or value ServeFit does not write (named), a disaggregated
@@ -261,6 +267,8 @@ class VllmEngine:
             name, value = (key[3:], False) if negated else (key, raw)
             if name in _FIELD_OF:
                 fields[_FIELD_OF[name]] = value
+            elif name == "enable-expert-parallel":
+                fields["ep"] = value  # a switch: tp×dp once both are read (below)
             elif name == "kv-cache-dtype":
                 fields["kv_cache_dtype"] = _kv_back(value, _WHAT)
             elif name == "quantization":
@@ -276,6 +284,7 @@ class VllmEngine:
                 raise unknown_key(key, _WHAT)
             else:
                 extra[name] = value
+        fields["ep"] = _expert_parallel_back(fields)
         config = build_config({**fields, "extra_args": extra}, _WHAT)
         same_as_rendered(data, load_mapping(self.config_file(config)[1], _WHAT), _WHAT)
         if argv is not None:
@@ -353,7 +362,7 @@ class VllmEngine:
             prefill=prefill,
             decode=decode,
             router=ServerProcess(role="router", argv=router_argv, port=config.port),
-            gpus_needed=len(procs) * config.tp * config.pp,
+            gpus_needed=len(procs) * config.gpus_per_instance,
         )
 
     # -- capability checks -----------------------------------------------------------------
@@ -437,6 +446,7 @@ class VllmEngine:
 _RESERVED_FLAGS = frozenset(
     {
         "model", "config", "tensor-parallel-size", "tp", "pipeline-parallel-size", "pp",
+        "data-parallel-size", "dp", "enable-expert-parallel", "ep",
         "max-num-seqs", "max-num-batched-tokens", "gpu-memory-utilization",
         "enable-prefix-caching", "enable-chunked-prefill", "kv-cache-dtype", "quantization",
         "speculative-config", "max-model-len", "kv-transfer-config", "host", "port",
@@ -475,6 +485,15 @@ def _one_switch_once(key: str, name: str, value: Any, so_far: list[Setting]) -> 
     # `--X` and `--no-X` set one switch: the file would read back as one of them only.
     if any(_switch(seen, was) == _switch(name, value) for seen, was in so_far):
         raise CapabilityError(f"extra_args[{key!r}] sets flag --{_switch(name, value)} again")
+
+
+def _expert_parallel_back(fields: dict[str, Any]) -> int:
+    """ep from the `enable-expert-parallel` switch read into fields["ep"]: tp×dp when on,
+    else 1 (another value then differs from the re-rendered file, which refuses it)."""
+    tp, dp = fields.get("tp", 1), fields.get("dp", 1)
+    if fields.get("ep") is True and isinstance(tp, int) and isinstance(dp, int):
+        return tp * dp
+    return 1
 
 
 _kv_back = reverse({k: v for k, v in _KV_DTYPE.items() if v != "auto"}, "kv-cache-dtype")

@@ -4,7 +4,7 @@ Owns the cell of a deployment and load (`cell_of`: engine × GPU family × dense
 the bands file (data/calibration/bands.json: per step-time provider, each cell's
 leave-one-source-out median APE and the held-out rows behind it, written by
 `bench/predict_accuracy.py --write-bands`) and `band_for`, which turns a cell into
-`core.figures.Band` for the step-time provider in use (`steptime.active_kind`), or None
+`core.figures.Band` for the step-time provider the prediction used, or None
 outside every calibrated cell or for a provider the file has no errors for: the errors are
 the provider's, so another provider's would be a band that was never measured.
 No fitting here; the file is data.
@@ -31,7 +31,7 @@ from core.errors import UsageError
 from core.figures import Band
 from core.load import ClosedLoop, Offline, Rate
 from recommender.specs import GPU, ModelSpec
-from recommender.steptime import DEFAULT_KIND, active_kind
+from recommender.steptime import DEFAULT_KIND
 
 BANDS_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "bands.json"
 # Closed loop at this many users or fewer is "low batch": the step is weight-read bound and
@@ -125,11 +125,11 @@ def load_bands(path: str | Path = BANDS_FILE) -> BandsFile:
 
 def band_for(cell: str, bands: BandsFile | None = None, kind: str | None = None,
              ) -> Band | None:
-    """The cell's band under step-time provider `kind` (default: the one in use,
-    `steptime.active_kind`), or None when no held-out measurement falls in it or the file
+    """The cell's band under step-time provider `kind` (default `steptime.DEFAULT_KIND`),
+    or None when no held-out measurement falls in it or the file
     has no errors for that provider."""
     bands = bands or load_bands()
-    errors = bands.for_provider(kind or active_kind())
+    errors = bands.for_provider(kind or DEFAULT_KIND)
     found = errors.cells.get(cell) if errors is not None else None
     if found is None:
         return None
@@ -139,10 +139,10 @@ def band_for(cell: str, bands: BandsFile | None = None, kind: str | None = None,
 def band_of_prediction(
     cell: str, path: str | Path = BANDS_FILE, kind: str | None = None,
 ) -> tuple[Band | None, str | None]:
-    """(the cell's band under step-time provider `kind`, default the one in use, None) or,
+    """(the cell's band under step-time provider `kind` (default the default provider), None) or,
     outside every calibrated cell, for a provider without bands or without a bands file,
     (None, the warning that says so plainly)."""
-    kind = kind or active_kind()
+    kind = kind or DEFAULT_KIND
     if not Path(path).exists():
         return None, (f"no error bands ({Path(path).name} missing): how far this prediction "
                       "can be trusted is unknown")
@@ -170,14 +170,14 @@ def replay_regime(throughput_rps: float, mean_e2e_s: float | None) -> Regime:
 
 def cell_band(cell: str, path: str | Path = BANDS_FILE, kind: str | None = None,
               ) -> Band | None:
-    """`band_for(cell)` under step-time provider `kind` (default the one in use) from the
+    """`band_for(cell)` under step-time provider `kind` (default the default provider) from the
     bands file at `path`, cached per (cell, path, kind); None outside every calibrated cell,
     for a provider without bands or without a bands file (`band_of_prediction` says which).
 
     Raises:
         UsageError: the bands file exists but is malformed.
     """
-    return _cell_band(cell, str(path), kind or active_kind())
+    return _cell_band(cell, str(path), kind or DEFAULT_KIND)
 
 
 @lru_cache(maxsize=1024)

@@ -23,19 +23,17 @@ from core.atomic import write_atomic
 from core.errors import ServeFitError, UsageError
 from recommender.catalog import get_model
 from recommender.fitting import (
-    CHOSEN_PROCEDURE,
     FITTED,
-    PRIOR_WEIGHT,
-    PROCEDURES,
+    PROCEDURE,
     REFERENCE_ARCH,
     SCALES,
     CalRow,
     errors,
     fit,
 )
-from recommender.perf import FIT_FILE, EngineParams, PerfParams
+from recommender.params import FIT_FILE, EngineParams, PerfParams
 from recommender.refit import refit_measured, report
-from recommender.steptime import DEFAULT_KIND, PROVIDERS, using
+from recommender.steptime import DEFAULT_KIND, PROVIDERS
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CSV = REPO / "data" / "calibration" / "published_calibration.csv"
@@ -103,8 +101,8 @@ def source_key(source: str) -> str:
 
 
 # How a row's notes name a run that drove the engine in-process, with no API server
-# (fitting.row_params): trtllm-bench (TensorRT-LLM perf-overview), vLLM's offline throughput
-# and latency benchmark scripts (AMD's MI300X page, vLLM issue 12315).
+# (`resolve.HARNESSES["in_process"]`): trtllm-bench (TensorRT-LLM perf-overview), vLLM's
+# offline throughput and latency benchmark scripts (AMD's MI300X page, vLLM issue 12315).
 IN_PROCESS_MARKS = ("trtllm-bench", "offline throughput benchmark", "latency benchmark",
                     "benchmark_throughput")
 
@@ -140,16 +138,33 @@ def _load(raw: pd.Series) -> tuple[int | None, int | None, int | None]:
     raise ValueError(f"concurrency {conc!r} not stated")
 
 
-def _release_fraction(engine: str, version: object) -> float | None:
-    """The memory fraction the row's engine release defaulted to, where it differs from the
-    plug-in's (`release_memory_fraction`); None when the version is not stated."""
-    from engines import ENGINES
+def _version(text: object) -> str | None:
+    """The engine release a row states ("0.10.1", "1.0"), None when it states none."""
+    found = re.search(r"\d+\.\d+(\.\d+)?", str(text))
+    return found.group(0) if found else None
 
-    found = re.search(r"(\d+)\.(\d+)", str(version))
-    if found is None:
-        return None
-    release = (int(found.group(1)), int(found.group(2)))
-    return ENGINES[engine].release_memory_fraction(release)
+
+def _parallelism(text: object) -> tuple[int, int, int]:
+    """(tp, dp, ep) of the row's parallelism column: "8" (TP), "TP8EP8" / "TEP8" (experts
+    over the TP group), "DEP8" (attention data parallelism, experts over every rank) or
+    "TP2DEP4"-style (attention TP within each DP rank).
+
+    Raises:
+        ValueError: a layout the model does not serve (disaggregation, PP, partial EP).
+    """
+    spec = str(text).strip().upper()
+    if spec.isdigit():
+        return int(spec), 1, 1
+    if m := re.fullmatch(r"(?:TP(\d+)EP\1|TEP(\d+))", spec):
+        n = int(m.group(1) or m.group(2))
+        return n, 1, n
+    if m := re.fullmatch(r"(?:TP(\d+))?DEP(\d+)", spec):
+        tp = int(m.group(1) or 1)
+        dp = int(m.group(2)) // tp
+        if dp < 1 or dp * tp != int(m.group(2)):
+            raise ValueError(f"parallelism {text!r}: DEP size not a multiple of its TP")
+        return tp, dp, tp * dp
+    raise ValueError(f"parallelism {text!r} (disaggregation / pipeline) not modelled")
 
 
 def parse_row(index: int, raw: pd.Series) -> CalRow:
@@ -161,8 +176,7 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
     engine = ENGINE_NAMES.get(str(raw["engine"]))
     if engine is None:
         raise ValueError(f"engine {raw['engine']!r} not mapped")
-    if not str(raw["tp"]).isdigit():
-        raise ValueError(f"parallelism {raw['tp']!r} (disaggregation / EP) not modelled")
+    tp, dp, ep = _parallelism(raw["tp"])
     isl, osl = _length(raw["isl"]), _length(raw["osl"])
     if "spec" in str(raw["precision"]).lower():
         # SGLang's EAGLE rows draft trees (topk 4, 16 draft tokens) or leave the settings
@@ -182,7 +196,7 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         raise ValueError(f"model {model!r} not in the catalog") from exc
     concurrency, num_requests, seqs = _load(raw)
     frac = re.search(r"kv_cache_free_gpu_mem_fraction (0\.\d+)", str(raw["notes"]))
-    fraction = float(frac.group(1)) if frac else _release_fraction(engine, raw["engine_version"])
+    fraction = float(frac.group(1)) if frac else None
     field, factor = METRICS[key]
     precision, kv = PRECISIONS[str(raw["precision"])]
     # NIM's FP8 TRT-LLM profiles quantize the KV cache too (assumed, from the train rows: at
@@ -192,7 +206,7 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         kv = "fp8"
     return CalRow(
         index=index, engine=engine, model=model, gpu=GPU_NAMES[str(raw["gpu"])],
-        gpus=int(raw["num_gpus"]), tp=int(raw["tp"]), precision=precision, kv_cache_dtype=kv,
+        gpus=int(raw["num_gpus"]), tp=tp, dp=dp, ep=ep, precision=precision, kv_cache_dtype=kv,
         isl=isl, osl=osl, concurrency=concurrency, num_requests=num_requests, max_num_seqs=seqs,
         gpu_memory_fraction=fraction, metric=field,
         value=float(raw["value"]) * factor, split=_split(raw),
@@ -200,7 +214,9 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         # vllm bench serve's ShareGPT sampling: the row states its mean lengths, the requests
         # spread around them as the dataset does (recommender.lengths).
         dataset="sharegpt" if "sharegpt" in str(raw["dataset"]).lower() else None,
-        in_process=any(k in str(raw["notes"]) for k in IN_PROCESS_MARKS),
+        harness="in_process" if any(k in str(raw["notes"]) for k in IN_PROCESS_MARKS)
+        else "served",
+        engine_version=_version(raw["engine_version"]),
     )
 
 
@@ -239,8 +255,8 @@ def _summary(rows: list[CalRow], params: PerfParams) -> dict[str, dict[str, floa
 
 
 def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict:
-    """Parse, fit on all rows (the chosen procedure, `fitting.CHOSEN_PROCEDURE`), report the
-    errors on both hash splits, write `out`; returns the record.
+    """Parse, fit on all rows (`fitting.fit`, the one procedure), report the errors on both
+    hash splits (through `predict`, in-sample), write `out`; returns the record.
 
     All rows, not the train split: what the fit generalises to is measured by
     leave-one-source-out (bench/predict_accuracy.py, whose folds use this same procedure),
@@ -248,11 +264,14 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
     errors are in-sample.
     """
     rows, skipped = parse_csv(csv)
-    by_kind = {}
-    for kind in PROVIDERS:  # each provider's overheads fitted beside its own kernel times
-        with using(kind):
-            by_kind[kind] = fit(rows, procedure=CHOSEN_PROCEDURE)
-    params = by_kind[DEFAULT_KIND]
+    # Each provider's overheads fitted beside its own kernel times; the measured provider's
+    # fit carries the roofline's as its fallback, fitted first on the same rows.
+    params = fit(rows, step_time=DEFAULT_KIND)
+    by_kind = {DEFAULT_KIND: params}
+    if params.fallback is not None:
+        by_kind[params.fallback.step_time] = params.fallback
+    for kind in PROVIDERS:
+        by_kind.setdefault(kind, fit(rows, step_time=kind))
     record = {
         "schema_version": 1,
         "provenance": {
@@ -264,15 +283,11 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
             "rows_test": [r.index for r in rows if r.split == "test"],
             "rows_skipped": [{"row": i, "reason": why} for i, why in skipped],
             "split_rule": TEST_RULE + " (both splits fitted on; their errors are in-sample)",
-            "fit_procedure": CHOSEN_PROCEDURE,
+            "fit_procedure": PROCEDURE,
             "step_time": f"params: the default provider's ({DEFAULT_KIND}); "
                          "params_by_step_time: one fit per provider (recommender.steptime)",
-            "objective": f"least_squares on log(pred/measured), all rows, procedure "
-            f"{PROCEDURES[CHOSEN_PROCEDURE]}; stage 1 one "
-            f"parameter set shared by all engines (prior {PRIOR_WEIGHT} x log(param/default)),"
-            f" stage 2 per engine (prior {PRIOR_WEIGHT} x log(param/stage 1)); fitted per "
-            f"engine: {', '.join(FITTED)}; per GPU architecture (reference {REFERENCE_ARCH} "
-            f"= 1): {', '.join(SCALES)}",
+            "objective": f"{PROCEDURE}; fitted per engine: {', '.join(FITTED)}; per GPU "
+            f"architecture (reference {REFERENCE_ARCH} = 1): {', '.join(SCALES)}",
             "assumptions": [
                 "NIM rows counted as trtllm", "A100 of unstated size = A100-80GB",
                 "H100 of unstated form factor (GPUStack pages) = H100-SXM",
@@ -282,10 +297,11 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
                 "ShareGPT rows use the stated mean ISL/OSL as fixed lengths",
             ],
         },
-        "params": json.loads(params.model_dump_json(exclude={"fallback"})),
+        "params": json.loads(params.model_dump_json(exclude={"fallback", "step_time"})),
         # each provider's own fit; load_params attaches the fallback's as `fallback`
-        "params_by_step_time": {k: json.loads(p.model_dump_json(exclude={"fallback"}))
-                                for k, p in by_kind.items()},
+        "params_by_step_time": {
+            k: json.loads(p.model_dump_json(exclude={"fallback", "step_time"}))
+            for k, p in by_kind.items()},
         "errors": _summary(rows, params),
     }
     write_atomic(out, json.dumps(record, indent=2) + "\n")

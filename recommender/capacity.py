@@ -19,7 +19,7 @@ import numpy as np
 from core.capacity import Boundary, Capacity, GrowthRow, Limit, LoadCurve, LoadPoint
 from core.figures import Band
 from engines.config import EngineConfig
-from recommender import perf
+from recommender.defaults import scheduler_caps
 from recommender.scoring import KEEP_UP_SHARE, MAX_REJECTED_SHARE, Goals, Target
 from recommender.simulator import SimRequests, SimResult, simulate
 from recommender.workload import replica_share
@@ -46,7 +46,7 @@ class Deployment:
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.config.tp * self.config.pp
+        return self.config.gpus_per_instance
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +127,7 @@ def _binding(result: SimResult, config: EngineConfig, target: Target, *,
     kv_peak = float(np.max(result.kv_usage)) if result.kv_usage.size else 0.0
     if s.preemptions > 0 or kv_peak >= KV_FULL or s.rejected > 0:
         return "kv_capacity"
-    seqs = config.max_num_seqs or perf.engine_defaults(config.engine, target.gpu)[0]
+    seqs = scheduler_caps(config, target.gpu).max_running
     queued = result.queue_len > 0
     if np.any(result.running_seqs[queued] >= seqs):
         return "max_num_seqs"

@@ -1,16 +1,28 @@
-"""Fitting the performance model's parameters to measured rows: `CalRow` (one measurement
-and the deployment and load it was taken on), `predict_row`, `fit` (least squares on
-log(predicted / measured) with a prior) and `errors`.
+"""Fitting the performance model's parameters to measured rows: `CalRow` (one measurement,
+the `predict` flags that state its deployment and load, and the request they make),
+`simulate_row` (the answer users get for it), `fit` (the one fit procedure) and `errors`.
 
 Shared by `recommender.calibrate` (the published CSV) and `recommender.refit` (the user's own
 runs), which both import it and not each other.
+
+The fit procedure (one; the history of the eight compared before is in
+data/calibration/README.md): robust least squares (soft-L1, f_scale log 1.5: a source the
+model lacks something for pulls the shared parameters less) on log(predicted / measured),
+with a prior pulling log(param) towards the defaults, in two stages (one set shared by all
+engines, then each engine from it), solved in the simulator's space by space mapping: the
+steady-state algebra (`recommender.steady`, the same step formula in closed form) supplies
+the Jacobian, the simulator the residuals. Round 0 fits the steady state on the rows it
+describes (all but offline-burst latencies); each of SIM_ROUNDS rounds then simulates every
+row at the current parameters exactly as `predict` answers it and refits the steady state
+to the measurements corrected by simulator / steady state, so at the fixed point the
+simulator (what users get), not the closed form, meets the measurements.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import ValidationError
@@ -20,15 +32,15 @@ from core.errors import ServeFitError, UsageError
 from core.load import DatasetLengths, LoadSpec, fixed
 from engines.config import EngineConfig
 from recommender.catalog import get_gpu, get_model
-from recommender.perf import (
-    GpuScales,
-    PerfParams,
-    default_params,
-    predict,
-    weight_quantization,
-)
+from recommender.params import GpuScales, PerfParams, default_params
+from recommender.perf import weight_quantization
+from recommender.resolve import Harness, resolve
 from recommender.specs import ModelSpec
-from recommender.steptime import FALLBACK_KIND, active_kind, using
+from recommender.steady import steady_state
+from recommender.steptime import DEFAULT_KIND, FALLBACK_KIND
+
+if TYPE_CHECKING:  # predict_sim imports the simulator; only where used
+    from recommender.predict_sim import PredictRequest
 
 FITTED = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "per_seq_overhead_s",
           "request_overhead_s", "prefill_kernel_scale", "prefill_kernel_scale_tp8")
@@ -54,83 +66,12 @@ REFERENCE_ARCH = "hopper"  # GPU family whose datasheet peaks are taken as they 
 # by all engines (prior: the defaults); stage 2 fits each engine (prior: the shared set), so an
 # engine with few rows stays near what all engines show instead of drifting.
 PRIOR_WEIGHT = 0.1
-
-
-@dataclass(slots=True, frozen=True)
-class FitProcedure:
-    """Which rows a fit uses and how it weighs their errors.
-
-    `sim_corrections`: after the steady-state fit, this many rounds of refitting the steady
-    model to targets corrected by the simulator's disagreement with it at the current
-    parameters (measured × steady / simulated): the fit solves the fast closed form, the
-    answer comes from the simulator (tails, length spreads, bursts), so the parameters are
-    moved to where the simulator, not the closed form, meets the measurements.
-    `dense_only`: fit on dense-model rows only (MoE rows are then predicted with the dense
-    parameters), so an MoE row the step model cannot explain does not move the per-engine
-    parameters every dense prediction shares. `loss`: scipy least_squares' loss on the log
-    errors; "soft_l1" with `f_scale` grows linearly beyond ~f_scale (log(1.5): a 50 % miss),
-    so one source measured on a setup the model lacks (an engine's unoptimised kernels for
-    one model) cannot drag an engine's parameters to their bounds.
-    """
-
-    name: str
-    dense_only: bool = False
-    loss: str = "linear"
-    f_scale: float = 1.0
-    steady_only: bool = False
-    sim_corrections: int = 0
-
-    def rows(self, rows: list[CalRow]) -> list[CalRow]:
-        """The rows this procedure fits on."""
-        if self.dense_only:
-            rows = [r for r in rows if not get_model(r.model).is_moe]
-        if self.steady_only:
-            rows = [r for r in rows if not _transient(r)]
-        return rows
-
-
-# The fit procedures bench/predict_accuracy.py compares by leave-one-source-out (--fit).
-PROCEDURES: dict[str, FitProcedure] = {
-    p.name: p for p in (
-        FitProcedure("all"),
-        FitProcedure("dense", dense_only=True),
-        FitProcedure("robust", loss="soft_l1", f_scale=math.log(1.5)),
-        FitProcedure("dense_robust", dense_only=True, loss="soft_l1", f_scale=math.log(1.5)),
-        FitProcedure("steady", steady_only=True),
-        FitProcedure("dense_steady", dense_only=True, steady_only=True),
-        FitProcedure("steady_robust", steady_only=True, loss="soft_l1", f_scale=math.log(1.5)),
-        FitProcedure("steady_sim", steady_only=True, sim_corrections=1),
-        FitProcedure("sim", sim_corrections=2),
-    )
-}
-# Chosen among these by leave-one-source-out over all 492 rows (bench/predict_accuracy.py
-# --fit all,robust,dense,dense_robust, roofline step time): overall median APE all 38.7 %,
-# dense 37.8 %, dense_robust 38.5 %, robust 36.1 %. Not the lowest: 'robust' fits the MoE rows
-# by moving the per-engine parameters every dense prediction shares, and with them the
-# published regularity DESIGN §4.3 asks the model to show (speculative decoding turns
-# negative past a few dozen users: under 'robust' ngram only by 256 users, EAGLE never).
-# 'dense' keeps the parameters where the step model's physics holds (dense models) and
-# predicts MoE rows with them, so MoE errors show the MoE model's own error, not a compromise
-# that hides it (issue 12 §3: MoE done properly). The 1.7-point gap is within what a choice
-# made on the same rows it is scored on can claim.
-# Issue 12, with the measured step-time provider (default since): LOSO median APE over the
-# 492 rows: all 29.5 %, dense 25.0 %, dense_steady 26.3 %, steady 24.1 %, steady_sim 24.6 %,
-# steady with a soft-L1 loss 25.0 % ('sim', all rows with two simulator corrections, was
-# worse on the 7 sources it finished and was stopped). 'steady' fits all rows except the
-# latencies of offline bursts (`_transient`), which the steady-state model the fit solves
-# cannot describe: fitted to them, the per-step and per-request overheads grew to absorb
-# queueing (SGLang's low-batch TPOT was predicted 55 ms against 7 ms measured). With measured
-# kernels the MoE rows no longer need the 'dense' guard: their kernel time is measured, not
-# derived from the dense roofline.
-# Issue 12, with the prefill attention charged once per step and the fitted prefill scale
-# (prefill_kernel_scale): steady 20.9 %, steady_robust (steady's rows, soft-L1 loss with
-# f_scale log 1.5) 20.4 %. Chosen: a source the model lacks something for (Qwen3-235B's and
-# DeepSeek-R1's vLLM prefill runs at the tables' speed, the single-GPU pages' at about half)
-# pulls the shared parameters less. Also a choice made on the rows it is scored on (0.5
-# points; last round, before the prefill terms, soft-L1 had cost 0.9).
-# Since, the prefill scale has a TP 8 end (`EngineParams.prefill_kernel_scale_tp8`): with
-# steady_robust, LOSO 19.0 % -> 14.7 % (procedures not compared again).
-CHOSEN_PROCEDURE = "steady_robust"
+LOSS, F_SCALE = "soft_l1", math.log(1.5)
+SIM_ROUNDS = 2  # simulator corrections after the steady-state start
+PROCEDURE = (f"least_squares on log(pred/measured), loss {LOSS} f_scale log 1.5, prior weight "
+             f"{PRIOR_WEIGHT}, shared then per-engine stage, steady-state start on the rows "
+             f"it describes, then {SIM_ROUNDS} simulator corrections over every row "
+             "(space mapping: the simulator's answers are what is fitted)")
 
 
 @dataclass(slots=True, frozen=True)
@@ -158,9 +99,13 @@ class CalRow:
     # Dataset whose length distribution the run drew from (core.load.DatasetLengths), None:
     # fixed lengths (or a spread not published, e.g. random-dataset outputs cut by EOS).
     dataset: Literal["sharegpt"] | None = None
-    # Driven in-process (trtllm-bench, vLLM's offline throughput / latency benchmarks): no
-    # API server between the engine and the measurement (`row_params`).
-    in_process: bool = False
+    # How the load reached the engine (`resolve.HARNESSES`): in_process for trtllm-bench and
+    # vLLM's offline throughput / latency benchmarks (no API server between engine and client).
+    harness: Harness = "served"
+    engine_version: str | None = None  # the release measured, as the row states it
+    dp: int = 1  # attention data-parallel ranks per instance
+    ep: int = 1  # expert-parallel size
+    max_batched_tokens: int | None = None
 
     def engine_config(self, model: ModelSpec) -> EngineConfig:
         """The measured deployment as an `EngineConfig` of `model` (the row's model spec).
@@ -171,7 +116,9 @@ class CalRow:
         try:
             return EngineConfig(
                 engine=self.engine, model=model.name, tp=self.tp,  # type: ignore[arg-type]
-                max_num_seqs=self.max_num_seqs, gpu_memory_fraction=self.gpu_memory_fraction,
+                dp=self.dp, ep=self.ep, max_num_seqs=self.max_num_seqs,
+                max_batched_tokens=self.max_batched_tokens,
+                gpu_memory_fraction=self.gpu_memory_fraction,
                 kv_cache_dtype=self.kv_cache_dtype,  # type: ignore[arg-type]
                 weight_quantization=weight_quantization(self.precision))
         except ValidationError as exc:
@@ -188,40 +135,72 @@ class CalRow:
                                  output_tokens=self.osl)
         return spec.model_copy(update={"lengths": lengths})
 
+    def predict_argv(self) -> list[str]:
+        """The `python -m app predict` flags that state this measurement: what a user types
+        to ask the model the row's question (without --json)."""
+        argv = ["--engine", self.engine, "--model", self.model, "--gpu", self.gpu,
+                "--gpus", str(self.gpus), "--tp", str(self.tp), "--precision", self.precision,
+                "--kv-cache-dtype", self.kv_cache_dtype, "--isl", str(self.isl),
+                "--osl", str(self.osl), "--harness", self.harness.replace("_", "-")]
+        argv += (["--concurrency", str(self.concurrency)] if self.concurrency is not None
+                 else ["--offline"])
+        optional = {"--num-requests": self.num_requests, "--max-num-seqs": self.max_num_seqs,
+                    "--max-batched-tokens": self.max_batched_tokens,
+                    "--gpu-memory-fraction": self.gpu_memory_fraction,
+                    "--engine-version": self.engine_version, "--lengths": self.dataset}
+        if self.dp > 1:
+            optional["--dp"] = self.dp
+        if self.ep > 1:
+            optional["--ep"] = self.ep
+        for flag, value in optional.items():
+            if value is not None:
+                argv += [flag, str(value)]
+        return argv
+
+    def request(self, step_time: str = DEFAULT_KIND) -> PredictRequest:
+        """The `predict` request `predict_argv` makes (tests check the CLI builds the same)."""
+        from recommender.predict_sim import PredictRequest
+
+        model = get_model(self.model)
+        return PredictRequest(config=self.engine_config(model), gpu=self.gpu, model=self.model,
+                              gpus=self.gpus, load=self.load(), harness=self.harness,
+                              engine_version=self.engine_version, step_time=step_time)
+
 
 LATENCY_METRICS = frozenset({"ttft_s", "tpot_s", "itl_s", "e2e_s"})
 
 
 def _transient(row: CalRow) -> bool:
     """A latency of an offline run (every request sent at once): its mean is set by how the
-    burst drains (who waits behind whom), which the steady-state model the fit solves
-    (`perf.predict`) does not describe; the simulator that answers does."""
+    burst drains (who waits behind whom), which the steady-state start cannot describe; the
+    simulator rounds fit it."""
     return row.concurrency is None and row.metric in LATENCY_METRICS
 
 
-def row_params(row: CalRow, params: PerfParams) -> PerfParams:
-    """`params` as they apply to the row's run. An in-process run (`CalRow.in_process`) has
-    no API server: no per-request HTTP/tokenisation time (`request_overhead_s`) and no
-    per-token output processing (detokenise, stream one SSE chunk per sequence per step:
-    `per_seq_overhead_s`, which the fit otherwise learns from served runs; the sampler's
-    own GPU time is in the kernels' efficiencies). Without this split the served rows'
-    per-token cost (e.g. 0.14 ms per sequence per step for trtllm-serve on GPUStack's
-    runs) was charged to trtllm-bench's offline runs at batch 800+ (0.1 s a step)."""
-    if not row.in_process:
-        return params
-    engine = params.engines[row.engine]  # type: ignore[index]
-    bare = engine.model_copy(update={"per_seq_overhead_s": 0.0, "request_overhead_s": 0.0})
-    fallback = params.fallback and row_params(row, params.fallback)
-    return params.model_copy(update={"engines": {**params.engines, row.engine: bare},
-                                     "fallback": fallback})
-
-
 def predict_row(row: CalRow, params: PerfParams) -> float:
-    """The model's value for `row.metric` (SI units, all GPUs)."""
-    model = get_model(row.model)
-    pred = predict(row.engine_config(model), model, get_gpu(row.gpu), row.load(), gpus=row.gpus,
-                   params=row_params(row, params))
+    """The steady-state algebra's value for `row.metric` (SI units, all GPUs): the fit's
+    Jacobian, the same step formula and resolved deployment as the simulator's."""
+    model, gpu = get_model(row.model), get_gpu(row.gpu)
+    config = row.engine_config(model)
+    res = resolve(config, gpu, model, params, longest_tokens=row.isl + row.osl,
+                  harness=row.harness, engine_version=row.engine_version)
+    replicas = row.gpus // config.gpus_per_instance * config.dp
+    pred = steady_state(res, row.load(), replicas=replicas)
     return float(getattr(pred, row.metric))
+
+
+def simulate_row(row: CalRow, params: PerfParams) -> float:
+    """What `python -m app predict <row.predict_argv()>` answers for the row's metric (the
+    same function, `predict_sim.predict`; latencies: the mean, as the rows report).
+
+    Raises:
+        ServeFitError: the simulator refuses the row's deployment or load.
+    """
+    from recommender.predict_sim import predict  # the simulator only where used
+
+    pred = predict(row.request(params.step_time), params=params)
+    value = getattr(pred, row.metric)
+    return float(value.mean if row.metric in LATENCY_METRICS else value)
 
 
 @dataclass(slots=True, frozen=True)
@@ -231,10 +210,6 @@ class _Layout:
     engines: list[str]  # one FITTED block each, or one shared block when `shared`
     families: list[str]  # one SCALES block each
     shared: bool = False
-
-    def size(self) -> int:
-        blocks = 1 if self.shared else len(self.engines)
-        return blocks * len(FITTED) + len(self.families) * len(SCALES)
 
     def params(self, base: PerfParams, x: np.ndarray) -> PerfParams:
         new, values = dict(base.engines), np.exp(x)
@@ -249,7 +224,7 @@ class _Layout:
             a, b = values[off + 2 * j : off + 2 * j + 2]
             fams[fam] = GpuScales(compute_scale=float(min(a, 1.0)),
                                   bandwidth_scale=float(min(b, 1.0)))
-        return PerfParams(engines=new, gpu_families=fams, fallback=base.fallback)
+        return base.model_copy(update={"engines": new, "gpu_families": fams})
 
     def start(self, base: PerfParams) -> np.ndarray:
         if self.shared:
@@ -274,7 +249,7 @@ def _arch(row: CalRow) -> str:
 
 
 def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndarray, *,
-           weight: float, procedure: FitProcedure) -> PerfParams:
+           weight: float) -> PerfParams:
     """least_squares on log(pred/measured) over `rows` + weight·(x − prior), from `prior`."""
     lo, hi = layout.bounds()
 
@@ -284,84 +259,66 @@ def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndar
         return np.concatenate([errs, weight * (x - prior)])
 
     x0 = np.clip(prior, lo + 1e-9, hi - 1e-9)
-    result = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3,
-                           loss=procedure.loss, f_scale=procedure.f_scale)
+    result = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, loss=LOSS,
+                           f_scale=F_SCALE)
     return layout.params(base, result.x)
 
 
-def fit(rows: list[CalRow], base: PerfParams | None = None, *,
-        weight: float = PRIOR_WEIGHT, pooled: bool = True,
-        procedure: FitProcedure | str = CHOSEN_PROCEDURE) -> PerfParams:
-    """Least squares on log(pred / measured) over `rows`, from `base` (default: the defaults).
-
-    Under a step-time provider other than the fallback, the fallback's parameters are fitted
-    first (the same rows, the roofline's kernel times) and kept as `PerfParams.fallback`, which
-    the rows the provider does not cover are predicted with. Stage 1 (`pooled`): one
-    parameter set shared by the rows' engines, plus per-family GPU
-    scales (all but the Hopper reference), prior = `base`. Stage 2: each engine's own set and
-    the scales, prior = stage 1's result. Deterministic: fixed starts, no random restarts.
-    Engines and families without rows keep `base`. `procedure` (`PROCEDURES`, default the
-    chosen one) selects the rows fitted on and the loss.
-    """
-    if isinstance(procedure, str):
-        procedure = PROCEDURES[procedure]
-    base = base or default_params()
-    if active_kind() != FALLBACK_KIND:
-        # The rows the provider does not cover run on the fallback (the roofline) with its
-        # own fit (PerfParams.fallback), fitted first on the same rows.
-        with using(FALLBACK_KIND):
-            fallback = fit(rows, base.fallback or base.model_copy(update={"fallback": None}),
-                           weight=weight, pooled=pooled, procedure=procedure)
-        base = base.model_copy(update={"fallback": fallback})
-    rows = procedure.rows(rows)
+def _stages(rows: list[CalRow], base: PerfParams, *, weight: float, pooled: bool
+            ) -> PerfParams:
+    """Stage 1 (`pooled`): one set shared by the rows' engines + per-family GPU scales,
+    prior `base`; stage 2: each engine's own set, prior stage 1's result."""
     engines = sorted({r.engine for r in rows})
     families = sorted({_arch(r) for r in rows} - {REFERENCE_ARCH})
     if pooled:
         shared = _Layout(engines, families, shared=True)
-        base = _solve(rows, base, shared, shared.start(base), weight=weight,
-                      procedure=procedure)
+        base = _solve(rows, base, shared, shared.start(base), weight=weight)
     own = _Layout(engines, families)
-    fitted = _solve(rows, base, own, own.start(base), weight=weight, procedure=procedure)
-    for _ in range(procedure.sim_corrections):
-        targets = [_sim_corrected(r, fitted) for r in rows]
-        fitted = _solve(targets, base, own, own.start(base), weight=weight,
-                        procedure=procedure)
+    return _solve(rows, base, own, own.start(base), weight=weight)
+
+
+def fit(rows: list[CalRow], base: PerfParams | None = None, *,
+        step_time: str | None = None, weight: float = PRIOR_WEIGHT, pooled: bool = True,
+        sim_rounds: int = SIM_ROUNDS) -> PerfParams:
+    """The fit procedure (module docstring) over `rows`, from `base` (default: the defaults
+    of `step_time`, else of base's provider); returns parameters for that provider.
+
+    Under a provider other than the fallback (the roofline), the fallback's parameters are
+    fitted first (the same rows, the roofline's kernel times) and kept as
+    `PerfParams.fallback`, which the rows the provider does not cover are predicted with.
+    Engines and families without rows keep `base`. Deterministic: fixed starts.
+    """
+    kind = step_time or (base.step_time if base is not None else DEFAULT_KIND)
+    base = (base or default_params(kind)).model_copy(update={"step_time": kind})
+    if kind != FALLBACK_KIND:
+        start = base.fallback or base.model_copy(update={"fallback": None})
+        fallback = fit(rows, start, step_time=FALLBACK_KIND, weight=weight, pooled=pooled,
+                       sim_rounds=sim_rounds)
+        base = base.model_copy(update={"fallback": fallback})
+    steady_rows = [r for r in rows if not _transient(r)] or rows
+    fitted = _stages(steady_rows, base, weight=weight, pooled=pooled)
+    for _ in range(sim_rounds):
+        targets = [t for r in rows if (t := _sim_corrected(r, fitted)) is not None]
+        fitted = _stages(targets, base, weight=weight, pooled=pooled)
     return fitted
 
 
-def simulate_row(row: CalRow, params: PerfParams) -> float:
-    """The simulator's answer for the row's metric, as `predict` gives it (latencies: the
-    mean, as the rows report).
-
-    Raises:
-        ServeFitError: the simulator refuses the row's deployment or load.
-    """
-    from recommender.predict_sim import simulate_load  # the simulator only where used
-
-    model = get_model(row.model)
-    pred = simulate_load(row.engine_config(model), model, get_gpu(row.gpu), row.load(),
-                         gpus=row.gpus, params=row_params(row, params))
-    value = getattr(pred, row.metric)
-    return float(value.mean if row.metric in LATENCY_METRICS else value)
-
-
-def _sim_corrected(row: CalRow, params: PerfParams) -> CalRow:
-    """`row` with its value divided by simulated / steady-state at `params` (unchanged when
-    either refuses)."""
+def _sim_corrected(row: CalRow, params: PerfParams) -> CalRow | None:
+    """`row` with its value divided by simulated / steady-state at `params`; None when
+    either refuses the row (it then stays out of that round)."""
     try:
         ratio = simulate_row(row, params) / predict_row(row, params)
     except ServeFitError:
-        return row
+        return None
     if not math.isfinite(ratio) or ratio <= 0:
-        return row
+        return None
     return replace(row, value=row.value / ratio)
 
 
 def errors(rows: list[CalRow], params: PerfParams) -> list[float]:
-    """Absolute percentage error of each row, in %."""
-    return [abs(predict_row(r, params) / r.value - 1.0) * 100.0 for r in rows]
+    """Absolute percentage error of each row as `predict` answers it, in %."""
+    return [abs(simulate_row(r, params) / r.value - 1.0) * 100.0 for r in rows]
 
 
-__all__ = ["BOUNDS", "CHOSEN_PROCEDURE", "FITTED", "PRIOR_WEIGHT", "PROCEDURES", "SCALES",
-           "CalRow", "FitProcedure", "errors", "fit", "predict_row", "row_params",
-           "simulate_row"]
+__all__ = ["BOUNDS", "FITTED", "PRIOR_WEIGHT", "PROCEDURE", "SCALES", "SIM_ROUNDS", "CalRow",
+           "errors", "fit", "predict_row", "simulate_row"]

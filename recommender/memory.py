@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import UsageError
 from engines import ENGINES
 from engines.config import EngineConfig, EngineKind
+from recommender.defaults import memory_fraction, scheduler_caps
 from recommender.specs import GPU, ModelSpec
 
 GIB = 2**30
@@ -59,8 +60,6 @@ KV_DTYPE_BYTES: dict[str, float] = {
 FIXED_RESERVE_BYTES = int(1.5 * GIB)
 NCCL_RESERVE_BYTES = int(0.5 * GIB)
 ACTIVATION_BYTES_PER_TOKEN_PER_HIDDEN = 32
-FALLBACK_MAX_BATCHED_TOKENS = 8192  # vLLM/SGLang/TRT-LLM default on ≥ 70 GiB GPUs
-FALLBACK_MEMORY_FRACTION = 0.9  # engine leaves it GPU-dependent (SGLang docs: about 0.9)
 
 # max_model_len sized to a workload when none is given (`workload_max_model_len`): the longest
 # request plus LEN_MARGIN, rounded up to MAX_MODEL_LEN_STEP (a multiple of every engine's KV
@@ -79,7 +78,7 @@ LOW_HEADROOM_FRACTION = 0.05
 # free_after_weights — TRT-LLM free_gpu_memory_fraction: KV = f × (total − weights − reserve).
 FractionSemantics = Literal["total", "static_pool", "free_after_weights"]
 
-FractionSource = Literal["config", "engine_default", "fallback"]
+FractionSource = Literal["config", "engine_release", "engine_default", "fallback"]
 RiskCode = Literal[
     "weights_exceed_memory",
     "no_kv_cache_room",
@@ -109,7 +108,7 @@ class MemoryPlan(BaseModel):
     model_name: str = Field(description="Catalog model name.")
     tp: int = Field(ge=1, description="Tensor-parallel size.")
     pp: int = Field(ge=1, description="Pipeline-parallel size.")
-    gpus: int = Field(ge=1, description="GPUs in the TP×PP group.")
+    gpus: int = Field(ge=1, description="GPUs of one instance: tp × pp × dp.")
     gpu_memory_bytes: float = Field(gt=0, description="Memory of one GPU, bytes.")
     gpu_memory_fraction: float = Field(description="The engine's fraction knob, resolved.")
     fraction_source: FractionSource = Field(description="Where the fraction came from.")
@@ -117,6 +116,8 @@ class MemoryPlan(BaseModel):
     weights_format: str = Field(description="Weight storage format of the transformer body.")
     weights_bytes_total: float = Field(ge=0, description="All weights, whole deployment.")
     weights_bytes_per_gpu: float = Field(ge=0, description="Weights on the fullest GPU.")
+    expert_weights_bytes_per_gpu: float = Field(
+        default=0.0, ge=0, description="Routed MoE experts among them (0 for dense models).")
     max_batched_tokens: int = Field(ge=1, description="Step token budget used for activations.")
     activation_reserve_bytes_per_gpu: float = Field(ge=0, description="Peak activation space.")
     fixed_reserve_bytes_per_gpu: float = Field(ge=0, description="CUDA context, graphs, NCCL.")
@@ -149,24 +150,31 @@ def weight_format(config: EngineConfig, model: ModelSpec) -> str:
     return model.checkpoint_dtype if quant is None or quant == "none" else quant
 
 
-def _weights(config: EngineConfig, model: ModelSpec, layers_per_gpu: int) -> tuple[float, float]:
-    """(total bytes, bytes on the fullest GPU).
+def _weights(config: EngineConfig, model: ModelSpec, layers_per_gpu: int
+             ) -> tuple[float, float, float]:
+    """(total bytes, bytes on the fullest GPU, routed-expert bytes on it).
 
-    Body weights (published total minus embedding and lm_head) shard evenly over TP×PP —
-    MoE experts too, by TP or EP; norms and routers are replicated but negligible. The
-    embedding and lm_head are vocab-parallel over TP; with PP the first stage holds the
-    embedding and the last the lm_head (a copy when tied), so the fullest GPU has one of them.
+    Body weights (published total minus embedding and lm_head) shard over TP×PP; an MoE
+    model's routed experts over all tp × dp GPUs of a stage (by TP or EP: the same bytes),
+    its dense part (attention, shared experts, router) over tp, a copy per attention-DP rank
+    (`ModelSpec.dense_share`). The embedding and lm_head are vocab-parallel over TP; with PP
+    the first stage holds the embedding and the last the lm_head (a copy when tied), so the
+    fullest GPU has one of them.
     """
     fmt = weight_format(config, model)
     body_bpp = WEIGHT_BYTES_PER_PARAM[fmt]
     embed_bpp = EMBEDDING_BYTES_PER_PARAM  # 2 B whether the checkpoint is bf16/fp16 or quantized
     vocab = float(model.vocab_size * model.hidden_size)
     head_count = 1 if model.tie_word_embeddings else 2
-    body = max(0.0, model.total_params_b * 1e9 - head_count * vocab)
-    total = body * body_bpp + head_count * vocab * embed_bpp
-    body_per_gpu = body * body_bpp * layers_per_gpu / model.num_layers / config.tp
+    body = max(0.0, model.total_params_b * 1e9 - head_count * vocab) * body_bpp
+    dense = body * model.dense_share()
+    total = body + dense * (config.dp - 1) + head_count * vocab * embed_bpp * config.dp
+    stage = layers_per_gpu / model.num_layers
+    body_per_gpu = stage * (dense / config.tp + (body - dense) / (config.tp * config.dp))
     heads_on_fullest = head_count if config.pp == 1 else 1
-    return total, body_per_gpu + heads_on_fullest * vocab * embed_bpp / config.tp
+    experts_per_gpu = stage * (body - dense) / (config.tp * config.dp)
+    return total, body_per_gpu + heads_on_fullest * vocab * embed_bpp / config.tp, \
+        experts_per_gpu
 
 
 def _kv_per_gpu(config: EngineConfig, model: ModelSpec, dtype_bytes: float) -> tuple[float, float]:
@@ -185,24 +193,13 @@ def _kv_per_gpu(config: EngineConfig, model: ModelSpec, dtype_bytes: float) -> t
     return per_gpu, heads_per_gpu * config.tp / model.num_kv_heads
 
 
-def _resolve_fraction(config: EngineConfig) -> tuple[float, FractionSource]:
-    if config.gpu_memory_fraction is not None:
-        return config.gpu_memory_fraction, "config"
-    default = ENGINES[config.engine].defaults.gpu_memory_fraction
-    if default is not None:
-        return default, "engine_default"
-    return FALLBACK_MEMORY_FRACTION, "fallback"
-
-
-def _reserve(config: EngineConfig, model: ModelSpec) -> tuple[int, float, float]:
-    """(max_batched_tokens, activation bytes, fixed bytes) per GPU."""
-    tokens = (
-        config.max_batched_tokens
-        or ENGINES[config.engine].defaults.max_batched_tokens
-        or FALLBACK_MAX_BATCHED_TOKENS
-    )
+def _reserve(config: EngineConfig, gpu: GPU, model: ModelSpec) -> tuple[int, float, float]:
+    """(step token budget, activation bytes, fixed bytes) per GPU; the budget is the one the
+    engine's scheduler runs with (`defaults.scheduler_caps`)."""
+    tokens = scheduler_caps(config, gpu).budget_tokens
     activation = float(tokens * model.hidden_size * ACTIVATION_BYTES_PER_TOKEN_PER_HIDDEN)
-    fixed = float(FIXED_RESERVE_BYTES + (NCCL_RESERVE_BYTES if config.tp * config.pp > 1 else 0))
+    fixed = float(FIXED_RESERVE_BYTES + (NCCL_RESERVE_BYTES if config.gpus_per_instance > 1
+                                         else 0))
     return tokens, activation, fixed
 
 
@@ -289,13 +286,17 @@ def _notes(config: EngineConfig, model: ModelSpec) -> list[str]:
 
 
 def plan_memory(
-    config: EngineConfig, gpu: GPU, model: ModelSpec, *, block_size_tokens: int = 16
+    config: EngineConfig, gpu: GPU, model: ModelSpec, *, block_size_tokens: int = 16,
+    engine_version: str | None = None,
 ) -> MemoryPlan:
     """Per-GPU memory plan of `config` serving `model` on a TP×PP group of `gpu`.
 
     Per GPU, on the fullest pipeline stage (the engines size every stage's KV pool to the
     smallest): weights, framework reserve, the KV pool the engine's fraction knob leaves,
-    its capacity in tokens and blocks, and what stays unclaimed. Not fitting is data
+    its capacity in tokens and blocks, and what stays unclaimed. With attention data
+    parallelism (`config.dp`) the pool and its capacity are one DP rank's (each rank holds
+    the KV of its own sequences); unset knobs are the engine's (`recommender.defaults`, the
+    memory fraction of `engine_version` where that release's default differs). Not fitting is data
     (`fits=False` with blocking `risks`), so the recommender can rank candidates without
     exceptions. KV capacity counts whole blocks of `block_size_tokens`.
 
@@ -316,11 +317,11 @@ def plan_memory(
     if config.pp > model.num_layers:
         raise UsageError(f"pp={config.pp} exceeds the model's {model.num_layers} layers")
     memory = gpu.memory_gb * 1e9
-    fraction, source = _resolve_fraction(config)
+    fraction, source = memory_fraction(config, engine_version)
     semantics = ENGINES[config.engine].defaults.memory_fraction_semantics
     layers = math.ceil(model.num_layers / config.pp)
-    weights_total, weights = _weights(config, model, layers)
-    tokens_budget, activation, fixed = _reserve(config, model)
+    weights_total, weights, experts = _weights(config, model, layers)
+    tokens_budget, activation, fixed = _reserve(config, gpu, model)
     fixed += _draft_bytes(config, model) / config.tp
     dtype_bytes = KV_DTYPE_BYTES[config.kv_cache_dtype]
     kv_per_token, replication = _kv_per_gpu(config, model, dtype_bytes)
@@ -344,14 +345,15 @@ def plan_memory(
         model_name=model.name,
         tp=config.tp,
         pp=config.pp,
-        gpus=config.tp * config.pp,
+        gpus=config.gpus_per_instance,
         gpu_memory_bytes=memory,
         gpu_memory_fraction=fraction,
-        fraction_source=source,
+        fraction_source=source,  # type: ignore[arg-type]
         fraction_semantics=semantics,
         weights_format=weight_format(config, model),
         weights_bytes_total=weights_total,
         weights_bytes_per_gpu=weights,
+        expert_weights_bytes_per_gpu=experts,
         max_batched_tokens=tokens_budget,
         activation_reserve_bytes_per_gpu=activation,
         fixed_reserve_bytes_per_gpu=fixed,
@@ -362,7 +364,7 @@ def plan_memory(
         kv_replication_factor=replication,
         layers_per_gpu=layers,
         kv_cache_bytes_per_gpu=max(kv, 0.0),
-        kv_cache_bytes_total=max(kv, 0.0) * config.tp * config.pp,
+        kv_cache_bytes_total=max(kv, 0.0) * config.gpus_per_instance,
         block_size_tokens=block_size_tokens,
         kv_capacity_blocks=blocks,
         kv_capacity_tokens=blocks * block_size_tokens,

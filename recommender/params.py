@@ -2,8 +2,8 @@
 
 Owns the `PerfParams` record (what data/calibration/fit.json's `params` key holds, and per
 step-time provider its `params_by_step_time`, written by `recommender.calibrate`), its
-defaults (the optimiser's starting point) and `load_params`.
-`recommender.perf` re-exports all of it; the models that use the parameters live there.
+defaults (the optimiser's starting point) and `load_params`. The step formula that uses
+them is `recommender.perf`'s.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import UsageError
 from engines.config import EngineKind
 from recommender.specs import GPU
-from recommender.steptime import FALLBACK_KIND, active_kind
+from recommender.steptime import DEFAULT_KIND, FALLBACK_KIND, check_kind
 
 FIT_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "fit.json"
 
@@ -47,15 +47,6 @@ class EngineParams(BaseModel):
     )
     allreduce_latency_s: float = Field(
         default=10e-6, ge=0, description="Fixed latency of one TP all-reduce."
-    )
-    kv_reserve_output_fraction: float = Field(
-        default=0.5,
-        ge=0,
-        le=1,
-        description="Share of the output length a running sequence holds in KV on average "
-        "(0.5 = allocate as it grows; 1 = reserve the full output up front, as TRT-LLM's "
-        "GUARANTEED_NO_EVICT does: the simulator then admits a request only when its whole "
-        "prompt + output fits).",
     )
     prefill_kernel_scale: float = Field(
         default=1.0,
@@ -111,6 +102,11 @@ class PerfParams(BaseModel):
         default_factory=dict,
         description="Corrections per GPU architecture (GPU.architecture); absent = (1, 1).",
     )
+    step_time: str = Field(
+        default=DEFAULT_KIND,
+        description="The step-time provider (`steptime.PROVIDERS`) these parameters were "
+        "fitted beside: deployments are priced with its kernel times.",
+    )
     fallback: PerfParams | None = Field(
         default=None,
         description="For a step-time provider other than the fallback (the roofline): the "
@@ -135,23 +131,18 @@ class PerfParams(BaseModel):
         return self.gpu_families.get(architecture, GpuScales())
 
 
-def default_params() -> PerfParams:
-    """Starting point of the fit; TRT-LLM reserves each request's full output (no-evict).
-    10 ms of per-request API time is a starting guess (a local HTTP round trip plus
-    tokenisation of a short prompt)."""
+def default_params(step_time: str = DEFAULT_KIND) -> PerfParams:
+    """Starting point of the fit for step-time provider `step_time`. 10 ms of per-request
+    API time is a starting guess (a local HTTP round trip plus tokenisation of a short
+    prompt)."""
     start = EngineParams(request_overhead_s=0.01)
-    return PerfParams(
-        engines={
-            "vllm": start,
-            "sglang": start,
-            "trtllm": start.model_copy(update={"kv_reserve_output_fraction": 1.0}),
-        }
-    )
+    return PerfParams(engines={"vllm": start, "sglang": start, "trtllm": start},
+                      step_time=check_kind(step_time))
 
 
-def load_params(path: str | Path = FIT_FILE, step_time: str | None = None) -> PerfParams:
-    """The fitted parameters from fit.json for step-time provider `step_time` (default: the
-    active one, `steptime.active_kind`): its entry of `params_by_step_time` (each provider's
+def load_params(path: str | Path = FIT_FILE, step_time: str = DEFAULT_KIND) -> PerfParams:
+    """The fitted parameters from fit.json for step-time provider `step_time`: its entry of
+    `params_by_step_time` (each provider's
     efficiencies and overheads are fitted with that provider's kernel times), else `params`
     (a refit of the user's own runs, written for one provider); with the fallback
     provider's entry as `fallback` for the deployments the provider does not cover.
@@ -162,10 +153,12 @@ def load_params(path: str | Path = FIT_FILE, step_time: str | None = None) -> Pe
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         by_kind = data.get("params_by_step_time", {})
-        kind = step_time or active_kind()
-        params = PerfParams.model_validate(by_kind.get(kind) or data["params"])
+        kind = check_kind(step_time)
+        params = PerfParams.model_validate(
+            {**(by_kind.get(kind) or data["params"]), "step_time": kind})
         if kind != FALLBACK_KIND and FALLBACK_KIND in by_kind and params.fallback is None:
-            fallback = PerfParams.model_validate(by_kind[FALLBACK_KIND])
+            fallback = PerfParams.model_validate(
+                {**by_kind[FALLBACK_KIND], "step_time": FALLBACK_KIND})
             params = params.model_copy(update={"fallback": fallback})
         return params
     except (OSError, ValueError, KeyError, TypeError) as exc:

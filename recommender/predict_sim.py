@@ -1,19 +1,24 @@
 """`predict` through the simulator: one fixed-length or dataset workload, with latency tails.
 
-Owns `simulate_load` (a fixed ISL/OSL or dataset-lengths `LoadSpec`, its per-request
-lengths from `recommender.lengths.draw` — closed loop at a concurrency, Poisson or
-Gamma arrivals at a rate (seeded), or offline N queued at t = 0 — over `gpus / tp`
-data-parallel replicas, each simulated by `recommender.simulator`) and `LoadPrediction`
-(whose `json_ms` is the DESIGN §2.4 `predict --json` view). The steady-state algebra
-(`perf.predict`) stays for calibration; this is what the CLI answers with. No I/O.
+Owns `PredictRequest` (everything `python -m app predict` can be told: the config, GPU,
+model, GPU count, load, harness, engine release, step-time provider and speculative
+acceptance), `predict` (the one function the CLI, the accuracy bench and the calibration
+fit answer a request with), `simulate_load` (a fixed ISL/OSL or dataset-lengths
+`LoadSpec`, its per-request lengths from `recommender.lengths.draw` — closed loop at a
+concurrency, Poisson or Gamma arrivals at a rate (seeded), or offline N queued at t = 0 —
+over the deployment's scheduler replicas, each simulated by `recommender.simulator`) and
+`LoadPrediction` (whose `json_ms` is the DESIGN §2.4 `predict --json` view). No I/O beyond
+reading the catalog, fit and bands files.
 
-Closed loop: users start evenly over one request cycle (the steady-state E2E of
-`perf.predict`), as real clients drift apart; started together, fixed-length requests would
-stay in lock-step waves (all prefills in one step, then only decodes).
+Closed loop: users start evenly over one request cycle (the steady-state E2E,
+`recommender.steady`), as real clients drift apart; started together, fixed-length requests
+would stay in lock-step waves (all prefills in one step, then only decodes).
 
-Replicas: the load splits evenly (closed loop and offline: users / requests differ by at
-most one between replicas, so at most two distinct replica loads are simulated; Poisson: a
-split Poisson stream is Poisson at rate/R, so one replica is simulated and scaled).
+Replicas: one per attention DP rank over all GPUs, gpus / (tp × pp) (instances of tp × pp ×
+dp GPUs, dp ranks each). The load splits evenly (closed loop and offline: users / requests
+differ by at most one between replicas, so at most two distinct replica loads are
+simulated; Poisson: a split Poisson stream is Poisson at rate/R, so one replica is simulated
+and scaled). DP ranks are balanced by the engine's router (round-robin), as here.
 """
 
 from __future__ import annotations
@@ -22,17 +27,18 @@ import math
 from pathlib import Path
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from core.arrivals import renewal_times
 from core.errors import UsageError
 from core.figures import Latency, ServingFigures, latency_of
 from core.load import ClosedLoop, LoadSpec, Offline, Rate
 from engines.config import EngineConfig, EngineKind
-from recommender import perf
 from recommender.bands import BANDS_FILE, band_of_prediction, cell_of, regime_of
+from recommender.defaults import fill
 from recommender.lengths import draw
-from recommender.memory import size_max_model_len
+from recommender.params import PerfParams, load_params
+from recommender.resolve import Harness, resolve
 from recommender.simulator import (
     SimOptions,
     SimRequests,
@@ -43,6 +49,8 @@ from recommender.simulator import (
     simulate,
 )
 from recommender.specs import GPU, ModelSpec
+from recommender.steady import steady_state
+from recommender.steptime import DEFAULT_KIND
 
 # Requests simulated when the caller gives no count: closed loop CLOSED_PER_USER per user
 # (ramp-up and drain then cost a few % of the throughput, as in a real finite benchmark),
@@ -59,7 +67,7 @@ class LoadPrediction(ServingFigures):
 
     engine: EngineKind = Field(description="Engine whose parameters were applied.")
     mode: str = Field(description="closed_loop, rate or offline.")
-    replicas: int = Field(ge=1, description="Data-parallel copies: gpus / tp.")
+    replicas: int = Field(ge=1, description="Scheduler replicas: DP ranks over all GPUs.")
     requests: int = Field(ge=1, description="Requests simulated over all replicas.")
     completed: int = Field(ge=0, description="Requests served to the end.")
     makespan_s: float = Field(ge=0, description="Longest replica's first arrival to last token.")
@@ -118,13 +126,66 @@ def _combine(runs: list[tuple[SimResult, int]], pick: str) -> Latency:
     return latency_of(np.concatenate([np.tile(getattr(r, pick), c) for r, c in runs]))
 
 
+class PredictRequest(BaseModel):
+    """One `predict` question, exactly what its command-line flags can say."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    config: EngineConfig = Field(description="The deployment; unset knobs = the engine's.")
+    gpu: str = Field(min_length=1, description="Catalog GPU name.")
+    model: str = Field(min_length=1, description="Catalog name, HF id or config.json path.")
+    gpus: int | None = Field(default=None, ge=1, description="GPUs in all (default: one "
+                             "instance, tp × pp × dp).")
+    load: LoadSpec = Field(description="Lengths and arrivals.")
+    harness: Harness = Field(default="served", description="How the load reaches the "
+                             "engine: its API server, or in-process (`resolve.HARNESSES`).")
+    engine_version: str | None = Field(default=None, description="The engine release asked "
+                                       "about (memory-fraction default where it differs).")
+    step_time: str = Field(default=DEFAULT_KIND, description="Step-time provider.")
+    spec_acceptance: float | None = Field(default=None, ge=0, le=1, description="Speculative "
+                                          "per-token acceptance (default: the method's).")
+
+
+def predict(request: PredictRequest, *, params: PerfParams | None = None,
+            bands_file: str | Path = BANDS_FILE) -> LoadPrediction:
+    """The answer to `request`: its model and GPU from the catalog, the fitted parameters of
+    its step-time provider (`params`, default data/calibration/fit.json's), simulated.
+
+    Raises:
+        UsageError: an unknown GPU or model, parameters fitted for another step-time
+            provider, or whatever `simulate_load` refuses.
+    """
+    from recommender.catalog import get_gpu, get_model  # reads data/catalog on first use
+
+    fitted = params or load_params(step_time=request.step_time)
+    if fitted.step_time != request.step_time:
+        raise UsageError(f"parameters fitted for step-time provider {fitted.step_time!r}, "
+                         f"asked for {request.step_time!r}")
+    model = get_model(request.model)
+    config = request.config.model_copy(update={"model": model.name})
+    return simulate_load(config, model, get_gpu(request.gpu), request.load, gpus=request.gpus,
+                         params=fitted, spec_acceptance=request.spec_acceptance,
+                         bands_file=bands_file, harness=request.harness,
+                         engine_version=request.engine_version)
+
+
+def _replicas(config: EngineConfig, gpus: int | None) -> int:
+    """Scheduler replicas (DP ranks) over `gpus` GPUs (default one instance)."""
+    per = config.gpus_per_instance
+    gpus = gpus or per
+    if gpus % per:
+        raise UsageError(f"gpus={gpus} is not a multiple of one instance's tp x pp x dp = {per}")
+    return gpus // per * config.dp
+
+
 def simulate_load(
     config: EngineConfig, model: ModelSpec, gpu: GPU, load: LoadSpec, *,
-    gpus: int | None = None, params: perf.PerfParams | None = None,
+    gpus: int | None = None, params: PerfParams | None = None,
     spec_acceptance: float | None = None, bands_file: str | Path = BANDS_FILE,
+    harness: Harness = "served", engine_version: str | None = None,
 ) -> LoadPrediction:
     """Simulate `config` serving a fixed ISL/OSL or dataset-lengths `load` on `gpus` GPUs
-    (replicas of the config's tp; default one replica) and summarise it.
+    (instances of tp × pp × dp GPUs; default one) and summarise it.
 
     Dataset lengths (`core.load.DatasetLengths`) are drawn per request, seeded by the load's
     seed (`recommender.lengths.draw`); throughputs count the tokens drawn, and a drawn
@@ -134,14 +195,14 @@ def simulate_load(
     (Poisson or Gamma, seeded; `num_requests`, default 2000) or offline (`num_requests`
     queued at t = 0).
 
-    The prediction's `band` is its cell's leave-one-source-out error (`recommender.bands`,
-    from `bands_file`); outside every calibrated cell it is None and a warning says so.
-    An unset `config.max_model_len` is sized to the workload (`memory.size_max_model_len`),
-    said in the prediction's `warnings`.
+    The prediction's `band` is its cell's cross-validated error (`recommender.bands`, from
+    `bands_file`); outside every calibrated cell it is None and a warning says so.
+    Unset knobs are the engine's (`recommender.defaults.fill`, for the workload's longest
+    request: max_model_len sized to it, said in the prediction's `warnings`).
 
     Raises:
-        UsageError: a trace-window load, gpus not a multiple of tp, a config that does not
-            fit, or a mean-length request that can never be served (too long for
+        UsageError: a trace-window load, gpus not a multiple of one instance, a config that
+            does not fit, or a mean-length request that can never be served (too long for
             max_model_len, the KV pool or an unchunked step: with fixed lengths, every
             request is refused).
     """
@@ -150,45 +211,35 @@ def simulate_load(
                          "`recommend`'s")
     lengths = load.lengths
     isl, osl = lengths.input_tokens, lengths.output_tokens
-    tp = config.tp
-    gpus = gpus or tp
-    if gpus % tp:
-        raise UsageError(f"gpus={gpus} is not a multiple of tp={tp}")
-    replicas = gpus // tp
+    replicas = _replicas(config, gpus)
     mode, groups = _groups(replicas, load.arrival, load.num_requests, load.seed)
     drawn = [draw(lengths, len(arrival), load.seed + j)
              for j, (arrival, _, _) in enumerate(groups)]
     longest = max(int((i + o).max()) for i, o in drawn)
-    _, budget, chunked = perf.engine_defaults(config.engine, gpu)
-    if config.chunked_prefill is not None:
-        chunked = config.chunked_prefill
-    if config.max_batched_tokens is None and not chunked and budget < longest:
-        # Unchunked prefill needs the whole prompt (and a preempted request's recompute) in
-        # one step; left unset, the budget is sized to the workload (as trtllm-bench does).
-        config = config.model_copy(update={"max_batched_tokens": longest})
-    # Unset, max_model_len is sized to the workload (as deployments set it), never to the
-    # model's full context, whose KV need would refuse configs an engine serves.
-    config, sized = size_max_model_len(config, model, longest)
-    warnings = [sized] if sized else []
+    filled = fill(config, gpu, model, longest_tokens=longest)
+    config, warnings = filled.config, list(filled.warnings)
     reason = refusal_reason(config, gpu, model, isl, osl,
                             kv_block_tokens=SimOptions().kv_block_tokens)
     if reason is not None:  # the mean request refused: every (fixed) or most (dataset) are
         raise UsageError(f"every request refused: {reason}")
-    fitted = params or perf.load_params()
+    fitted = params or load_params()
     ramp = 0.0
     if isinstance(load.arrival, ClosedLoop):
-        ramp = perf.predict(config, model, gpu, load, gpus=gpus, params=fitted,
-                            spec_acceptance=spec_acceptance).e2e_s
+        res = resolve(config, gpu, model, fitted, harness=harness,
+                      engine_version=engine_version, acceptance=spec_acceptance)
+        ramp = steady_state(res, load, replicas=replicas).e2e_s
     runs: list[tuple[SimResult, int]] = []
     for (arrival, options, count), (inputs, outputs) in zip(groups, drawn, strict=True):
         req = SimRequests(arrival, inputs, outputs)
-        opts = options.model_copy(
-            update={"spec_acceptance": spec_acceptance, "closed_loop_ramp_s": ramp})
-        res = simulate(req, config, gpu, model, params=fitted, options=opts)
-        runs.append((res, count))
-    assert config.max_model_len is not None  # sized above
+        opts = options.model_copy(update={
+            "spec_acceptance": spec_acceptance, "closed_loop_ramp_s": ramp,
+            "harness": harness, "engine_version": engine_version})
+        res_run = simulate(req, config, gpu, model, params=fitted, options=opts)
+        runs.append((res_run, count))
+    assert config.max_model_len is not None  # sized by fill
     band, uncalibrated = band_of_prediction(
-        cell_of(config.engine, gpu, model, regime_of(load.arrival)), bands_file)
+        cell_of(config.engine, gpu, model, regime_of(load.arrival)), bands_file,
+        fitted.step_time)
     warnings += [uncalibrated] if uncalibrated else []
     refused = sum(r.summary.rejected * c for r, c in runs)
     if refused:

@@ -26,7 +26,6 @@ from recommender.scoring import Evaluation, Goals, Target, evaluate
 from recommender.search import SearchResult, search
 from recommender.specs import GPU
 from recommender.speculative import ACCEPTANCE_DEFAULTS
-from recommender.steptime import active_kind
 from recommender.workload import Workload, head_window
 
 HELD_OUT_ERROR_WARN_PCT = 25.0
@@ -354,13 +353,14 @@ def _coverage() -> dict | None:
 
 def _band_warning(ctx: Context) -> list[RecWarning]:
     """Plainly, when no published measurement covers the pick's calibration cell (or the
-    bands file is missing, or has no errors for the step-time provider in use): its figures
+    bands file is missing, or has no errors for the parameters' step-time provider): its figures
     then have no error band."""
     cell = ctx.best.predicted.calibration_cell
     if ctx.best.predicted.band is not None or cell is None:
         return []
-    if not BANDS_FILE.exists() or load_bands().for_provider(active_kind()) is None:
-        return [RecWarning(code="no_error_band", text=band_of_prediction(cell)[1] or "")]
+    if not BANDS_FILE.exists() or load_bands().for_provider(ctx.target.params.step_time) is None:
+        return [RecWarning(code="no_error_band", text=band_of_prediction(
+            cell, kind=ctx.target.params.step_time)[1] or "")]
     return [RecWarning(code="uncalibrated_cell", text=(
         f"no published measurement covers {cell}: the figures are the model's alone "
         "(no error band; how far they can be trusted is unknown)"))]

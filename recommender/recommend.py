@@ -22,10 +22,10 @@ from profiler.ingest import IngestOptions
 from profiler.profile import profile_trace
 from profiler.schema import Profile
 from profiler.workspace import Workspace
-from recommender import perf
 from recommender.capacity import Deployment, Setting, TraceRates, plan_capacity
 from recommender.catalog import get_gpu, get_model
 from recommender.facts import hardware_facts, model_facts
+from recommender.params import load_params
 from recommender.reasons import Context, explain, warn
 from recommender.recommendation import (
     Candidate,
@@ -68,7 +68,7 @@ def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
     start = time.perf_counter()
     gpu, model = get_gpu(request.gpu), get_model(request.model)
     target = Target(gpu, model, request.gpus, hardware_facts(gpu, request.gpus),
-                    model_facts(model), perf.load_params())
+                    model_facts(model), load_params())
     _tell(progress, 0.0, "profiling the trace")
     with tempfile.TemporaryDirectory(prefix="servefit-rec-") as tmp:
         profile, workload, synthetic = _load(request, workspace, Path(tmp))

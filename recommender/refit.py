@@ -24,7 +24,7 @@ from core.atomic import write_atomic
 from core.errors import UsageError
 from recommender.catalog import get_gpu, get_model
 from recommender.fitting import SCALES, CalRow, errors, fit
-from recommender.perf import FIT_FILE, PerfParams, load_params
+from recommender.params import FIT_FILE, PerfParams, load_params
 
 # Stronger than the published fit's own prior: a handful of the user's runs should correct
 # the parameters they inform without dragging the others far from what 130 published rows say.

@@ -15,8 +15,8 @@ import numpy as np
 
 from engines.config import EngineConfig
 from engines.facts import HardwareFacts, ModelFacts
-from recommender import perf
 from recommender.bands import cell_band, cell_of, replay_regime
+from recommender.params import PerfParams
 from recommender.recommendation import Objective, PredictedMetrics
 from recommender.simulator import SimOptions, SimRequests, SimResult, simulate
 from recommender.specs import GPU, ModelSpec
@@ -50,7 +50,7 @@ class Target:
     gpus: int
     hardware: HardwareFacts
     model_facts: ModelFacts
-    params: perf.PerfParams
+    params: PerfParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +153,8 @@ def with_band(predicted: PredictedMetrics, engine: str, replicas: int, target: T
     mean occupancy (`bands.replay_regime`). A cached dict lookup per candidate."""
     regime = replay_regime(predicted.request_throughput_rps / replicas, predicted.e2e_s.mean)
     cell = cell_of(engine, target.gpu, target.model, regime)
-    return predicted.model_copy(update={"calibration_cell": cell, "band": cell_band(cell)})
+    return predicted.model_copy(update={
+        "calibration_cell": cell, "band": cell_band(cell, kind=target.params.step_time)})
 
 
 def knobs_set(config: EngineConfig) -> int:

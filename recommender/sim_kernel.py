@@ -17,17 +17,25 @@ import numpy as np
 
 # Cache scalars in one int64 array: LRU head/tail, evictable count, cached entries, free units.
 HEAD, TAIL, COUNT, NCACHED, FREE = 0, 1, 2, 3, 4
-# Coefficient slots (see simulator.step_coefficients).
-C_TOK, C_SAMP, C_ATTN, M_W, M_KV, MOE_ACTIVE, MOE_KEEP, COMM_TOK, COMM_FIX, OH_STEP, OH_SEQ, P = (
-    range(12)
+# The step formula's coefficients (`perf.StepCoefficients`, named there; this is its field
+# order, checked at import of perf) and their slots in the float64 array the loop reads.
+COEF_FIELDS = (
+    "dense_flop_s", "sample_flop_s", "attn_flop_s", "dense_weight_s", "expert_weight_s",
+    "kv_byte_s", "expert_keep", "expert_token_scale", "comm_token_s", "comm_fixed_s",
+    "a2a_token_s", "a2a_fixed_s", "step_overhead_s", "seq_overhead_s", "roofline_p",
+    "spec_queries", "draft_forwards", "draft_flop_s", "draft_weight_s", "draft_kv_s",
+    "draft_fixed_s", "draft_cpu_s", "spec_tokens_per_step", "request_overhead_s",
+    "prefill_scale",
 )
-# Speculative decoding slots: query tokens per decode (k + 1), draft forwards (k), draft
-# compute per decode, draft weights, draft KV per context token, draft overhead per forward,
-# CPU proposer per decode, expected tokens emitted per decode step.
-SPEC_Q, D_K, D_TOK, D_W, D_KV, D_FIX, D_CPU, SPEC_E = range(12, 20)
-REQ_OH = 20  # per-request API time: a closed-loop user's next request enters this much later
-PF_SCALE = 21  # measured tables: prefill GEMM time of the engine release / the table's
-N_COEF = 22
+(C_TOK, C_SAMP, C_ATTN, M_W, M_WE, M_KV, MOE_KEEP, MOE_TOK, COMM_TOK, COMM_FIX, A2A_TOK,
+ A2A_FIX, OH_STEP, OH_SEQ, P, SPEC_Q, D_K, D_TOK, D_W, D_KV, D_FIX, D_CPU, SPEC_E, REQ_OH,
+ PF_SCALE) = range(len(COEF_FIELDS))
+N_COEF = len(COEF_FIELDS)
+# The loop's integer settings (`simulator.KernelSettings`, named there), in this order.
+ICFG_FIELDS = ("max_seqs", "budget", "chunked", "static", "closed_concurrency", "cap_units",
+               "unit_tokens", "hash_block_tokens", "reserve_output")
+(I_SEQS, I_BUDGET, I_CHUNKED, I_STATIC, I_CLOSED, I_CAP, I_UNIT, I_HASH, I_RESERVE) = range(
+    len(ICFG_FIELDS))
 # ITL histogram: log-spaced bins from ITL_LO_S, ITL_BINS_PER_DECADE per decade.
 ITL_LO_S = 1e-6
 ITL_BINS_PER_DECADE = 400
@@ -95,7 +103,8 @@ def table_seconds(  # noqa: PLR0917
 
 @numba.njit(cache=True, nogil=True)
 def _overheads(coef, decode_seqs, decode_ctx_sum, sampled_prefills, p):
-    """perf.step_time's overheads and speculative draft (the same for every provider)."""
+    """The engine's per-step and per-position overheads and the speculative draft (the same
+    for every provider)."""
     total = coef[OH_STEP] + coef[OH_SEQ] * (decode_seqs * coef[SPEC_Q] + sampled_prefills)
     if coef[D_K] > 0.0 and decode_seqs > 0.0:
         draft = _roof(coef[D_TOK] * decode_seqs, coef[D_W] + coef[D_KV] * decode_ctx_sum, p)
@@ -107,8 +116,8 @@ def _overheads(coef, decode_seqs, decode_ctx_sum, sampled_prefills, p):
 def measured_step_seconds(  # noqa: PLR0917
     coef, table, prefill_tokens, decode_seqs, decode_ctx_sum, prefill_ctx_sum, sampled_prefills
 ):
-    """perf.step_time with a measured provider: its table's kernel time + overheads + draft
-    (decode contexts are read once for all k + 1 verified tokens, as in the roofline)."""
+    """One step with a measured provider: its table's kernel time (comm included) +
+    overheads + draft (decode contexts are read once for all k + 1 verified tokens)."""
     q = coef[SPEC_Q]
     kernel = table_seconds(table, prefill_tokens, prefill_ctx_sum, decode_seqs * q,
                            q * decode_ctx_sum, coef[PF_SCALE])
@@ -119,7 +128,8 @@ def measured_step_seconds(  # noqa: PLR0917
 def step_seconds(  # noqa: PLR0917
     coef, prefill_tokens, decode_seqs, decode_ctx_sum, prefill_ctx_sum, sampled_prefills
 ):
-    """perf.step_time for a batch given as sums (contexts summed over sequences/tokens)."""
+    """One step on the roofline (perf's module docstring states the formula), for a batch
+    given as sums (contexts summed over sequences / tokens)."""
     q = coef[SPEC_Q]
     decode_tokens = decode_seqs * q
     tokens = prefill_tokens + decode_tokens
@@ -128,18 +138,12 @@ def step_seconds(  # noqa: PLR0917
         + coef[C_SAMP] * (decode_tokens + sampled_prefills)
         + coef[C_ATTN] * (q * decode_ctx_sum + prefill_ctx_sum)
     )
-    active = coef[MOE_ACTIVE]
-    touched = active + (1.0 - active) * (1.0 - coef[MOE_KEEP] ** tokens)
-    memory = coef[M_W] * touched + coef[M_KV] * (decode_ctx_sum + tokens)
+    touched = 1.0 - coef[MOE_KEEP] ** (tokens * coef[MOE_TOK])
+    memory = coef[M_W] + coef[M_WE] * touched + coef[M_KV] * (decode_ctx_sum + tokens)
     p = coef[P]
     total = _roof(compute, memory, p)
-    if coef[COMM_FIX] > 0.0 or coef[COMM_TOK] > 0.0:
-        total += coef[COMM_TOK] * tokens + coef[COMM_FIX]
-    total += coef[OH_STEP] + coef[OH_SEQ] * (decode_tokens + sampled_prefills)
-    if coef[D_K] > 0.0 and decode_seqs > 0.0:
-        draft = _roof(coef[D_TOK] * decode_seqs, coef[D_W] + coef[D_KV] * decode_ctx_sum, p)
-        total += coef[D_K] * (draft + coef[D_FIX]) + coef[D_CPU] * decode_seqs
-    return total
+    total += coef[COMM_TOK] * tokens + coef[COMM_FIX] + coef[A2A_TOK] * tokens + coef[A2A_FIX]
+    return total + _overheads(coef, decode_seqs, decode_ctx_sum, sampled_prefills, p)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -245,8 +249,9 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, series, itl):
     itl: float64 (ITL_BINS + 3) buffer: histogram of gaps between a request's emissions, then
     (sum, count, max) of those gaps.
 
-    icfg: [max_seqs, budget, chunked, static, closed_conc (0 = open), cap_units,
-    unit_tokens, hash_block_tokens, reserve_output]. reserve_output: a request is admitted
+    icfg: the integer settings in ICFG_FIELDS order (`simulator.KernelSettings`):
+    max_seqs, budget, chunked, static, closed_concurrency (0 = open), cap_units,
+    unit_tokens, hash_block_tokens, reserve_output. reserve_output: a request is admitted
     only when the blocks of its whole prompt + output fit, and holds them to its end (never
     preempted: TensorRT-LLM's GUARANTEED_NO_EVICT); else its first chunk's. arr is
     overwritten in closed-loop mode (release times).
@@ -256,8 +261,10 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, series, itl):
     series_len, error], largest gap between two emissions per request).
     """
     n = arr.shape[0]
-    max_seqs, budget_cap, chunked, static = icfg[0], icfg[1], icfg[2] != 0, icfg[3] != 0
-    closed, cap, u, hbs, reserve = icfg[4], icfg[5], icfg[6], icfg[7], icfg[8] != 0
+    max_seqs, budget_cap = icfg[I_SEQS], icfg[I_BUDGET]
+    chunked, static = icfg[I_CHUNKED] != 0, icfg[I_STATIC] != 0
+    closed, cap, u, hbs = icfg[I_CLOSED], icfg[I_CAP], icfg[I_UNIT], icfg[I_HASH]
+    reserve = icfg[I_RESERVE] != 0
     hu = hbs // u if hbs > 0 else 0
     computed = np.zeros(n, np.int64)
     ntok = inp.copy()

@@ -1,10 +1,10 @@
 """Iteration-level simulation of one engine replica serving the user's own requests.
 
 Owns `simulate` (requests + EngineConfig + GPU + model → per-request TTFT/TPOT/E2E, summary,
-throughput, goodput, time series; the records live in `recommender.sim_result`) and
-`step_coefficients` (perf.step_time as a closed form the numba loop evaluates). Step times
-come from `recommender.perf`, KV capacity from `plan_memory`; the loop itself lives in
-`recommender.sim_kernel`. No I/O.
+throughput, goodput, time series; the records live in `recommender.sim_result`) and the
+loop's named integer settings (`KernelSettings`). The deployment is resolved once
+(`recommender.resolve`: caps, policy, memory plan, the step formula's coefficients); the
+loop itself lives in `recommender.sim_kernel`. No I/O.
 
 Scheduler (vLLM V1-like, one iteration per step):
 - Running requests first, in admission order: each gets min(tokens left to compute, budget
@@ -16,9 +16,10 @@ Scheduler (vLLM V1-like, one iteration per step):
   (recompute: its KV is freed, it returns to the front of the waiting queue, and later
   recomputes prompt + already generated tokens; emitted tokens are not re-emitted).
 - Then, if nothing was preempted this step, waiting requests are admitted in FCFS order while
-  running < max_num_seqs, budget is left and their first chunk's blocks fit (with the
-  engine's kv_reserve_output_fraction at 1, TensorRT-LLM's GUARANTEED_NO_EVICT: the blocks
-  of the whole prompt + output, held to the end, so it never preempts); admission
+  running < max_num_seqs, budget is left and their first chunk's blocks fit (under the
+  engine's `reserve_full` policy, TensorRT-LLM's GUARANTEED_NO_EVICT: the blocks of the
+  whole prompt + output, held to the end, so it never preempts; `recommender.policies`);
+  admission
   skips the leading run of the prompt's blocks that are cached (never the whole prompt:
   the last token is always computed), as vLLM does.
 - A step that brings a request's computed tokens up to its length samples one token; the
@@ -31,12 +32,14 @@ Scheduler (vLLM V1-like, one iteration per step):
   OWN_BLOCK_TOKENS (no sharing, only that resumption).
 - A request enters the engine the engine's request_overhead_s (API time) after it is sent;
   its latencies count from the send; a closed-loop user's next request is sent at the finish.
-- Step time = perf.step_time of the batch: prefill tokens, decodes, summed decode contexts,
-  summed causal prefill context (chunk tokens × (start + chunk/2)), prompts sampled; its
-  kernel part from the deployment's step-time provider (the roofline's closed form, or a
-  measured provider's table: `dep.kernels.table()`), so the loop never calls Python.
+- Step time = the step formula (`perf`) of the batch: prefill tokens, decodes, summed decode
+  contexts, summed causal prefill context (chunk tokens × (start + chunk/2)), prompts
+  sampled; its kernel part from the deployment's step-time provider (the roofline's closed
+  form, or a measured provider's table), so the loop never calls Python.
+- Attention data parallelism (`config.dp`): one replica is one DP rank; its step is priced
+  with every rank's tokens reaching the experts (the caller splits the load over ranks).
 - Speculative decoding (config.speculative): a decode verifies k + 1 tokens (budget, KV
-  lookahead, step time via perf.draft_time/step_time) and emits the expected
+  lookahead, and the draft in the step formula) and emits the expected
   (1 − a^(k+1))/(1 − a) tokens per step as a deterministic fluid (see sim_kernel.run).
 Deviations: no CUDA-graph padding, no long-prefill threshold or priority scheduling,
 no random acceptance (expected tokens per step), no async scheduling; blocks of generated
@@ -56,10 +59,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import UsageError
 from core.figures import latency_of
-from engines import ENGINES
 from engines.config import EngineConfig
-from recommender import perf
+from recommender.defaults import scheduler_caps
 from recommender.memory import plan_memory
+from recommender.params import EngineParams, PerfParams, load_params
+from recommender.resolve import Harness, resolve
 from recommender.sim_result import (
     SimResult,
     SimSummary,
@@ -75,65 +79,6 @@ from recommender.specs import GPU, ModelSpec
 OWN_BLOCK_TOKENS = 256
 
 ArrivalMode = Literal["trace", "offline", "closed_loop"]
-
-
-def step_coefficients(dep: perf.Deployment, params: perf.EngineParams) -> np.ndarray:
-    """perf.step_time's constants folded for `sim_kernel.step_seconds` (22 float64; REQ_OH,
-    the per-request API time, is not part of a step).
-
-    Mirrors perf.step_time term by term; tests assert both agree on random batches, so a
-    change there that is not carried here fails loudly.
-    """
-    m = dep.model
-    vocab_matrix = m.vocab_size * m.hidden_size
-    heads = 1 if m.tie_word_embeddings else 2
-    linear_params = max(m.active_params_b * 1e9 - heads * vocab_matrix, 0.0)
-    attn_width = 4.0 * m.num_layers * m.num_attention_heads * m.head_dim
-    flops_s = dep.tp * dep.peak_flops * params.compute_efficiency
-    bytes_s = dep.bandwidth_bytes_s * params.bandwidth_efficiency
-    active, keep = 1.0, 0.0
-    if m.is_moe:
-        active = perf.moe_dense_share(m)  # the kernel's "touched" base, as perf's
-        keep = 1.0 - (m.experts_per_token or 1) / (m.num_experts or 1)
-    comm_tok = comm_fix = 0.0
-    if dep.tp > 1:
-        ring = 2.0 * (dep.tp - 1) / dep.tp * m.hidden_size * perf.ACTIVATION_BYTES
-        per_token = ring / (dep.link_bytes_s * params.interconnect_efficiency)
-        comm_tok = perf.ALLREDUCES_PER_LAYER * m.num_layers * per_token
-        comm_fix = perf.ALLREDUCES_PER_LAYER * m.num_layers * params.allreduce_latency_s
-    spec = dep.spec
-    draft = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
-    if spec is not None:
-        draft = [
-            spec.k + 1.0,
-            float(spec.k),
-            2.0 * spec.draft_params / flops_s,
-            spec.draft_weights_bytes / dep.tp / bytes_s,
-            spec.draft_kv_bytes_per_token / dep.tp / bytes_s,
-            spec.overhead_share * params.step_overhead_s,
-            spec.cpu_s_per_seq,
-            spec.tokens_per_step,
-        ]
-    return np.array(
-        [
-            2.0 * linear_params / flops_s,
-            2.0 * vocab_matrix / flops_s,
-            attn_width / flops_s,
-            dep.weights_bytes_per_gpu / bytes_s,
-            dep.kv_bytes_per_token_per_gpu / bytes_s,
-            active,
-            keep,
-            comm_tok,
-            comm_fix,
-            params.step_overhead_s,
-            params.per_seq_overhead_s,
-            perf.ROOFLINE_P,
-            *draft,
-            params.request_overhead_s,
-            params.prefill_scale(dep.tp),
-        ],
-        dtype=np.float64,
-    )
 
 
 @dataclass(slots=True)
@@ -181,6 +126,12 @@ class SimOptions(BaseModel):
         "batch has fully finished (the pre-vLLM baseline, DESIGN §4.1).",
     )
     kv_block_tokens: int = Field(default=16, ge=1, description="Tokens per KV block.")
+    harness: Harness = Field(
+        default="served", description="How the load reaches the engine: through its API "
+        "server, or in-process (no per-request API time): `recommender.resolve.HARNESSES`.")
+    engine_version: str | None = Field(
+        default=None, description="The engine release measured (its memory-fraction default "
+        "where it differs); None = the plug-in's release.")
     slo_ttft_s: float | None = Field(default=None, gt=0, description="TTFT SLO per request.")
     slo_tpot_s: float | None = Field(default=None, gt=0, description="TPOT SLO per request.")
     spec_acceptance: float | None = Field(
@@ -280,13 +231,24 @@ def _prepare(
     )
 
 
-def _scheduler_caps(config: EngineConfig, gpu: GPU) -> tuple[int, int, bool, bool]:
-    """(max_num_seqs, max_batched_tokens, chunked_prefill, prefix_caching), defaults filled."""
-    seqs, budget, chunked = perf.engine_defaults(config.engine, gpu)
-    chunked = chunked if config.chunked_prefill is None else config.chunked_prefill
-    prefix = ENGINES[config.engine].defaults.prefix_caching
-    prefix = prefix if config.prefix_caching is None else config.prefix_caching
-    return config.max_num_seqs or seqs, config.max_batched_tokens or budget, chunked, prefix
+@dataclass(frozen=True, slots=True)
+class KernelSettings:
+    """The loop's integer settings, named (`sim_kernel.ICFG_FIELDS` order)."""
+
+    max_seqs: int
+    budget: int
+    chunked: bool
+    static: bool
+    closed_concurrency: int  # 0 = open arrivals
+    cap_units: int
+    unit_tokens: int
+    hash_block_tokens: int
+    reserve_output: bool
+
+    def array(self) -> np.ndarray:
+        from recommender import sim_kernel
+
+        return np.array([int(getattr(self, f)) for f in sim_kernel.ICFG_FIELDS], np.int64)
 
 
 def _servable(worst: np.ndarray, cap_blocks: int, unit: int, *, max_len: int | None,
@@ -310,21 +272,22 @@ def refusal_reason(
     Raises:
         UsageError: a config that does not fit in memory.
     """
-    _, budget, chunked, _ = _scheduler_caps(config, gpu)
+    caps = scheduler_caps(config, gpu)
     plan = plan_memory(config, gpu, model, block_size_tokens=kv_block_tokens)
     if not plan.fits:
         raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
     worst = np.array([isl + osl - 1])
     if _servable(worst, plan.kv_capacity_blocks, kv_block_tokens,
-                 max_len=config.max_model_len, budget=budget, chunked=chunked)[0]:
+                 max_len=config.max_model_len, budget=caps.budget_tokens,
+                 chunked=caps.chunked_prefill)[0]:
         return None
     tokens = isl + osl
     if config.max_model_len is not None and tokens > config.max_model_len:
         return (f"a {isl}+{osl}-token request exceeds max_model_len {config.max_model_len}; "
                 "raise --max-model-len or shorten the request")
-    if not chunked and tokens - 1 > budget:
-        return (f"a {isl}+{osl}-token request exceeds the step token budget {budget} with "
-                "chunked prefill off; raise --max-batched-tokens")
+    if not caps.chunked_prefill and tokens - 1 > caps.budget_tokens:
+        return (f"a {isl}+{osl}-token request exceeds the step token budget "
+                f"{caps.budget_tokens} with chunked prefill off; raise --max-batched-tokens")
     return (f"a {isl}+{osl}-token request needs more KV cache than a replica holds "
             f"({plan.kv_capacity_tokens} tokens); add GPUs, quantize, or shorten the request")
 
@@ -356,7 +319,7 @@ def simulate(
     gpu: GPU,
     model: ModelSpec,
     *,
-    params: perf.EngineParams | perf.PerfParams | None = None,
+    params: EngineParams | PerfParams | None = None,
     options: SimOptions | None = None,
 ) -> SimResult:
     """Serve `requests` on one replica of `config` and measure every request.
@@ -369,7 +332,7 @@ def simulate(
     Args:
         requests: the workload (seconds, tokens; optional prompt block hashes).
         config: the engine configuration; unset knobs take the engine's defaults.
-        params: calibrated parameters (the engine's entry of a PerfParams); None = fit.json.
+        params: calibrated parameters (a PerfParams, or one engine's); None = fit.json.
         options: arrival mode, batching, SLOs and series resolution.
 
     Raises:
@@ -378,46 +341,39 @@ def simulate(
     """
 
     options = options or SimOptions()
-    if params is None:
-        params = perf.load_params()
-    acceptance = _acceptance(config, options)
-    if isinstance(params, perf.PerfParams):
-        dep, fitted = perf.resolve(config, gpu, model, params, acceptance=acceptance)
-        p = fitted.engines[config.engine]
-    else:
-        p, dep = params, perf.deployment(config, gpu, model, acceptance=acceptance)
     arr_in, inp_in, out_in = _validate(requests)
-    seqs, budget, chunked, prefix = _scheduler_caps(config, gpu)
     unit = options.kv_block_tokens
+    prefix = scheduler_caps(config, gpu).prefix_caching
     use_hashes = prefix and requests.block_hashes is not None
     if use_hashes and requests.block_size:
         unit = math.gcd(unit, int(requests.block_size))
-    plan = plan_memory(config, gpu, model, block_size_tokens=unit)
-    if not plan.fits:
-        raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
-    cap = plan.kv_capacity_blocks
+    res = resolve(config, gpu, model, params if params is not None else load_params(),
+                  harness=options.harness, engine_version=options.engine_version,
+                  acceptance=_acceptance(config, options), kv_block_tokens=unit)
+    cap, caps = res.memory.kv_capacity_blocks, res.caps
     worst = inp_in + out_in - 1
-    ok = _servable(worst, cap, unit, max_len=config.max_model_len, budget=budget,
-                   chunked=chunked)
+    ok = _servable(worst, cap, unit, max_len=res.config.max_model_len,
+                   budget=caps.budget_tokens, chunked=caps.chunked_prefill)
     keep = np.flatnonzero(ok)
     arrivals = _arrivals(arr_in, options)
     order = keep[np.argsort(arrivals[keep], kind="stable")]
     run = _Run.empty(len(arr_in))
     if len(order):
         # Requests enter the engine request_overhead_s after they are sent (API time).
-        entry = np.ascontiguousarray(arrivals[order] + p.request_overhead_s)
-        own = unit * max(1, OWN_BLOCK_TOKENS // unit) if prefix else 0
+        overhead = res.request_overhead_s
+        entry = np.ascontiguousarray(arrivals[order] + overhead)
+        own = unit * max(1, OWN_BLOCK_TOKENS // unit) if caps.prefix_caching else 0
         prep = _prepare(requests, order, entry, use_hashes, own)
-        closed = options.concurrency if options.arrival == "closed_loop" else 0
-        icfg = np.array(
-            [seqs, budget, int(chunked), int(options.batching == "static"), closed or 0, cap,
-             unit, prep.hash_block, int(p.kv_reserve_output_fraction >= 1.0)],
-            np.int64,
-        )
-        table = dep.kernels.table() if dep.kernels is not None else np.zeros(0)
-        _run_kernel(run, prep, order, icfg, step_coefficients(dep, p), table=table)
-        run.ttft += p.request_overhead_s  # latencies count from the send, not the entry
-        run.e2e += p.request_overhead_s
+        settings = KernelSettings(
+            max_seqs=caps.max_running, budget=caps.budget_tokens,
+            chunked=caps.chunked_prefill, static=options.batching == "static",
+            closed_concurrency=(options.concurrency or 0) if options.arrival == "closed_loop"
+            else 0, cap_units=cap, unit_tokens=unit, hash_block_tokens=prep.hash_block,
+            reserve_output=res.policy.reserves_output)
+        _run_kernel(run, prep, order, settings.array(), res.coefficients.array(),
+                    table=res.table)
+        run.ttft += overhead  # latencies count from the send, not the entry
+        run.e2e += overhead
     return _result(run, (inp_in, out_in, ok), options=options, cap=cap)
 
 
@@ -524,6 +480,13 @@ def _result(
 
 
 __all__ = [  # the result records are re-exported from recommender.sim_result
-    "SimOptions", "SimRequests", "SimResult", "SimSummary", "histogram_max", "histogram_stats",
-    "refusal_reason", "simulate", "step_coefficients",
+    "KernelSettings",
+    "SimOptions",
+    "SimRequests",
+    "SimResult",
+    "SimSummary",
+    "histogram_max",
+    "histogram_stats",
+    "refusal_reason",
+    "simulate",
 ]

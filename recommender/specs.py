@@ -175,6 +175,19 @@ class ModelSpec(_Record):
         """True when the MLP is a routed mixture of experts."""
         return self.num_experts is not None
 
+    def dense_share(self) -> float:
+        """Share of the body weights every token reads: 1 for a dense model; for MoE the
+        non-expert part (attention, shared experts, dense layers, router), derived from the
+        published active and total counts. active = dense + (total - dense)·k/E, so
+        dense/total = (active/total - k/E) / (1 - k/E). (Taking active/total itself as the
+        dense share counted the k routed experts twice: 1.6-1.7x the active weights read at
+        one token for gpt-oss-120b and Qwen3-235B-A22B.)"""
+        if not self.is_moe:
+            return 1.0
+        routed = (self.experts_per_token or 1) / (self.num_experts or 1)
+        active = self.active_params_b / self.total_params_b
+        return min(1.0, max(0.0, (active - routed) / (1.0 - routed))) if routed < 1 else 1.0
+
     def kv_bytes_per_token(self, dtype_bytes: float = 2) -> float:
         """KV-cache bytes one token occupies across all layers, at full attention.
 

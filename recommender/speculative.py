@@ -1,8 +1,8 @@
 """Speculative decoding's figures: acceptance, expected tokens per step, and the draft's shape.
 
 Owns the per-method defaults (acceptance rate with its band and sources, what the draft
-costs) and `draft_for`, which
-turns `EngineConfig.speculative` into a `SpecDraft` that `perf.step_time` prices with the same
+costs) and `draft_for`, which turns `EngineConfig.speculative` into a `SpecDraft` that
+the step formula (`perf`) prices with the same
 roofline as the target. No timing here and no `if` on batch size: the gain at small batch and
 the loss at large batch come out of the roofline (verification of batch×(k+1) tokens turns
 compute-bound), not from rules.

@@ -2,13 +2,16 @@
 
 Owns the provider registry (`PROVIDERS`, kind → "module:factory", resolved lazily so a
 provider's library is imported only when that provider is used), the record a provider is
-asked about (`StepCell`: GPU, engine, model, tp, weight and KV formats), the choice of
-provider (`active_kind` / `using`, process default `DEFAULT_KIND`) and `kernels_for` (the
-chosen provider's kernel model for a cell, the roofline when the provider does not cover it).
+asked about (`StepCell`: GPU, engine, model, tp / dp / ep, weight and KV formats), the
+default provider (`DEFAULT_KIND`) and `kernels_for` (a provider's kernel model for a cell,
+the roofline when the provider does not cover it). The provider is always an argument:
+`PerfParams.step_time` names the one its parameters were fitted with, and
+`recommender.resolve` passes it on; there is no ambient choice.
 
 A provider answers the *kernel* time of one forward pass of the target model on the TP group
-(`perf.KernelModel`); `perf.step_time` adds the engine's fitted per-step and per-sequence
-overheads and the speculative draft on top, the same for every provider. `measured`
+(`KernelModel`); the step formula (`perf`, evaluated in `sim_kernel`) adds the engine's
+fitted per-step and per-sequence overheads and the speculative draft on top, the same for
+every provider. `measured`
 (`recommender.steptime_aic`, the default) reads NVIDIA's measured per-operation tables
 (aiconfigurator-core) where they cover the cell; the roofline (`perf.roofline_kernels`) is
 the fallback everywhere else. No I/O here.
@@ -16,12 +19,10 @@ the fallback everywhere else. No I/O here.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from core.errors import UsageError
 from engines.config import EngineKind
@@ -32,14 +33,12 @@ if TYPE_CHECKING:  # the protocol perf's providers satisfy; perf imports this mo
 
 
 class KernelModel(Protocol):
-    """One cell's kernel time: `kernel_seconds(dep, batch, params)` → seconds of one forward
-    (comm included, overheads and draft not), `table()` → the same as a table the numba
-    simulator reads (`sim_kernel.table_seconds`), empty for the roofline's closed form."""
+    """One cell's kernel time: `table()` → one forward's kernel seconds (comm included,
+    overheads and draft not) as a table the step formula reads (`sim_kernel.table_seconds`),
+    empty for the roofline's closed form."""
 
     @property
     def kind(self) -> str: ...
-
-    def kernel_seconds(self, dep: Any, batch: Any, params: Any) -> float: ...
 
     def table(self) -> np.ndarray: ...
 
@@ -54,6 +53,8 @@ class StepCell:
     tp: int
     weights_format: str  # memory.MemoryPlan.weights_format: "bf16", "fp8", "nvfp4", ...
     kv_cache_dtype: str  # "bf16" or "fp8" (the KV format the plan holds)
+    dp: int = 1  # attention data-parallel ranks (the table is one rank's step)
+    ep: int = 1  # expert-parallel size
 
 
 # kind → "module:factory"; factory(cell) → KernelModel, or None when it does not cover the
@@ -69,27 +70,6 @@ FALLBACK_KIND = "roofline"
 # rows (Hopper, Blackwell and A100 with the three engines; MI300X and a few quantized cells
 # fall back to the roofline).
 DEFAULT_KIND = "measured"
-_ACTIVE: ContextVar[str] = ContextVar("step_time_kind", default=DEFAULT_KIND)
-
-
-def active_kind() -> str:
-    """The provider kind deployments are built with now (`using` sets it)."""
-    return _ACTIVE.get()
-
-
-@contextlib.contextmanager
-def using(kind: str) -> Iterator[None]:
-    """Build deployments with provider `kind` inside the block.
-
-    Raises:
-        UsageError: an unknown kind.
-    """
-    _check(kind)
-    token = _ACTIVE.set(kind)
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
 
 
 def _check(kind: str) -> None:
@@ -103,20 +83,28 @@ def _factory(kind: str) -> Callable[[StepCell], KernelModel | None]:
     return getattr(importlib.import_module(module), name)
 
 
-def kernels_for(cell: StepCell, kind: str | None = None) -> KernelModel:
-    """The kernel model of provider `kind` (default: `active_kind()`) for `cell`; the
-    roofline's when that provider does not cover the cell (a missing table, an unknown GPU
-    or model, or its library absent).
+def kernels_for(cell: StepCell, kind: str = DEFAULT_KIND) -> KernelModel:
+    """The kernel model of provider `kind` for `cell`; the roofline's when that provider does
+    not cover the cell (a missing table, an unknown GPU or model, or its library absent).
 
     Raises:
         UsageError: an unknown kind.
     """
-    kind = kind or active_kind()
     _check(kind)
     model = _factory(kind)(cell) or _factory(FALLBACK_KIND)(cell)
     assert model is not None  # the fallback covers every cell
     return model
 
 
+def check_kind(kind: str) -> str:
+    """`kind` when it names a provider.
+
+    Raises:
+        UsageError: an unknown kind.
+    """
+    _check(kind)
+    return kind
+
+
 __all__ = ["DEFAULT_KIND", "FALLBACK_KIND", "PROVIDERS", "KernelModel", "StepCell",
-           "active_kind", "kernels_for", "using"]
+           "check_kind", "kernels_for"]

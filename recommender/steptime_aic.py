@@ -3,7 +3,9 @@
 
 Owns `measured_kernels` (the provider factory of kind "measured": a `MeasuredKernels` for a
 covered cell, None otherwise), the name maps from ServeFit's catalog onto aiconfigurator's
-systems, backends, model paths and quantization modes, and the table layout the numba
+systems, backends, model paths, quantization modes and parallel layouts (TP, TEP: experts
+over the TP group, DEP: attention data parallelism + experts over every rank, whose tables are
+one DP rank's step with every rank equally loaded), and the table layout the numba
 simulator reads (`pack`, evaluated by `sim_kernel.table_seconds`).
 
 aiconfigurator answers one forward's *kernel* time (comm included); ServeFit adds each
@@ -21,9 +23,8 @@ is imported only here, only when this provider is used.
 Quantization is set explicitly from ServeFit's memory plan (aiconfigurator's default follows
 the HF config, not what the engine runs). Dense models it does not bundle (Qwen3-14B, a user's
 own config.json) are built from a config.json synthesized from the ModelSpec's shapes when
-their block is Llama-style (`synthesized_config`). Simplifications: MoE experts are tensor-parallel
-(moe_tp = tp, no expert parallelism, the vLLM/SGLang default), no attention DP; one table per
-(GPU, engine, model, tp, weight format, KV format) at the backend's `current` version
+their block is Llama-style (`synthesized_config`). One table per
+(GPU, engine, model, tp, dp, ep, weight format, KV format) at the backend's `current` version
 (trtllm 1.3, vLLM 0.24, SGLang 0.5.14 on Hopper/Blackwell; older ones on A100).
 """
 
@@ -41,8 +42,6 @@ from typing import Any
 
 import numpy as np
 
-from recommender import sim_kernel
-from recommender.perf import Batch, Deployment, EngineParams
 from recommender.specs import ModelSpec
 from recommender.steptime import StepCell
 
@@ -124,20 +123,9 @@ def pack(tokens: tuple[np.ndarray, np.ndarray], prompt: tuple[np.ndarray, np.nda
 class MeasuredKernels:
     """One covered cell's kernel time from aiconfigurator's tables (`steptime.KernelModel`)."""
 
-    cell_key: tuple[str, ...]  # (system, backend, model path, tp, gemm, moe, kv) built from
+    cell_key: tuple[str, ...]  # (system, backend, model path, tp, dp, ep, gemm, moe, kv)
     packed: np.ndarray
     kind: str = "measured"
-
-    def kernel_seconds(self, dep: Deployment, batch: Batch, params: EngineParams) -> float:
-        """Seconds of the forward's kernels: the table's, its prefill part scaled by the
-        engine release's prefill scale at the deployment's TP (`EngineParams.prefill_scale`;
-        the roofline's efficiencies do not apply)."""
-        q = dep.spec.k + 1.0 if dep.spec is not None else 1.0
-        d = batch.decode_seqs * q
-        return float(sim_kernel.table_seconds(
-            self.packed, float(batch.prefill_tokens),
-            float(batch.prefill_tokens * batch.prefill_context), d, d * batch.decode_context,
-            params.prefill_scale(dep.tp)))
 
     def table(self) -> np.ndarray:
         """The packed table (`pack`) the simulator's loop evaluates."""
@@ -183,8 +171,8 @@ def _config_dir(reference: str) -> str:
 
 
 def cell_key(cell: StepCell) -> tuple[str, ...] | None:
-    """(system, backend, model reference, tp, gemm, moe, kv) of `cell`, None when a name has
-    no aiconfigurator counterpart."""
+    """(system, backend, model reference, tp, dp, ep, gemm, moe, kv) of `cell`, None when a
+    name has no aiconfigurator counterpart."""
     system, backend = SYSTEMS.get(cell.gpu.name), BACKENDS.get(cell.engine)
     path = model_reference(cell.model)
     modes, kv = WEIGHT_MODES.get(cell.weights_format), KV_MODES.get(cell.kv_cache_dtype)
@@ -193,7 +181,8 @@ def cell_key(cell: StepCell) -> tuple[str, ...] | None:
     if None in (system, backend, path, modes, kv):
         return None
     assert system and backend and path and modes and kv
-    return (system, backend, path, str(cell.tp), modes[0], modes[1], kv)
+    return (system, backend, path, str(cell.tp), str(cell.dp), str(cell.ep), modes[0],
+            modes[1], kv)
 
 
 def handle(key: tuple[str, ...]) -> Any:  # aiconfigurator's EngineHandle
@@ -205,13 +194,15 @@ def handle(key: tuple[str, ...]) -> Any:  # aiconfigurator's EngineHandle
     """
     from aiconfigurator_core.sdk import EngineHandle
 
-    system, backend, path, tp, gemm, moe, kv = key
+    system, backend, path, tp, dp, ep, gemm, moe, kv = key
     if path.startswith(SYNTH_PREFIX):
         path = _config_dir(path)
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
+    ranks = int(tp) * int(dp)  # MoE: experts over every GPU of the instance, by TP or EP
     return EngineHandle.compile(
-        path, system, backend, backend_version=VERSION, tp_size=int(tp), moe_tp_size=int(tp),
-        moe_ep_size=1, gemm_quant_mode=gemm, moe_quant_mode=moe, kvcache_quant_mode=kv,
+        path, system, backend, backend_version=VERSION, tp_size=int(tp),
+        attention_dp_size=int(dp), moe_tp_size=ranks // int(ep), moe_ep_size=int(ep),
+        gemm_quant_mode=gemm, moe_quant_mode=moe, kvcache_quant_mode=kv,
         fmha_quant_mode="bfloat16")
 
 

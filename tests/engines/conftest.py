@@ -49,3 +49,6 @@ LLAMA_8B = ModelFacts(
     weights_dtype="bf16",
 )
 GPT_OSS = ModelFacts(num_attention_heads=64, num_kv_heads=8, max_context_tokens=131072, is_moe=True)
+# Qwen3-235B-A22B's config.json: 64 query / 4 KV heads, 94 layers, 40960 positions, 128 experts.
+QWEN3_MOE = ModelFacts(num_attention_heads=64, num_kv_heads=4, num_layers=94,
+                       max_context_tokens=40960, is_moe=True, weights_dtype="bf16")

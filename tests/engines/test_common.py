@@ -10,10 +10,11 @@ import pytest
 
 from engines import ENGINES, sglang, trtllm, vllm
 from engines.base import EnginePlugin
+from engines.common import parallel_layout
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
-from tests.engines.conftest import H100, LLAMA_8B, MODEL
+from tests.engines.conftest import H100, LLAMA_8B, MODEL, QWEN3_MOE
 
 KINDS = list(ENGINES)
 QWEN_HEADS = ModelFacts(num_attention_heads=28, num_kv_heads=4, max_context_tokens=32768)
@@ -172,9 +173,10 @@ def _shared_refusals() -> list[object]:
     for kind in KINDS:
         rows += [
             (kind, {"tp": 4, "pp": 4}, H100, LLAMA_8B,
-             "tp×pp×instances = 4×4×1 = 16 GPUs, but only 8 available"),
+             "tp×pp×dp×instances = 4×4×1×1 = 16 GPUs, but only 8 available"),
             (kind, {"tp": 2, "disaggregation": {"prefill_instances": 2, "decode_instances": 3}},
-             H100, LLAMA_8B, "tp×pp×instances = 2×1×5 = 10 GPUs, but only 8 available"),
+             H100, LLAMA_8B, "tp×pp×dp×instances = 2×1×1×5 = 10 GPUs, but only 8 "
+             "available"),
             (kind, {"tp": 8}, H100, QWEN_HEADS, "tp=8 must divide the model's 28 attention heads"),
             (kind, {"pp": 4}, H100, TWO_LAYERS, "pp=4 exceeds the model's 2 layers"),
             (kind, {"max_model_len": 200_000}, H100, LLAMA_8B,
@@ -185,7 +187,42 @@ def _shared_refusals() -> list[object]:
             (kind, {"extra_args": {"tensor-parallel-size": 4}}, H100, LLAMA_8B,
              "extra_args['tensor-parallel-size'] collides with a setting EngineConfig renders "
              "itself"),
+            # Expert parallelism: MoE only, and every GPU of every DP rank counts.
+            (kind, {"tp": 8, "ep": 8}, H100, LLAMA_8B,
+             "TEP (ep=8, dp=1) splits MoE experts over GPUs; the model is dense (not "
+             "mixture-of-experts)"),
+            (kind, {"dp": 8, "ep": 8}, H100, LLAMA_8B,
+             "DEP (ep=8, dp=8) splits MoE experts over GPUs; the model is dense (not "
+             "mixture-of-experts)"),
+            (kind, {"dp": 16, "ep": 16}, H100, QWEN3_MOE,
+             "tp×pp×dp×instances = 1×1×16×1 = 16 GPUs, but only 8 available"),
+            (kind, {"dp": 4, "ep": 4, "pp": 2,
+                    "disaggregation": {"prefill_instances": 1, "decode_instances": 1}},
+             H100, QWEN3_MOE, "tp×pp×dp×instances = 1×2×4×2 = 16 GPUs, but only 8 available"),
         ]  # fmt: skip
+    rows += [
+        ("vllm", {"extra_args": {"data-parallel-size": 2}}, H100, LLAMA_8B,
+         "extra_args['data-parallel-size'] collides with a setting EngineConfig renders itself"),
+        ("vllm", {"extra_args": {"enable_expert_parallel": True}}, H100, LLAMA_8B,
+         "extra_args['enable_expert_parallel'] collides with a setting EngineConfig renders "
+         "itself"),
+        ("sglang", {"extra_args": {"dp-size": 2}}, H100, LLAMA_8B,
+         "extra_args['dp-size'] collides with a setting EngineConfig renders itself"),
+        ("sglang", {"extra_args": {"enable-dp-attention": True}}, H100, LLAMA_8B,
+         "extra_args['enable-dp-attention'] collides with a setting EngineConfig renders itself"),
+        ("sglang", {"extra_args": {"expert_parallel_size": 8}}, H100, LLAMA_8B,
+         "extra_args['expert_parallel_size'] collides with a setting EngineConfig renders "
+         "itself"),
+        ("trtllm", {"extra_args": {"ep_size": 8}}, H100, LLAMA_8B,
+         "extra_args['ep_size'] collides with a setting EngineConfig renders itself"),
+        ("trtllm", {"extra_args": {"moe-expert-parallel-size": 8}}, H100, LLAMA_8B,
+         "extra_args['moe-expert-parallel-size'] collides with a setting EngineConfig renders "
+         "itself"),
+        # TensorRT-LLM's attention DP ranks have attention TP 1.
+        ("trtllm", {"tp": 2, "dp": 4, "ep": 8}, H100, QWEN3_MOE,
+         "dp=4 with tp=2: TensorRT-LLM's attention DP gives every rank attention TP 1; use "
+         "tp=1, dp=8"),
+    ]  # fmt: skip
     return [pytest.param(*row, id=f"{row[0]}-{i}") for i, row in enumerate(rows)]
 
 
@@ -196,6 +233,36 @@ def test_capability_refusals(
     with pytest.raises(CapabilityError) as info:
         ENGINES[kind].check(_config(kind, **overrides), hardware, model)
     assert info.value.reason == message
+
+
+@pytest.mark.parametrize(
+    ("kind", "overrides"),
+    [(kind, layout) for kind in KINDS
+     for layout in ({"tp": 8, "ep": 8}, {"dp": 8, "ep": 8}, {"tp": 4, "pp": 2, "ep": 4})]
+    + [("vllm", {"tp": 2, "dp": 4, "ep": 8}), ("sglang", {"tp": 2, "dp": 4, "ep": 8})],
+)
+def test_moe_layouts_pass_the_check(kind: str, overrides: dict) -> None:
+    ENGINES[kind].check(_config(kind, **overrides), H100, QWEN3_MOE)  # 8 GPUs each
+
+
+@pytest.mark.parametrize(
+    ("overrides", "layout"),
+    [({"tp": 8}, "TP"), ({"tp": 8, "ep": 8}, "TEP"), ({"tp": 2, "dp": 4, "ep": 8}, "DEP"),
+     ({"dp": 8, "ep": 8}, "DEP")],
+)
+def test_parallel_layout(overrides: dict, layout: str) -> None:
+    assert parallel_layout(_config("vllm", **overrides)) == layout
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_disaggregated_dep_instances_take_tp_pp_dp_gpus_each(kind: str) -> None:
+    config = _config(kind, dp=4, ep=4,
+                     disaggregation={"prefill_instances": 1, "decode_instances": 1})
+    ENGINES[kind].check(config, H100, QWEN3_MOE)
+    plan = ENGINES[kind].disaggregation_plan(config)
+    assert [p.env["CUDA_VISIBLE_DEVICES"] for p in [*plan.prefill, *plan.decode]] == [
+        "0,1,2,3", "4,5,6,7"]
+    assert plan.gpus_needed == 8
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -29,6 +29,7 @@ from engines.export import (
 )
 from engines.facts import HardwareFacts, ModelFacts
 from engines.vllm import PLUGIN as VLLM
+from tests.engines.conftest import H100, QWEN3_MOE
 
 KINDS = sorted(ENGINES)
 H100X2 = HardwareFacts(gpu_name="H100 SXM", compute_capability=(9, 0),
@@ -335,6 +336,59 @@ def test_unregistered_engine_is_one_clear_error(tmp_path, monkeypatch) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+# -- expert and attention data parallelism ------------------------------------------------------
+
+_MOE_LAYOUTS = [
+    pytest.param(kind, fields, line, id=f"{kind}-{name}")
+    for kind in KINDS
+    for name, fields, line in [
+        ("TEP", {"tp": 8, "ep": 8}, "tp=8, pp=1, dp=1, ep=8 (TEP) → 8 GPU(s) per replica"),
+        ("DEP", {"dp": 8, "ep": 8}, "tp=1, pp=1, dp=8, ep=8 (DEP) → 8 GPU(s) per replica"),
+        ("DEP-pp2", {"dp": 4, "ep": 4, "pp": 2},
+         "tp=1, pp=2, dp=4, ep=4 (DEP) → 8 GPU(s) per replica"),
+    ]
+] + [
+    pytest.param(kind, {"tp": 2, "dp": 4, "ep": 8},
+                 "tp=2, pp=1, dp=4, ep=8 (DEP) → 8 GPU(s) per replica", id=f"{kind}-DEP-tp2")
+    for kind in ("vllm", "sglang")  # TensorRT-LLM's attention DP ranks have TP 1
+]
+
+
+@pytest.mark.parametrize(("kind", "fields", "line"), _MOE_LAYOUTS)
+def test_moe_layouts_ask_for_every_gpu_of_the_instance(tmp_path: Path, kind: str,
+                                                        fields: dict, line: str) -> None:
+    config = EngineConfig.model_validate(
+        {"engine": kind, "model": "Qwen/Qwen3-235B-A22B", **fields})
+    request = _request(kind, config=config, hardware=H100, model_facts=QWEN3_MOE)
+    out = _export(tmp_path, request)
+    device, = yaml.safe_load((out / "docker-compose.yaml").read_text())["services"][kind][
+        "deploy"]["resources"]["reservations"]["devices"]
+    assert device["count"] == 8
+    docs = {d["kind"]: d for d in yaml.safe_load_all((out / "kubernetes.yaml").read_text())}
+    container, = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
+    bin_dir = _fake_bin(tmp_path, "docker")
+    docker = _run_script(out / "launch-docker.sh", bin_dir, tmp_path)
+    assert docker[docker.index("--gpus") + 1] == "8"
+    report = (out / "REPORT.md").read_text().splitlines()
+    assert f"- GPU: H100 SXM × 8; {line}" in report
+    assert "Passed: " + kind + " accepts this config on 8 × H100 SXM." in report
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_expert_parallel_export_of_a_dense_model_is_refused(tmp_path: Path, kind: str) -> None:
+    request = _request(kind, config=_config(kind, tp=2, ep=2), hardware=H100X2,
+                       model_facts=LLAMA)
+    with pytest.raises(CapabilityError, match=r"^TEP \(ep=2, dp=1\) .* the model is dense"):
+        export_bundle(request, tmp_path / "bundle")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_of_a_tp_config_names_no_expert_layout(tmp_path: Path) -> None:
+    report = (_export(tmp_path, _request("vllm")) / "REPORT.md").read_text().splitlines()
+    assert "- GPU: GPU not given; tp=2, pp=1 → 2 GPU(s) per replica" in report
+
+
 # -- the request -------------------------------------------------------------------------------
 
 
@@ -354,7 +408,9 @@ def test_bare_config_and_wrapped_request_load_alike(tmp_path: Path) -> None:
     ('{"engine": "vllm"}', "config.model: Field required"),
     ('{"engine": "tgi", "model": "m"}', "config.engine: Input should be"),
     ('{"config": {"engine": "vllm", "model": "m"}, "colour": 1}', "colour: Extra inputs"),
-    ('{"config": {"engine": "vllm", "model": "m", "tp": 4}, "gpu_count": 2}', "tp×pp = 4"),
+    ('{"config": {"engine": "vllm", "model": "m", "tp": 4}, "gpu_count": 2}', "tp×pp×dp = 4"),
+    ('{"config": {"engine": "sglang", "model": "m", "dp": 4, "ep": 4}, "gpu_count": 2}',
+     "tp×pp×dp = 4 GPUs, but gpu_count is 2"),
     ('{"config": {"engine": "vllm", "model": "m", "disaggregation": {"prefill_instances": 1, '
      '"decode_instances": 1}}}', "disaggregated"),
     ('{"config": {"engine": "vllm", "model": "m"}, "reasons": ["a\\nb"]}', "one line"),

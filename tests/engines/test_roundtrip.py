@@ -49,6 +49,9 @@ class Facts:
     # with an off form, "on-switch" without one, or "value"); any other name is refused.
     # None: the plug-in does not know the engine's flags and passes any name on.
     known_flags: dict[str, str] | None = None
+    # The attention TP size the engine gives every attention-DP rank, where it fixes one:
+    # DEP (dp > 1) with another tp has no spelling. None: any tp per DP rank.
+    attention_dp_tp: int | None = None
 
 
 # Real flags the strategy below draws, with their kind in `vllm serve --help` (vLLM 0.32).
@@ -85,6 +88,7 @@ FACTS: dict[str, Facts] = {
         extras_from_cli_text=True,
         argv_required=True,
         server_argv_form="file",
+        attention_dp_tp=1,  # enable_attention_dp: every rank runs attention alone
     ),
 }
 
@@ -124,6 +128,9 @@ def _extra_meaning(extra: dict[str, Any], facts: Facts) -> tuple[dict[str, Any],
 
 def _should_refuse(config: EngineConfig, facts: Facts) -> bool:
     if any(_value_of(config, name) in values for name, values in facts.refused.items()):
+        return True
+    if facts.attention_dp_tp is not None and config.dp > 1 and \
+            config.tp != facts.attention_dp_tp:
         return True
     if facts.false_switch == "refused" and any(v is False for v in config.extra_args.values()):
         return True
@@ -200,13 +207,22 @@ _spec = st.one_of(
 
 
 @st.composite
+def _parallelism(draw: st.DrawFn) -> dict[str, int]:
+    """tp/pp/dp/ep of one of the layouts EngineConfig accepts: TP, TEP or DEP."""
+    tp, pp = draw(st.integers(1, 8)), draw(st.integers(1, 4))
+    layout = draw(st.sampled_from(["TP", "TEP", "DEP"]))
+    dp = draw(st.integers(2, 8)) if layout == "DEP" else 1
+    ep = 1 if layout == "TP" else tp * dp
+    return {"tp": tp, "pp": pp, "dp": dp, "ep": ep}
+
+
+@st.composite
 def configs(draw: st.DrawFn, kind: str) -> EngineConfig:
     opt = lambda strat: draw(st.one_of(st.none(), strat))  # noqa: E731
     return EngineConfig.model_validate({
         "engine": kind,
         "model": draw(st.sampled_from(["org/model-7b", "/models/llama", "m"])),
-        "tp": draw(st.integers(1, 8)),
-        "pp": draw(st.integers(1, 4)),
+        **draw(_parallelism()),
         "max_num_seqs": opt(st.integers(1, 4096)),
         "max_batched_tokens": opt(st.integers(1, 65536)),
         "gpu_memory_fraction": opt(st.floats(0.01, 1.0)),
@@ -354,6 +370,9 @@ def test_two_extra_args_for_one_flag_are_refused_not_merged(kind: str,
         {"speculative": {"method": "eagle3", "num_tokens": 3, "draft_model": "org/d"}},
         {"speculative": {"method": "ngram", "num_tokens": 5}, "gpu_memory_fraction": 0.8,
          "prefix_caching": False, "max_model_len": 4096, "port": 9000},
+        {"tp": 8, "ep": 8},  # TEP
+        {"dp": 8, "ep": 8, "max_num_seqs": 256},  # DEP, one GPU per attention rank
+        {"tp": 4, "pp": 2, "ep": 4, "max_model_len": 8192},
     ],
 )
 @pytest.mark.parametrize("kind", KINDS)
@@ -370,7 +389,8 @@ def test_literal_configs_round_trip(kind: str, fields: dict[str, Any]) -> None:
     [
         ("vllm", "tp: 2\n", "tp"),
         ("sglang", "model: other\n", "model"),
-        ("trtllm", "enable_attention_dp: true\n", "enable_attention_dp"),
+        # (`enable_attention_dp` is one ServeFit writes now: DEP, see test_trtllm.py.)
+        ("trtllm", "moe_config:\n  backend: CUTLASS\n", "moe_config"),
         ("trtllm", "kv_cache_config:\n  tokens_per_block: 32\n",
          "kv_cache_config.tokens_per_block"),
     ],

@@ -20,6 +20,7 @@ from tests.engines.conftest import (
     MI300X,
     MODEL,
     NASTY_MODEL,
+    QWEN3_MOE,
     T4,
 )
 
@@ -279,6 +280,8 @@ def _yaml_to_argv(text: str) -> list[str]:
         _config(chunked_prefill=False, max_batched_tokens=4096),
         _config(speculative={"method": "ngram", "num_tokens": 2}, kv_cache_dtype="fp4"),
         _config(speculative={"method": "mtp", "num_tokens": 3}, weight_quantization="nvfp4"),
+        _config(tp=8, ep=8),
+        _config(tp=2, dp=4, ep=8),
     ],
 )
 def test_config_file_and_cli_carry_the_same_settings(config: EngineConfig) -> None:
@@ -295,6 +298,101 @@ def test_config_file_path_must_be_yaml() -> None:
     for path in ("/tmp/config.toml", "c.json"):
         with pytest.raises(EngineError, match=r"reads \.yaml/\.yml config files"):
             PLUGIN.serve_argv_with_config_file(_config(), path)
+
+
+# -- expert and attention data parallelism (TEP, DEP) ---------------------------------------
+
+QWEN3 = "Qwen/Qwen3-235B-A22B"
+
+
+def test_tep_renders_ep_size_over_the_tp_group() -> None:
+    config = _config(model=QWEN3, tp=8, ep=8)
+    assert PLUGIN.server_argv(config) == [
+        *LAUNCH,
+        "--model-path", QWEN3,
+        "--tp-size", "8",
+        "--pp-size", "1",
+        "--ep-size", "8",
+        "--enable-metrics",
+        "--host", "0.0.0.0",
+        "--port", "8000",
+    ]  # fmt: skip
+    assert PLUGIN.config_file(config)[1] == (
+        "model-path: Qwen/Qwen3-235B-A22B\n"
+        "tp-size: 8\n"
+        "pp-size: 1\n"
+        "ep-size: 8\n"
+        "enable-metrics: true\n"
+        "host: 0.0.0.0\n"
+        "port: 8000\n"
+    )
+    PLUGIN.check(config, H100, QWEN3_MOE)
+
+
+def test_dep_renders_tp_size_as_all_gpus_with_dp_attention() -> None:
+    # SGLang's --tp-size is the GPU count; each of the --dp-size ranks gets tp-size/dp of it.
+    config = _config(model=QWEN3, dp=8, ep=8)
+    assert PLUGIN.server_argv(config) == [
+        *LAUNCH,
+        "--model-path", QWEN3,
+        "--tp-size", "8",
+        "--pp-size", "1",
+        "--dp-size", "8",
+        "--enable-dp-attention",
+        "--ep-size", "8",
+        "--enable-metrics",
+        "--host", "0.0.0.0",
+        "--port", "8000",
+    ]  # fmt: skip
+    assert PLUGIN.config_file(config)[1] == (
+        "model-path: Qwen/Qwen3-235B-A22B\n"
+        "tp-size: 8\n"
+        "pp-size: 1\n"
+        "dp-size: 8\n"
+        "enable-dp-attention: true\n"
+        "ep-size: 8\n"
+        "enable-metrics: true\n"
+        "host: 0.0.0.0\n"
+        "port: 8000\n"
+    )
+    PLUGIN.check(config, H100, QWEN3_MOE)
+
+
+def test_dep_with_attention_tp_multiplies_into_tp_size() -> None:
+    argv = PLUGIN.server_argv(_config(model=QWEN3, tp=2, dp=4, ep=8))
+    assert argv[5:15] == ["--tp-size", "8", "--pp-size", "1", "--dp-size", "4",
+                          "--enable-dp-attention", "--ep-size", "8", "--enable-metrics"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "read"),
+    [
+        ({"tp": 8, "ep": 8}, (8, 1, 8)),
+        ({"dp": 8, "ep": 8}, (1, 8, 8)),
+        ({"tp": 2, "dp": 4, "ep": 8}, (2, 4, 8)),
+    ],
+)
+def test_parallel_layouts_read_back(fields: dict, read: tuple[int, int, int]) -> None:
+    config = _config(model=QWEN3, **fields)
+    back = PLUGIN.config_from_file(QWEN3, PLUGIN.config_file(config)[1])
+    assert (back.tp, back.dp, back.ep) == read
+    assert back == config
+
+
+@pytest.mark.parametrize(
+    ("lines", "match"),
+    [
+        # Plain DP replicas (no DP attention) are not what ServeFit writes.
+        ("tp-size: 8\ndp-size: 8\nep-size: 8\n", "enable-dp-attention"),
+        ("tp-size: 6\ndp-size: 4\nep-size: 24\nenable-dp-attention: true\n", "tp-size"),
+        ("tp-size: 8\nep-size: 4\n", "ep=4 must be 1 or tp x dp = 8"),
+    ],
+)
+def test_parallel_files_servefit_does_not_write_are_refused(lines: str, match: str) -> None:
+    text = f"model-path: {QWEN3}\n{lines}pp-size: 1\nenable-metrics: true\nhost: 0.0.0.0\n" \
+           "port: 8000\n"
+    with pytest.raises(EngineError, match=match):
+        PLUGIN.config_from_file(QWEN3, text)
 
 
 # -- injection -------------------------------------------------------------------------------

@@ -10,7 +10,16 @@ from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
 from engines.trtllm import PLUGIN
-from tests.engines.conftest import A100, B200, H100, LLAMA_8B, MI300X, MODEL, NASTY_MODEL
+from tests.engines.conftest import (
+    A100,
+    B200,
+    H100,
+    LLAMA_8B,
+    MI300X,
+    MODEL,
+    NASTY_MODEL,
+    QWEN3_MOE,
+)
 
 DEEPSEEK = ModelFacts(
     num_attention_heads=128,
@@ -29,6 +38,7 @@ _CLI_TO_LLM_ARG = {
     "--backend": "backend",
     "--tp_size": "tensor_parallel_size",
     "--pp_size": "pipeline_parallel_size",
+    "--ep_size": "moe_expert_parallel_size",
     "--max_batch_size": "max_batch_size",
     "--max_num_tokens": "max_num_tokens",
     "--max_seq_len": "max_seq_len",
@@ -141,6 +151,8 @@ def test_false_extra_flag_is_left_off() -> None:
         _config(gpu_memory_fraction=0.9, chunked_prefill=False),
         _config(speculative={"method": "ngram", "num_tokens": 2}, max_num_seqs=8),
         _config(disaggregation={"prefill_instances": 1, "decode_instances": 1}, tp=2),
+        _config(tp=8, ep=8),
+        _config(dp=8, ep=8, gpu_memory_fraction=0.8),
     ],
 )
 def test_each_setting_is_written_once(config: EngineConfig) -> None:
@@ -237,6 +249,77 @@ def test_checkpoint_quantization_renders_nothing(quant: str | None) -> None:
     config = _config(weight_quantization=quant)
     assert PLUGIN.server_argv(config) == PLUGIN.server_argv(_config())
     assert _yaml(config) == METRICS
+
+
+# -- expert and attention data parallelism (TEP, DEP) ---------------------------------------
+
+QWEN3 = "Qwen/Qwen3-235B-A22B"
+
+
+def test_tep_renders_ep_size_over_the_tp_group() -> None:
+    config = _config(model=QWEN3, tp=8, ep=8)
+    assert PLUGIN.server_argv(config) == [
+        "trtllm-serve", QWEN3,
+        "--backend", "pytorch",
+        "--host", "0.0.0.0",
+        "--port", "8000",
+        "--tp_size", "8",
+        "--pp_size", "1",
+        "--ep_size", "8",
+        "--extra_llm_api_options", "trtllm-extra-options.yaml",
+    ]  # fmt: skip
+    assert PLUGIN.config_file(config)[1] == (
+        "return_perf_metrics: true\nenable_iter_perf_stats: true\n"
+    )
+    PLUGIN.check(config, H100, QWEN3_MOE)
+
+
+def test_dep_renders_attention_dp_ranks_as_tp_ranks() -> None:
+    config = _config(model=QWEN3, dp=8, ep=8)
+    assert PLUGIN.server_argv(config) == [
+        "trtllm-serve", QWEN3,
+        "--backend", "pytorch",
+        "--host", "0.0.0.0",
+        "--port", "8000",
+        "--tp_size", "8",
+        "--pp_size", "1",
+        "--ep_size", "8",
+        "--extra_llm_api_options", "trtllm-extra-options.yaml",
+    ]  # fmt: skip
+    assert PLUGIN.config_file(config)[1] == (
+        "enable_attention_dp: true\n"
+        "return_perf_metrics: true\n"
+        "enable_iter_perf_stats: true\n"
+    )
+    PLUGIN.check(config, H100, QWEN3_MOE)
+
+
+@pytest.mark.parametrize("render", ["server_argv", "config_file", "cli_settings",
+                                    "extra_options"])
+def test_dep_with_attention_tp_cannot_be_rendered(render: str) -> None:
+    with pytest.raises(CapabilityError, match=r"^dp=4 with tp=2: .*use tp=1, dp=8$"):
+        getattr(PLUGIN, render)(_config(model=QWEN3, tp=2, dp=4, ep=8))
+
+
+@pytest.mark.parametrize(
+    ("fields", "read"),
+    [({"tp": 8, "ep": 8}, (8, 1, 8)), ({"dp": 8, "ep": 8}, (1, 8, 8)),
+     ({"dp": 4, "ep": 4, "pp": 2}, (1, 4, 4))],
+)
+def test_parallel_layouts_read_back(fields: dict, read: tuple[int, int, int]) -> None:
+    config = _config(model=QWEN3, **fields)
+    argv = PLUGIN.serve_argv_with_config_file(config, "/c/x.yaml")
+    back = PLUGIN.config_from_file(QWEN3, PLUGIN.config_file(config)[1], argv)
+    assert (back.tp, back.dp, back.ep) == read
+    assert back == config
+
+
+def test_attention_dp_switched_off_in_the_file_is_refused() -> None:
+    config = _config(model=QWEN3, tp=8, ep=8)
+    argv = PLUGIN.serve_argv_with_config_file(config, "/c/x.yaml")
+    text = PLUGIN.config_file(config)[1] + "enable_attention_dp: false\n"
+    with pytest.raises(EngineError, match="key 'enable_attention_dp'"):
+        PLUGIN.config_from_file(QWEN3, text, argv)
 
 
 # -- injection -------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
 from engines.vllm import PLUGIN
-from tests.engines.conftest import A100, GPT_OSS, H100, LLAMA_8B, NASTY_MODEL, T4
+from engines.vllm_flags import SWITCHES, VALUE_FLAGS
+from tests.engines.conftest import A100, GPT_OSS, H100, LLAMA_8B, NASTY_MODEL, QWEN3_MOE, T4
 
 
 def _config(**overrides: object) -> EngineConfig:
@@ -199,6 +200,8 @@ def _yaml_to_argv(text: str) -> list[str]:
         _config(),
         _config(prefix_caching=False, speculative={"method": "ngram", "num_tokens": 2}),
         _config(disaggregation={"prefill_instances": 2, "decode_instances": 1}, pp=2),
+        _config(tp=8, ep=8),
+        _config(tp=2, dp=4, ep=8),
     ],
 )
 def test_config_file_and_cli_carry_the_same_settings(config: EngineConfig) -> None:
@@ -213,6 +216,96 @@ def test_config_file_and_cli_carry_the_same_settings(config: EngineConfig) -> No
 def test_config_file_path_must_be_yaml() -> None:
     with pytest.raises(EngineError, match=r"only \.yaml/\.yml"):
         PLUGIN.serve_argv_with_config_file(_config(), "/tmp/config.json")
+
+
+# -- expert and attention data parallelism (TEP, DEP) ---------------------------------------
+
+QWEN3 = "Qwen/Qwen3-235B-A22B"
+
+
+def test_tep_renders_expert_parallel_over_the_tp_group() -> None:
+    config = _config(model=QWEN3, tp=8, ep=8)
+    assert PLUGIN.server_argv(config) == [
+        "vllm", "serve", QWEN3,
+        "--tensor-parallel-size", "8",
+        "--pipeline-parallel-size", "1",
+        "--enable-expert-parallel",
+        "--host", "0.0.0.0",
+        "--port", "8000",
+    ]  # fmt: skip
+    assert PLUGIN.config_file(config)[1] == (
+        "tensor-parallel-size: 8\n"
+        "pipeline-parallel-size: 1\n"
+        "enable-expert-parallel: true\n"
+        "host: 0.0.0.0\n"
+        "port: 8000\n"
+    )
+    PLUGIN.check(config, H100, QWEN3_MOE)
+
+
+def test_dep_renders_data_parallel_ranks_and_expert_parallel() -> None:
+    config = _config(model=QWEN3, dp=8, ep=8, max_num_seqs=512)
+    assert PLUGIN.server_argv(config) == [
+        "vllm", "serve", QWEN3,
+        "--tensor-parallel-size", "1",
+        "--pipeline-parallel-size", "1",
+        "--data-parallel-size", "8",
+        "--enable-expert-parallel",
+        "--max-num-seqs", "512",
+        "--host", "0.0.0.0",
+        "--port", "8000",
+    ]  # fmt: skip
+    assert PLUGIN.config_file(config)[1] == (
+        "tensor-parallel-size: 1\n"
+        "pipeline-parallel-size: 1\n"
+        "data-parallel-size: 8\n"
+        "enable-expert-parallel: true\n"
+        "max-num-seqs: 512\n"
+        "host: 0.0.0.0\n"
+        "port: 8000\n"
+    )
+    PLUGIN.check(config, H100, QWEN3_MOE)
+
+
+@pytest.mark.parametrize(
+    ("fields", "read"),
+    [
+        ({"tp": 8, "ep": 8}, {"tp": 8, "dp": 1, "ep": 8}),
+        ({"dp": 8, "ep": 8}, {"tp": 1, "dp": 8, "ep": 8}),
+        ({"tp": 2, "dp": 4, "ep": 8}, {"tp": 2, "dp": 4, "ep": 8}),
+    ],
+)
+def test_parallel_layouts_read_back(fields: dict, read: dict) -> None:
+    config = _config(model=QWEN3, **fields)
+    back = PLUGIN.config_from_file(QWEN3, PLUGIN.config_file(config)[1])
+    assert (back.tp, back.dp, back.ep) == (read["tp"], read["dp"], read["ep"])
+    assert back == config
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        # Attention DP without expert parallelism is not a layout ServeFit models.
+        ("tensor-parallel-size: 1\npipeline-parallel-size: 1\ndata-parallel-size: 8\n"
+         "host: 0.0.0.0\nport: 8000\n", "dp=8"),
+        ("tensor-parallel-size: 8\npipeline-parallel-size: 1\n"
+         "no-enable-expert-parallel: true\nhost: 0.0.0.0\nport: 8000\n",
+         "no-enable-expert-parallel"),
+        ("tensor-parallel-size: 8\npipeline-parallel-size: 1\nenable-expert-parallel: 1\n"
+         "host: 0.0.0.0\nport: 8000\n", "enable-expert-parallel"),
+    ],
+)
+def test_parallel_files_servefit_does_not_write_are_refused(text: str, match: str) -> None:
+    with pytest.raises(EngineError, match=match):
+        PLUGIN.config_from_file(QWEN3, text)
+
+
+@pytest.mark.parametrize("fields", [{"tp": 8, "ep": 8}, {"tp": 2, "dp": 4, "ep": 8}])
+def test_parallel_flags_are_flags_of_vllm_serve(fields: dict) -> None:
+    argv = PLUGIN.server_argv(_config(model=QWEN3, **fields))
+    names = [arg.removeprefix("--") for arg in argv if arg.startswith("--")]
+    assert {"data-parallel-size", "enable-expert-parallel"} & set(names)
+    assert set(names) <= SWITCHES | VALUE_FLAGS
 
 
 # -- injection -------------------------------------------------------------------------------

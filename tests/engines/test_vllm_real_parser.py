@@ -41,12 +41,17 @@ CONFIGS = {
                          extra_args={"enforce-eager": True, "seed": 7}),
     "disaggregated": dict(model="m", disaggregation={"prefill_instances": 1,
                                                       "decode_instances": 1}),
+    "tep": dict(model="Qwen/Qwen3-235B-A22B", tp=8, ep=8),
+    "dep": dict(model="Qwen/Qwen3-235B-A22B", dp=8, ep=8, max_num_seqs=512),
+    "dep_tp2": dict(model="Qwen/Qwen3-235B-A22B", tp=2, dp=4, ep=8),
 }
 
 # EngineConfig field -> (vLLM namespace attribute, how vLLM stores our value)
 EXPECTED = {
     "tp": ("tensor_parallel_size", lambda v: v),
     "pp": ("pipeline_parallel_size", lambda v: v),
+    "dp": ("data_parallel_size", lambda v: v),
+    "ep": ("enable_expert_parallel", lambda v: v > 1),  # vLLM's EP size is then tp × dp
     "max_num_seqs": ("max_num_seqs", lambda v: v),
     "max_batched_tokens": ("max_num_batched_tokens", lambda v: v),
     "gpu_memory_fraction": ("gpu_memory_utilization", lambda v: v),
