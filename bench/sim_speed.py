@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engines.config import EngineConfig, SpeculativeConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.simulator import SimOptions, SimRequests, simulate
-from recommender.steptime import PROVIDERS, using
+from recommender.params import load_params
+from recommender.steptime import DEFAULT_KIND, PROVIDERS
 
 
 def make_requests(n: int, rate: float, prefix: bool, seed: int = 0) -> SimRequests:
@@ -59,15 +60,11 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--rate", type=float, default=6.0, help="Poisson arrivals per second")
     ap.add_argument("--prefix", action="store_true", help="add shared-prefix block hashes")
-    ap.add_argument("--step-time", choices=list(PROVIDERS), default=None,
-                    help="step-time provider (default: the active one, the roofline)")
+    ap.add_argument("--step-time", choices=list(PROVIDERS), default=DEFAULT_KIND,
+                    help="step-time provider (default: the measured tables)")
     ap.add_argument("--no-recommend", action="store_true", help="skip the recommendation timing")
     args = ap.parse_args()
-    if args.step_time:
-        with using(args.step_time):
-            simulations(args)
-    else:
-        simulations(args)
+    simulations(args)
     if not args.no_recommend:
         recommend_time(args)
 
@@ -76,7 +73,8 @@ def simulations(args: argparse.Namespace) -> None:
     """Time each arrival mode on 100 k requests after one warm-up."""
     gpu, model = get_gpu("H100-SXM"), get_model("llama-3.1-8b")
     config = EngineConfig(engine="vllm", model=model.name)
-    print(f"step-time provider: {args.step_time or 'default'}")
+    params = load_params(step_time=args.step_time)
+    print(f"step-time provider: {args.step_time}")
     req = make_requests(args.requests, args.rate, args.prefix)
     modes = {
         "trace": (config, SimOptions(arrival="trace")),
@@ -94,11 +92,12 @@ def simulations(args: argparse.Namespace) -> None:
         config,
         gpu,
         model,
+        params=params,
     )
     print(f"warm-up (import + numba compile/cache load): {time.perf_counter() - t0:.2f} s")
     for name, (cfg, options) in modes.items():
         t0 = time.perf_counter()
-        res = simulate(req, cfg, gpu, model, options=options)
+        res = simulate(req, cfg, gpu, model, params=params, options=options)
         dt = time.perf_counter() - t0
         s = res.summary
         print(

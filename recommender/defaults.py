@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from engines import ENGINES
 from engines.config import EngineConfig
+from recommender.policies import POLICIES
 from recommender.specs import GPU, ModelSpec
 
 # A running-sequence cap that stands for "none" (SGLang derives it from the KV pool).
@@ -26,7 +27,7 @@ FALLBACK_MEMORY_FRACTION = 0.9  # engine leaves it GPU-dependent (SGLang docs: a
 
 @dataclass(frozen=True, slots=True)
 class SchedulerCaps:
-    """What bounds one scheduler step of one replica."""
+    """What bounds one scheduler step of one replica (one attention DP rank)."""
 
     max_running: int  # running sequences (NO_CAP_SEQS where the engine has no fixed cap)
     budget_tokens: int  # tokens one step schedules (max_batched_tokens / max_num_tokens)
@@ -79,7 +80,10 @@ def scheduler_caps(config: EngineConfig, gpu: GPU, longest_tokens: int | None = 
         budget = config.max_batched_tokens
     elif not chunked and longest_tokens is not None:
         budget = max(budget, longest_tokens)
-    return SchedulerCaps(config.max_num_seqs or seqs or NO_CAP_SEQS, budget, chunked, prefix)
+    running = config.max_num_seqs or seqs or NO_CAP_SEQS
+    if config.max_num_seqs is not None and POLICIES[config.engine].cap_per_instance:
+        running = max(1, running // config.dp)  # one DP rank's share of the instance's cap
+    return SchedulerCaps(running, budget, chunked, prefix)
 
 
 def fill(config: EngineConfig, gpu: GPU, model: ModelSpec, *,

@@ -161,8 +161,9 @@ class CalRow:
         """The `predict` request `predict_argv` makes (tests check the CLI builds the same)."""
         from recommender.predict_sim import PredictRequest
 
-        model = get_model(self.model)
-        return PredictRequest(config=self.engine_config(model), gpu=self.gpu, model=self.model,
+        config = self.engine_config(get_model(self.model)).model_copy(
+            update={"model": self.model})  # as typed: predict looks it up in the catalog
+        return PredictRequest(config=config, gpu=self.gpu, model=self.model,
                               gpus=self.gpus, load=self.load(), harness=self.harness,
                               engine_version=self.engine_version, step_time=step_time)
 

@@ -31,6 +31,10 @@ class SchedulerPolicy:
 
     name: str
     admission: Admission  # grow: first chunk's blocks, then as it decodes; reserve_full: all
+    # The running-sequence cap (max_num_seqs) counts the whole instance, divided over its
+    # attention DP ranks (SGLang's --max-running-requests), rather than each rank (vLLM's
+    # --max-num-seqs, TensorRT-LLM's max_batch_size).
+    cap_per_instance: bool = False
 
     @property
     def reserves_output(self) -> bool:
@@ -46,7 +50,7 @@ class SchedulerPolicy:
 
 POLICIES: dict[EngineKind, SchedulerPolicy] = {
     "vllm": SchedulerPolicy("vllm-v1-fcfs", "grow"),
-    "sglang": SchedulerPolicy("sglang-fcfs", "grow"),
+    "sglang": SchedulerPolicy("sglang-fcfs", "grow", cap_per_instance=True),
     "trtllm": SchedulerPolicy("trtllm-guaranteed-no-evict", "reserve_full"),
 }
 

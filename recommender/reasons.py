@@ -337,7 +337,7 @@ def _oom_warnings(ctx: Context) -> list[RecWarning]:
 def _coverage() -> dict | None:
     """What the fit saw: models, GPUs, engines, ISL range, held-out error per engine."""
     from recommender.calibrate import parse_csv
-    from recommender.perf import FIT_FILE
+    from recommender.params import FIT_FILE
 
     try:
         fit = json.loads(FIT_FILE.read_text(encoding="utf-8"))

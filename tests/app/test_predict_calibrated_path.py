@@ -1,0 +1,100 @@
+"""The calibrated path is the user's path: every calibration row, stated as `predict` flags,
+gives through `python -m app predict … --json` exactly what bench/predict_accuracy.py scores
+(and what the fit fits: `CalRow.request`).
+
+Fast: every row's flags parse into the same request the bench and the fit use, none is
+skipped for parallelism, precision label or per-GPU metric; one row per source is answered
+through `app.cli.main` and a real `python -m app predict` process and compared with the
+bench's score. Slow: every row through `app.cli.main`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from recommender.calibrate import parse_csv
+from recommender.fitting import CalRow
+from recommender.params import load_params
+
+REPO = Path(__file__).resolve().parents[2]
+# The row's metric → where `predict --json` puts it (latencies: ms, the mean).
+JSON_KEY = {"ttft_s": ("ttft_ms", 1e-3), "tpot_s": ("tpot_ms", 1e-3),
+            "itl_s": ("itl_ms", 1e-3), "e2e_s": ("e2e_ms", 1e-3),
+            "output_throughput_tok_s": ("output_throughput_tok_s", 1.0),
+            "total_throughput_tok_s": ("total_throughput_tok_s", 1.0),
+            "request_throughput_rps": ("request_throughput_rps", 1.0)}
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("predict_accuracy",
+                                                  REPO / "bench" / "predict_accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = _bench()
+ROWS, SKIPPED = parse_csv()
+
+
+def _from_json(text: str, row: CalRow) -> float:
+    key, factor = JSON_KEY[row.metric]
+    value = json.loads(text)[key]
+    return (value["mean"] if isinstance(value, dict) else value) * factor
+
+
+def _cli_value(row: CalRow, capsys: pytest.CaptureFixture[str]) -> float:
+    assert main(["predict", *row.predict_argv(), "--json"]) == 0
+    return _from_json(capsys.readouterr().out, row)
+
+
+def test_every_rows_flags_make_the_request_the_bench_and_the_fit_use():
+    assert len(ROWS) > 450
+    for row in ROWS:
+        assert BENCH.cli_request(row, "measured") == row.request("measured"), row.index
+
+
+def test_no_row_is_skipped_for_parallelism_precision_or_per_gpu_metric():
+    reasons = [why for _, why in SKIPPED]
+    assert not [w for w in reasons if "precision" in w or "per-GPU" in w or "per GPU" in w]
+    # The two LMSYS rows are a 96-GPU prefill/decode-disaggregated deployment (its
+    # parallelism column says so); disaggregation is not a layout predict serves.
+    parallel = [w for w in reasons if "parallelism" in w]
+    assert all("disaggregation" in w.lower() for w in parallel) and len(parallel) <= 2
+
+
+def _one_per_source() -> list[CalRow]:
+    seen: dict[str, CalRow] = {}
+    for row in ROWS:
+        seen.setdefault(row.source, row)
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("row", _one_per_source(), ids=lambda r: f"row{r.index}")
+def test_cli_answers_what_the_bench_scores(row, capsys):
+    expected = BENCH.score(row, load_params())
+    assert math.isclose(_cli_value(row, capsys), expected, rel_tol=1e-12)
+
+
+def test_a_real_predict_process_answers_what_the_bench_scores():
+    row = next(r for r in ROWS if r.harness == "in_process")
+    out = subprocess.run([sys.executable, "-m", "app", "predict", *row.predict_argv(),
+                          "--json"], cwd=REPO, capture_output=True, text=True, check=True)
+    assert math.isclose(_from_json(out.stdout, row), BENCH.score(row, load_params()),
+                        rel_tol=1e-12)
+
+
+@pytest.mark.slow
+def test_every_row_through_the_cli_answers_what_the_bench_scores(capsys):
+    params = load_params()
+    for row in ROWS:
+        expected = BENCH.score(row, params)
+        assert math.isclose(_cli_value(row, capsys), expected, rel_tol=1e-12), row.index
