@@ -7,7 +7,8 @@ release, harness). The bench parses those flags with the CLI's own parser
 (`app.cli.build_parser`), turns them into the request with the CLI's own function
 (`app.cli.predict_request`) and answers with the function the CLI calls
 (`recommender.predict_sim.predict`); only the fitted parameters differ per fold.
-tests/app/test_predict_calibrated_path.py checks, row by row, that `python -m app predict <flags> --json`
+tests/app/test_predict_calibrated_path.py checks, row by row, that
+`python -m app predict <flags> --json`
 gives exactly what this bench scores with the shipped fit.
 
 Headline: leave-one-source-out (LOSO). For every source (publication), the model is fitted
@@ -31,9 +32,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import multiprocessing
 import sys
 import time
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -81,35 +84,52 @@ def _stats(apes: list[float]) -> str:
     return f"{len(a):5d} {np.median(a):9.1f} {np.percentile(a, 90):7.1f}"
 
 
+def _fold(rows: list[CalRow], source: str, step_time: str
+          ) -> tuple[float, list[tuple[int, float | str]]]:
+    """(fit seconds, [(row index, predicted value or refusal)]) of one held-out source."""
+    t0 = time.perf_counter()
+    params = fit([r for r in rows if r.source != source], step_time=step_time)
+    fit_s = time.perf_counter() - t0
+    out: list[tuple[int, float | str]] = []
+    for r in rows:
+        if r.source == source:
+            try:
+                out.append((r.index, score(r, params)))
+            except ServeFitError as exc:
+                out.append((r.index, str(exc)))
+    return fit_s, out
+
+
 def loso(rows: list[CalRow], *, step_time: str, quiet: bool, only: list[str] | None,
-         ) -> tuple[dict[int, float], list[str]]:
-    """({row index: APE %} of every held-out row, [refusals]) over the folds."""
+         jobs: int) -> tuple[dict[int, float], list[str]]:
+    """({row index: APE %} of every held-out row, [refusals]) over the folds, `jobs` folds
+    at a time (each in its own process)."""
     ape: dict[int, float] = {}
     refused: list[str] = []
+    by_index = {r.index: r for r in rows}
     sources = sorted({r.source for r in rows})
     if only:
         sources = [s for s in sources if any(o in s for o in only)]
     print(f"leave-one-source-out: {len(sources)} folds over {len(rows)} rows; each source "
           "predicted through the CLI's path by a fit on all the others\n")
     print(f"{'source':60} {'rows':>5} {'median %':>9} {'p90 %':>7} {'fit s':>6}")
-    for source in sources:
-        held = [r for r in rows if r.source == source]
-        t0 = time.perf_counter()
-        params = fit([r for r in rows if r.source != source], step_time=step_time)
-        fit_s = time.perf_counter() - t0
-        for r in held:
-            try:
-                got = score(r, params)
-            except ServeFitError as exc:
-                refused.append(f"row {r.index}: {exc}")
-                continue
-            ape[r.index] = abs(got / r.value - 1) * 100
-            if not quiet:
-                print(f"    row {r.index:3d} {row_cell(r):34} {r.metric:24} measured "
-                      f"{r.value:10.4g} predicted {got:10.4g} APE {ape[r.index]:7.1f}")
-        got_apes = [ape[r.index] for r in held if r.index in ape]
-        print(f"{source[:60]:60} {_stats(got_apes) if got_apes else '    0':>23} {fit_s:6.1f}",
-              flush=True)
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = {source: pool.submit(_fold, rows, source, step_time) for source in sources}
+        for source, future in futures.items():
+            fit_s, results = future.result()
+            for index, got in results:
+                r = by_index[index]
+                if isinstance(got, str):
+                    refused.append(f"row {index}: {got}")
+                    continue
+                ape[index] = abs(got / r.value - 1) * 100
+                if not quiet:
+                    print(f"    row {index:3d} {row_cell(r):34} {r.metric:24} measured "
+                          f"{r.value:10.4g} predicted {got:10.4g} APE {ape[index]:7.1f}")
+            got_apes = [ape[i] for i, _ in results if i in ape]
+            print(f"{source[:60]:60} {_stats(got_apes) if got_apes else '    0':>23} "
+                  f"{fit_s:6.1f}", flush=True)
     return ape, refused
 
 
@@ -179,6 +199,7 @@ def main() -> int:
     ap.add_argument("--step-time", default=DEFAULT_KIND, choices=list(PROVIDERS))
     ap.add_argument("--sources", help="comma-separated substrings: only these folds")
     ap.add_argument("--no-in-sample", action="store_true", help="skip the secondary line")
+    ap.add_argument("--jobs", type=int, default=2, help="folds fitted at once (processes)")
     args = ap.parse_args()
     if args.write_bands and args.sources:
         ap.error("--write-bands needs every fold (no --sources)")
@@ -186,7 +207,8 @@ def main() -> int:
     print(f"fit procedure: {PROCEDURE}\n")
     t0 = time.perf_counter()
     ape, refused = loso(rows, step_time=args.step_time, quiet=args.quiet,
-                        only=args.sources.split(",") if args.sources else None)
+                        only=args.sources.split(",") if args.sources else None,
+                        jobs=args.jobs)
     _table("per cell (engine/gpu family/dense|moe/regime; low_batch = closed loop at <= "
            f"{LOW_BATCH_MAX_CONCURRENCY})", grouped(rows, ape, row_cell))
     _table("per metric", grouped(rows, ape, lambda r: METRIC_GROUPS[r.metric]))

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engines.config import EngineConfig, SpeculativeConfig
 from recommender.catalog import get_gpu, get_model
-from recommender.simulator import SimOptions, SimRequests, simulate
 from recommender.params import load_params
+from recommender.simulator import SimOptions, SimRequests, simulate
 from recommender.steptime import DEFAULT_KIND, PROVIDERS
 
 

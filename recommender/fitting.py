@@ -250,8 +250,9 @@ def _arch(row: CalRow) -> str:
 
 
 def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndarray, *,
-           weight: float) -> PerfParams:
-    """least_squares on log(pred/measured) over `rows` + weight·(x − prior), from `prior`."""
+           weight: float, start: np.ndarray | None = None) -> PerfParams:
+    """least_squares on log(pred/measured) over `rows` + weight·(x − prior), from `start`
+    (default: the prior)."""
     lo, hi = layout.bounds()
 
     def residuals(x: np.ndarray) -> np.ndarray:
@@ -259,23 +260,36 @@ def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndar
         errs = [math.log(max(predict_row(r, params), 1e-12) / r.value) for r in rows]
         return np.concatenate([errs, weight * (x - prior)])
 
-    x0 = np.clip(prior, lo + 1e-9, hi - 1e-9)
+    x0 = np.clip(prior if start is None else start, lo + 1e-9, hi - 1e-9)
     result = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, loss=LOSS,
                            f_scale=F_SCALE)
     return layout.params(base, result.x)
 
 
 def _stages(rows: list[CalRow], base: PerfParams, *, weight: float, pooled: bool
-            ) -> PerfParams:
-    """Stage 1 (`pooled`): one set shared by the rows' engines + per-family GPU scales,
-    prior `base`; stage 2: each engine's own set, prior stage 1's result."""
+            ) -> tuple[PerfParams, PerfParams]:
+    """(stage 1, stage 2). Stage 1 (`pooled`): one set shared by the rows' engines +
+    per-family GPU scales, prior `base`; stage 2: each engine's own set, prior stage 1."""
     engines = sorted({r.engine for r in rows})
     families = sorted({_arch(r) for r in rows} - {REFERENCE_ARCH})
     if pooled:
         shared = _Layout(engines, families, shared=True)
         base = _solve(rows, base, shared, shared.start(base), weight=weight)
     own = _Layout(engines, families)
-    return _solve(rows, base, own, own.start(base), weight=weight)
+    return base, _solve(rows, base, own, own.start(base), weight=weight)
+
+
+def _correct(rows: list[CalRow], prior: PerfParams, fitted: PerfParams, *, weight: float
+             ) -> PerfParams:
+    """One simulator round: every row's measurement corrected by simulated / steady state at
+    `fitted`, the per-engine stage refitted to them (prior `prior`, stage 1's result), warm
+    from `fitted`."""
+    targets = [t for r in rows if (t := _sim_corrected(r, fitted)) is not None]
+    engines = sorted({r.engine for r in targets})
+    families = sorted({_arch(r) for r in targets} - {REFERENCE_ARCH})
+    own = _Layout(engines, families)
+    return _solve(targets, prior, own, own.start(prior), weight=weight,
+                  start=own.start(fitted))
 
 
 def fit(rows: list[CalRow], base: PerfParams | None = None, *,
@@ -297,10 +311,9 @@ def fit(rows: list[CalRow], base: PerfParams | None = None, *,
                        sim_rounds=sim_rounds)
         base = base.model_copy(update={"fallback": fallback})
     steady_rows = [r for r in rows if not _transient(r)] or rows
-    fitted = _stages(steady_rows, base, weight=weight, pooled=pooled)
+    prior, fitted = _stages(steady_rows, base, weight=weight, pooled=pooled)
     for _ in range(sim_rounds):
-        targets = [t for r in rows if (t := _sim_corrected(r, fitted)) is not None]
-        fitted = _stages(targets, base, weight=weight, pooled=pooled)
+        fitted = _correct(rows, prior, fitted, weight=weight)
     return fitted
 
 
