@@ -93,7 +93,7 @@ def holds_at(setting: Setting, dep: Deployment, *, replicas: int, multiple: floa
     0's round-robin share) and judge it: p95 TTFT and TPOT within the limits, the load kept
     up with (KEEP_UP_SHARE of the offered rate) and no more refusals than scoring allows."""
     target = setting.target
-    share = replica_share(setting.requests, replicas)
+    share = replica_share(setting.requests, replicas * dep.config.dp)  # a DP rank's share
     options = setting.goals.sim_options().model_copy(update={"time_scale": 1.0 / multiple})
     result = simulate(share, dep.config, target.gpu, target.model, params=target.params,
                       options=options)

@@ -62,6 +62,6 @@ def with_catalog_facts(request: ExportRequest) -> ExportRequest:
         gpu, model = get_gpu(request.gpu), get_model(request.config.model)
     except UnknownCatalogEntryError:
         return request
-    count = request.gpu_count or request.config.tp * request.config.pp
+    count = request.gpu_count or request.config.gpus_per_instance
     return request.model_copy(update={"hardware": hardware_facts(gpu, count),
                                       "model_facts": model_facts(model)})

@@ -251,7 +251,10 @@ def _tp_reason(ctx: Context) -> Reason | None:
         return None
     plan = plan_memory(best.config, ctx.target.gpu, ctx.target.model)
     of = f" of the {ctx.target.gpus} available" if best.gpus < ctx.target.gpus else ""
-    return Reason(text=f"tp={best.config.tp} × {best.replicas} replica(s) on {best.gpus} GPUs{of}: "
+    c = best.config
+    layout = f"tp={c.tp}" + (f", dp={c.dp}" if c.dp > 1 else "") + (
+        f", ep={c.ep}" if c.ep > 1 else "")
+    return Reason(text=f"{layout} × {best.replicas} replica(s) on {best.gpus} GPUs{of}: "
                        f"{plan.weights_bytes_per_gpu / 1e9:.1f} GB of weights per GPU, "
                        f"{best.predicted.request_throughput_rps:.2f} req/s served of "
                        f"{ctx.profile.peak_qps_60s or 0:.2f} at the 60 s peak",

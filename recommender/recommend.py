@@ -17,6 +17,7 @@ import numpy as np
 from core.capacity import Capacity
 from core.errors import UsageError
 from core.figures import LATENCIES
+from engines.config import EngineConfig
 from engines.export import ExportRequest
 from profiler.ingest import IngestOptions
 from profiler.profile import profile_trace
@@ -186,10 +187,17 @@ def _candidate(e: Evaluation, pareto: bool) -> Candidate:
                      replicas=e.replicas)
 
 
+def layout_label(c: EngineConfig) -> str:
+    """'tp8', 'tep8' (experts over the TP group) or 'dep8' / 'tp2dep8' (attention DP)."""
+    if c.dp > 1:
+        return f"{f'tp{c.tp}' if c.tp > 1 else ''}dep{c.tp * c.dp}"
+    return f"tep{c.tp}" if c.ep > 1 else f"tp{c.tp}"
+
+
 def label(e: Evaluation) -> str:
     """'vllm tp1×2 fp8 kv-fp8 seqs128 budget8192 chunked-off prefix-on ngram3'."""
     c = e.config
-    parts = [c.engine, f"tp{c.tp}" + (f"×{e.replicas}" if e.replicas > 1 else "")]
+    parts = [c.engine, layout_label(c) + (f"×{e.replicas}" if e.replicas > 1 else "")]
     parts.append(c.weight_quantization or "bf16")
     if c.kv_cache_dtype != "auto":
         parts.append(f"kv-{c.kv_cache_dtype}")

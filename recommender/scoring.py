@@ -3,8 +3,9 @@
 Owns the objectives' definitions (goodput, latency, cost), the "keeps up" rule, the
 latency figure the latency objective minimises, the Pareto front, and each candidate's
 calibration cell and error band (`with_band`). Replicas: arrivals
-are dealt round-robin over the data-parallel copies and replica 0 is simulated; its
-throughputs are multiplied by the replica count, its latencies stand for all replicas.
+are dealt round-robin over the scheduler replicas (instances × their attention DP ranks, as
+the engines' DP routers deal them) and replica 0 is simulated; its throughputs are
+multiplied by the replica count, its latencies stand for all replicas.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class Evaluation:
 
     @property
     def gpus(self) -> int:
-        return self.replicas * self.config.tp * self.config.pp
+        return self.replicas * self.config.gpus_per_instance
 
 
 def latency_s(predicted: PredictedMetrics, mean_output_tokens: float) -> float:
@@ -110,16 +111,17 @@ def evaluate(config: EngineConfig, requests: SimRequests, replicas: int, target:
     Raises:
         UsageError: the simulator refuses (config does not fit, nothing schedulable).
     """
-    share = replica_share(requests, replicas)
+    ranks = replicas * config.dp  # one simulated scheduler per attention DP rank
+    share = replica_share(requests, ranks)
     result = simulate(share, config, target.gpu, target.model, params=target.params,
                       options=goals.sim_options())
-    predicted = with_band(predicted_metrics(result, replicas, goals), config.engine, replicas,
+    predicted = with_band(predicted_metrics(result, ranks, goals), config.engine, ranks,
                           target)
     span = float(requests.arrival_s[-1] - requests.arrival_s[0])
     offered = len(requests.arrival_s) / span if span > 0 else float(len(requests.arrival_s))
     mean_out = float(np.mean(requests.output_tokens))
     reason = _infeasible(predicted, offered, len(share.arrival_s), goals)
-    score = _score(predicted, offered, mean_out, replicas * config.tp * config.pp, goals,
+    score = _score(predicted, offered, mean_out, replicas * config.gpus_per_instance, goals,
                    feasible=reason is None,
                    quality_cost=config.weight_quantization in QUALITY_FORMATS,
                    knobs=knobs_set(config))

@@ -60,6 +60,17 @@ def tp_options(gpus: int, model: ModelSpec) -> list[int]:
     return [t for t in range(1, gpus + 1) if gpus % t == 0 and model.num_attention_heads % t == 0]
 
 
+def layouts(gpus: int, model: ModelSpec) -> list[tuple[int, int, int]]:
+    """(tp, dp, ep) of one instance: TP at every tp option; for an MoE model also TEP
+    (experts over the TP group) at tp > 1 and DEP (attention DP ranks of one GPU each,
+    experts over all of them) at every divisor of `gpus` above 1."""
+    out = [(tp, 1, 1) for tp in tp_options(gpus, model)]
+    if model.is_moe:
+        out += [(tp, 1, tp) for tp in tp_options(gpus, model) if tp > 1]
+        out += [(1, g, g) for g in range(2, gpus + 1) if gpus % g == 0]
+    return out
+
+
 def weight_formats(gpu: GPU, model: ModelSpec) -> list[str | None]:
     """None (the checkpoint as it is) plus FP8 / 4-bit where the GPU runs them and the
     checkpoint is unquantized."""
@@ -84,14 +95,16 @@ def prune(config: EngineConfig, target: Target) -> str | None:
 
 
 def base_grid(target: Target, model_len: int) -> list[EngineConfig]:
-    """Every engine × tp × weight format × KV format, engine defaults elsewhere."""
+    """Every engine × parallel layout (TP, and TEP / DEP for MoE) × weight format × KV
+    format, engine defaults elsewhere."""
     return [
-        EngineConfig(engine=kind, model=target.model.name, tp=tp, weight_quantization=quant,  # type: ignore[arg-type]
-                     kv_cache_dtype=kv, max_model_len=model_len,  # type: ignore[arg-type]
-                     gpu_memory_fraction=safe_fraction(kind), chunked_prefill=chunked)
+        EngineConfig(engine=kind, model=target.model.name, tp=tp, dp=dp, ep=ep,  # type: ignore[arg-type]
+                     weight_quantization=quant, kv_cache_dtype=kv,  # type: ignore[arg-type]
+                     max_model_len=model_len, gpu_memory_fraction=safe_fraction(kind),
+                     chunked_prefill=chunked)
         for kind in ENGINES
         for chunked in _chunked_options(kind)
-        for tp in tp_options(target.gpus, target.model)
+        for tp, dp, ep in layouts(target.gpus, target.model)
         for quant in weight_formats(target.gpu, target.model)
         for kv in kv_formats(target.gpu)
     ]
@@ -300,7 +313,7 @@ def polish(best: Evaluation, requests: SimRequests, runner: _Runner, *, hashes: 
 def replica_choices(config: EngineConfig, gpus: int, goals: Goals) -> list[int]:
     """Replicas to try: all the GPUs; the cost objective also tries 1, 2, 4, ... fewer
     (polishing then steps down one at a time)."""
-    most = max(1, gpus // (config.tp * config.pp))
+    most = max(1, gpus // config.gpus_per_instance)
     if goals.objective != "cost":
         return [most]
     return sorted({most, *(r for r in (1, 2, 4, 8, 16, 32) if r < most)})
