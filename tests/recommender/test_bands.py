@@ -23,8 +23,8 @@ from recommender.bands import (
     regime_of,
 )
 from recommender.catalog import get_gpu, get_model
+from recommender.params import load_params
 from recommender.predict_sim import simulate_load
-from recommender.steptime import using
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = get_gpu("H100-SXM")
@@ -110,10 +110,16 @@ def test_the_band_is_the_step_time_providers_own(two_provider_bands):
     assert band_for(cell, bands, "roofline") == Band(cell=cell, median_ape=0.12, rows=7)
     assert band_for(cell, bands, "measured") == Band(cell=cell, median_ape=0.05, rows=6)
     assert band_for(cell, bands) == Band(cell=cell, median_ape=0.05, rows=6)  # default kind
-    with using("roofline"):  # the provider in use picks the band, here and in predict
-        assert band_for(cell, bands) == Band(cell=cell, median_ape=0.12, rows=7)
-        assert cell_band(cell, two_provider_bands) == Band(cell=cell, median_ape=0.12, rows=7)
+    # The provider asked about picks the band: an argument, here and in predict (there, the
+    # provider the parameters were fitted for).
+    assert cell_band(cell, two_provider_bands, "roofline") == Band(cell=cell, median_ape=0.12,
+                                                                   rows=7)
     assert cell_band(cell, two_provider_bands) == Band(cell=cell, median_ape=0.05, rows=6)
+    load = fixed(500, 100, concurrency=2, num_requests=20)
+    for kind, ape, rows in (("roofline", 0.12, 7), ("measured", 0.05, 6)):
+        pred = simulate_load(CFG, LLAMA8, H100, load, params=load_params(step_time=kind),
+                             bands_file=two_provider_bands)
+        assert pred.band == Band(cell=cell, median_ape=ape, rows=rows), kind
 
 
 def test_a_provider_without_bands_says_so(bands_file):

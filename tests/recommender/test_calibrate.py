@@ -11,9 +11,11 @@ import pytest
 
 from recommender import calibrate
 from recommender.calibrate import GPU_NAMES, parse_csv, parse_row
-from recommender.catalog import get_gpu
-from recommender.fitting import predict_row
-from recommender.perf import FIT_FILE, PerfParams, load_params
+from recommender.catalog import get_gpu, get_model
+from recommender.defaults import memory_fraction
+from recommender.fitting import SIM_ROUNDS, predict_row, simulate_row
+from recommender.params import FIT_FILE, PerfParams, load_params
+from recommender.resolve import resolve
 
 BASE = {
     "source": "s", "engine_version": "v", "dataset": "synthetic fixed ISL/OSL",
@@ -64,7 +66,7 @@ def test_sharegpt_mean_lengths_and_prompt_count():
     assert (row.model, row.gpu, row.precision) == ("Qwen3-14B", "A100-80GB", "awq")
     assert (row.isl, row.osl, row.num_requests) == (217, 201, 1000)
     assert row.metric == "total_throughput_tok_s"
-    assert row.dataset == "sharegpt" and not row.in_process  # served over HTTP
+    assert row.dataset == "sharegpt" and row.harness == "served"  # served over HTTP
     assert row.load().lengths.kind == "dataset"
 
 
@@ -82,6 +84,30 @@ def test_amd_rows_latency_kept_ambiguous_throughput_skipped():
         parse_row(97, _row(**common, concurrency="up to max-num-seqs=3200", metric="throughput",
                            value=13279.6, unit="tokens/s (as labeled; total vs output not "
                            "specified)", notes="num_prompts=3200, max_num_seqs=3200"))
+
+
+@pytest.mark.parametrize(("column", "layout"), [
+    ("8", (8, 1, 1)), ("TP8EP8", (8, 1, 8)), ("TEP8", (8, 1, 8)), ("DEP8", (1, 8, 8)),
+    ("TP2DEP8", (2, 4, 8)),
+])
+def test_parallelism_column_names_tp_dp_and_ep(column, layout):
+    row = parse_row(5, _row(
+        engine="tensorrt-llm", model="Qwen3-235B-A22B", gpu="H100 SXM 80GB", num_gpus=8,
+        tp=column, precision="FP8", isl="1024", osl="1024", concurrency="256",
+        metric="total_output_throughput", value=1000.0, unit="output tokens/s (all GPUs)"))
+    assert (row.tp, row.dp, row.ep) == layout
+    config = row.engine_config(get_model(row.model))
+    assert (config.tp, config.dp, config.ep) == layout
+
+
+@pytest.mark.parametrize("column", ["TP4EP2", "PP2TP4", "DEP6 prefill + TP8 decode", "TP4DEP6"])
+def test_parallelism_the_model_does_not_serve_is_skipped(column):
+    with pytest.raises(ValueError, match="parallelism"):
+        parse_row(5, _row(
+            engine="tensorrt-llm", model="Qwen3-235B-A22B", gpu="H100 SXM 80GB",
+            num_gpus=8, tp=column, precision="FP8", isl="1024", osl="1024",
+            concurrency="256", metric="total_output_throughput", value=1000.0,
+            unit="output tokens/s (all GPUs)"))
 
 
 def test_speculative_and_unstated_lengths_are_skipped():
@@ -166,8 +192,8 @@ def test_in_process_rows_pay_no_api_server_costs():
     # row (same deployment and load) does not, and equals a prediction with both API-server
     # costs at zero.
     rows, _ = parse_csv()
-    bench = next(r for r in rows if r.in_process and r.engine == "trtllm")
-    served = dataclasses.replace(bench, in_process=False)
+    bench = next(r for r in rows if r.harness == "in_process" and r.engine == "trtllm")
+    served = dataclasses.replace(bench, harness="served")
     base = load_params(FIT_FILE)
 
     def with_cost(per_seq_s: float, request_s: float) -> PerfParams:
@@ -179,14 +205,16 @@ def test_in_process_rows_pay_no_api_server_costs():
     assert predict_row(bench, cheap) == predict_row(bench, dear) == predict_row(
         served, with_cost(0.0, 0.0))
     assert predict_row(served, dear) < 0.9 * predict_row(served, cheap)
+    # and so does the answer `predict` gives (the simulator, resolved with the same harness)
+    assert simulate_row(bench, cheap) == simulate_row(bench, dear)
 
 
 def test_a_simulator_correction_moves_the_fit_to_where_the_simulator_meets_the_rows():
-    # The fit solves the steady-state closed form; one correction round refits it to targets
+    # The fit solves the steady-state closed form; its correction rounds refit it to targets
     # scaled by simulated / steady-state, so the simulator's own in-sample error on the rows
     # fitted must not grow (it is what `predict` answers with). ShareGPT burst rows, where
     # the two differ most (a length spread the closed form does not see).
-    from recommender.fitting import fit, simulate_row
+    from recommender.fitting import fit
 
     rows, _ = parse_csv()
     subset = [r for r in rows if r.dataset == "sharegpt" and r.metric.endswith("_tok_s")]
@@ -195,22 +223,36 @@ def test_a_simulator_correction_moves_the_fit_to_where_the_simulator_meets_the_r
     def sim_error(params: PerfParams) -> float:
         return sum(abs(math.log(simulate_row(r, params) / r.value)) for r in subset)
 
-    plain, corrected = fit(subset, procedure="steady"), fit(subset, procedure="steady_sim")
+    assert SIM_ROUNDS >= 1
+    plain, corrected = fit(subset, sim_rounds=0), fit(subset)
     assert plain != corrected
     assert sim_error(corrected) <= sim_error(plain) + 1e-9
 
 
 def test_rows_run_with_their_releases_memory_fraction():
     # vLLM <= 0.11 defaulted gpu_memory_utilization to 0.9 (0.92 in the plug-in's release):
-    # a GPUStack row on vLLM 0.11.0 that sets none runs at 0.9; SGLang derives its own.
+    # a GPUStack row on vLLM 0.11.0 that sets none states its release, and its deployment
+    # runs at 0.9 (recommender.defaults.memory_fraction); SGLang derives its own.
     rows, _ = parse_csv()
     frame = pd.read_csv(calibrate.DEFAULT_CSV)
+    params, seen = load_params(), set()
     for r in rows:
         version = str(frame.loc[r.index, "engine_version"])
+        config = r.engine_config(get_model(r.model))
         if r.engine == "vllm" and version.startswith(("0.10", "0.11")):
-            assert r.gpu_memory_fraction == 0.9
+            assert r.gpu_memory_fraction is None and r.engine_version is not None
+            assert r.engine_version in version
+            assert memory_fraction(config, r.engine_version) == (0.9, "engine_release")
+            if r.model not in seen:  # the resolved deployment runs at it (one per model)
+                seen.add(r.model)
+                res = resolve(config, get_gpu(r.gpu), get_model(r.model), params,
+                              longest_tokens=r.isl + r.osl, engine_version=r.engine_version)
+                assert res.config.gpu_memory_fraction == 0.9
+                assert res.memory.fraction_source == "engine_release"
         if r.engine == "sglang":
             assert r.gpu_memory_fraction is None
+            assert memory_fraction(config, r.engine_version)[1] != "engine_release"
+    assert seen  # the CSV holds such rows
     from engines import ENGINES
 
     assert ENGINES["vllm"].release_memory_fraction((0, 12)) is None

@@ -8,7 +8,6 @@ import pytest
 
 from core.capacity import Boundary, compare_boundary
 from engines.config import EngineConfig
-from recommender import perf
 from recommender.capacity import (
     RESOLUTION,
     Deployment,
@@ -19,7 +18,9 @@ from recommender.capacity import (
     search_boundary,
 )
 from recommender.catalog import get_gpu, get_model
+from recommender.defaults import scheduler_caps
 from recommender.facts import hardware_facts, model_facts
+from recommender.params import load_params
 from recommender.scoring import Goals, Target
 from recommender.simulator import SimOptions, SimRequests, simulate
 
@@ -32,7 +33,7 @@ GOALS = Goals("goodput", 1.0, None)  # p95 TTFT within 1 s
 
 def _target(gpus: int) -> Target:
     return Target(GPU, MODEL, gpus, hardware_facts(GPU, gpus), model_facts(MODEL),
-                  perf.load_params())
+                  load_params())
 
 
 def _evenly_spaced() -> SimRequests:
@@ -45,7 +46,7 @@ def _ceiling_rps() -> float:
     cap in flight (the cap always full, a queue always waiting), started staggered."""
     users = 4 * SEQS
     result = simulate(SimRequests(np.zeros(N), np.full(N, ISL), np.full(N, OSL)), CONFIG, GPU,
-                      MODEL, params=perf.load_params(),
+                      MODEL, params=load_params(),
                       options=SimOptions(arrival="closed_loop", concurrency=users,
                                          closed_loop_ramp_s=2.0))
     return result.summary.request_throughput_rps
@@ -131,7 +132,8 @@ def test_long_prompts_bind_the_kv_pool_first():
     config = EngineConfig(engine="vllm", model=MODEL.name, max_model_len=isl + osl)
     # The pool holds fewer whole requests than the engine's default max_num_seqs admits.
     pool = plan_memory(config, GPU, MODEL).kv_capacity_tokens
-    assert pool / (isl + osl) < perf.engine_defaults("vllm", GPU)[0]
+    assert config.max_num_seqs is None
+    assert pool / (isl + osl) < scheduler_caps(config, GPU).max_running
     requests = SimRequests(np.arange(n) / 1.0, np.full(n, isl), np.full(n, osl))
     found = search_boundary(Setting(requests, _target(1), Goals("goodput", 5.0, None)),
                             Deployment(config, 1, "vllm long", None))

@@ -11,10 +11,12 @@ from core.load import fixed
 from engines.config import EngineConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.memory import size_max_model_len, workload_max_model_len
-from recommender.perf import predict
+from recommender.params import load_params
 from recommender.predict_sim import simulate_load
+from recommender.resolve import resolve
 from recommender.search import max_model_len
 from recommender.simulator import SimOptions, SimRequests, refusal_reason, simulate
+from tests.recommender.deploy import steady
 
 H100 = get_gpu("H100-SXM")
 QWEN32 = get_model("Qwen3-32B")
@@ -54,7 +56,10 @@ def test_qwen3_32b_bf16_on_one_h100_is_served_at_1000_1000():
     load = fixed(1000, 1000, concurrency=4, num_requests=20)
     sim = simulate_load(cfg, QWEN32, H100, load)
     assert sim.max_model_len == 3072 and sim.refused == 0 and sim.completed == 20
-    assert predict(cfg, QWEN32, H100, load).output_throughput_tok_s > 0
+    assert steady(cfg, QWEN32, H100, load).output_throughput_tok_s > 0
+    # resolve sizes it for the load's longest request as the simulated path does
+    assert resolve(cfg, H100, QWEN32, load_params(), longest_tokens=2000).config \
+        .max_model_len == 3072
     # At the model's full context the engine would not start (the pool holds < 40,960).
     full = cfg.model_copy(update={"max_model_len": QWEN32.max_context_tokens})
     with pytest.raises(UsageError, match="max_model_len"):

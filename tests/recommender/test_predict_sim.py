@@ -1,7 +1,7 @@
 """Tests for recommender/predict_sim.py: `predict` through the simulator.
 
-The steady-state algebra (perf.predict) is an independent model of the same load: the two
-must agree on closed-loop throughput below the knee. Other checks are DESIGN §4 regularities.
+The steady-state algebra (recommender.steady) is an independent model of the same load: the
+two must agree on closed-loop throughput below the knee. Other checks are DESIGN §4 regularities.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import pytest
 from core.errors import UsageError
 from core.load import DatasetLengths, LoadSpec, TraceWindow, fixed
 from recommender.catalog import get_gpu, get_model
-from recommender.perf import predict
 from recommender.predict_sim import simulate_load
-from tests.recommender.deploy import deploy
+from tests.recommender.deploy import deploy, steady
 
 GPU = get_gpu("H100-SXM")
 MODEL = get_model("llama-3.1-8b")
@@ -28,9 +27,9 @@ def test_closed_loop_throughput_agrees_with_steady_state(engine, conc):
     cfg = deploy(engine, MODEL)
     sim = simulate_load(cfg, MODEL, GPU, fixed(1000, 200, concurrency=conc,
                                                num_requests=40 * max(conc, 5)))
-    steady = predict(cfg, MODEL, GPU, fixed(1000, 200, concurrency=conc))
-    assert sim.output_throughput_tok_s == pytest.approx(steady.output_throughput_tok_s, rel=0.08)
-    assert sim.tpot_s.mean == pytest.approx(steady.tpot_s, rel=0.08)
+    closed = steady(cfg, MODEL, GPU, fixed(1000, 200, concurrency=conc))
+    assert sim.output_throughput_tok_s == pytest.approx(closed.output_throughput_tok_s, rel=0.08)
+    assert sim.tpot_s.mean == pytest.approx(closed.tpot_s, rel=0.08)
 
 
 @pytest.mark.parametrize("load", [{"concurrency": 48}, {"offline": True, "num_requests": 1500},
@@ -103,11 +102,11 @@ def test_speculative_closed_loop_agrees_with_steady_state(conc):
     sim = simulate_load(cfg, MODEL, GPU, fixed(800, 300, concurrency=conc,
                                                num_requests=40 * max(conc, 5)),
                         spec_acceptance=0.5)
-    steady = predict(cfg, MODEL, GPU, fixed(800, 300, concurrency=conc), spec_acceptance=0.5)
-    assert sim.output_throughput_tok_s == pytest.approx(steady.output_throughput_tok_s, rel=0.08)
+    closed = steady(cfg, MODEL, GPU, fixed(800, 300, concurrency=conc), acceptance=0.5)
+    assert sim.output_throughput_tok_s == pytest.approx(closed.output_throughput_tok_s, rel=0.08)
     # (1 − 0.5^5)/(1 − 0.5) = 1.9375 tokens per step: TPOT is about the step over E.
-    assert steady.tpot_s == pytest.approx(steady.itl_s / 1.9375, rel=0.01)
-    assert sim.tpot_s.mean == pytest.approx(steady.tpot_s, rel=0.08)
+    assert closed.tpot_s == pytest.approx(closed.itl_s / 1.9375, rel=0.01)
+    assert sim.tpot_s.mean == pytest.approx(closed.tpot_s, rel=0.08)
 
 
 def _sharegpt(isl: int, osl: int, **load) -> LoadSpec:

@@ -11,8 +11,8 @@ from core.errors import UsageError
 from core.load import fixed
 from engines.config import EngineConfig
 from recommender import calibrate
-from recommender.catalog import get_gpu, get_model
-from recommender.perf import load_params, predict
+from recommender.params import load_params
+from recommender.predict_sim import PredictRequest, predict
 from recommender.refit import read_measured
 
 WORKLOADS = [  # (isl, osl, concurrency, num_requests)
@@ -22,15 +22,17 @@ WORKLOADS = [  # (isl, osl, concurrency, num_requests)
 
 
 def _measured(tmp_path, truth, suffix=".csv"):
-    """The user's 'hardware' is the model with `truth` parameters: runs measured on it."""
+    """The user's 'hardware' is the model with `truth` parameters (what `predict` answers,
+    the simulator; latencies: the means): runs measured on it."""
     recs = []
-    model, gpu = get_model("Qwen/Qwen3-8B"), get_gpu("H100-SXM")
     for isl, osl, conc, n in WORKLOADS:
         load = fixed(isl, osl, concurrency=conc, offline=conc is None, num_requests=n)
-        pred = predict(EngineConfig(engine="vllm", model=model.name, weight_quantization="none"),
-                       model, gpu, load, params=truth)
+        config = EngineConfig(engine="vllm", model="Qwen/Qwen3-8B", weight_quantization="none")
+        pred = predict(PredictRequest(config=config, gpu="H100-SXM", model="Qwen/Qwen3-8B",
+                                      load=load, step_time=truth.step_time), params=truth)
         for metric, value in (("output_throughput_tok_s", pred.output_throughput_tok_s),
-                              ("ttft_ms", pred.ttft_s * 1e3), ("tpot_ms", pred.tpot_s * 1e3)):
+                              ("ttft_ms", pred.ttft_s.mean * 1e3),
+                              ("tpot_ms", pred.tpot_s.mean * 1e3)):
             recs.append({"engine": "vllm", "model": "Qwen/Qwen3-8B", "gpu": "H100-SXM",
                          "tp": 1, "isl": isl, "osl": osl, "concurrency": conc,
                          "num_requests": n, "metric": metric, "value": value})
@@ -60,8 +62,12 @@ def test_refit_moves_towards_the_user_hardware_and_cuts_error(tmp_path, suffix, 
     assert rc == 0
     record = json.loads(out.read_text(encoding="utf-8"))
     before, after = (record["errors"][k]["median_ape_pct"] for k in ("before", "after"))
-    # 18 rows against six parameters per engine and the prior: most of the way, not all
-    assert before > 5 and after < before / 2.5
+    # 18 rows against the fitted parameters per engine and the prior: most of the way, not
+    # all. Scored as `predict` answers (the simulator, which made the rows), about half the
+    # error remains (13.1 % → 6.2 %, where the steady-state model scored against its own rows
+    # went below /2.5): the prior holds the 6x step overhead back, and the refit's objective
+    # (rows + prior) at its answer is below that at the truth itself, so the bound is /2.
+    assert before > 5 and after < before / 2
     moved = record["moved"]
     assert moved["vllm.request_overhead_s"]["ratio"] > 1.5
     assert moved["vllm.step_overhead_s"]["ratio"] > 1.5

@@ -16,9 +16,9 @@ import pytest
 from engines import ENGINES
 from profiler.ingest import ingest
 from profiler.workspace import Workspace
-from recommender import perf
 from recommender.catalog import get_gpu, get_model
 from recommender.facts import hardware_facts, model_facts
+from recommender.params import load_params
 from recommender.scoring import Goals, evaluate
 from recommender.search import (
     Target,
@@ -36,7 +36,7 @@ BYTES_PER_PARAM = {None: 2.0, "fp8": 1.0, "awq": 0.5}
 
 def _target(gpu: str, model: str, gpus: int) -> Target:
     g, m = get_gpu(gpu), get_model(model)
-    return Target(g, m, gpus, hardware_facts(g, gpus), model_facts(m), perf.load_params())
+    return Target(g, m, gpus, hardware_facts(g, gpus), model_facts(m), load_params())
 
 
 @pytest.mark.parametrize(("gpu", "model", "gpus"), [

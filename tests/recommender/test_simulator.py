@@ -1,8 +1,10 @@
 """Tests for recommender/simulator.py: one replica's iteration-level scheduler.
 
-Expected step times are built from perf.step_time directly (the simulator evaluates it in a
-numba closed form); the scheduling itself is tested by its properties (chunks, conservation)
-and DESIGN §4 regularities, never by re-running its loop here.
+Expected step times are built from the resolved deployment's step formula directly
+(`Resolved.step_seconds`, perf's one formula, which the simulator's numba loop evaluates);
+the scheduling itself is tested by its properties (chunks, conservation) and DESIGN §4
+regularities, never by re-running its loop here. The formula itself is checked against
+first principles in test_perf.py.
 """
 
 from __future__ import annotations
@@ -15,20 +17,11 @@ import pytest
 from engines.config import EngineConfig, SpeculativeConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.memory import plan_memory
-from recommender.perf import Batch, EngineParams, deployment, step_time
-from recommender.simulator import SimOptions, SimRequests, simulate, step_coefficients
-from recommender.steptime import DEFAULT_KIND, using
-
-
-@pytest.fixture(autouse=True)
-def roofline_step_time():
-    """The scheduler and the roofline's closed form (`step_coefficients`, exact against
-    perf.step_time) are checked under the roofline provider, whose step times the tests'
-    expectations are computed from; the measured tables' path through the simulator is
-    checked in test_steptime.py."""
-    with using("roofline"):
-        yield
-
+from recommender.params import EngineParams, PerfParams, load_params
+from recommender.perf import Batch
+from recommender.resolve import resolve
+from recommender.simulator import SimOptions, SimRequests, simulate
+from recommender.steptime import DEFAULT_KIND
 
 PARAMS = EngineParams(
     compute_efficiency=0.5,
@@ -36,15 +29,19 @@ PARAMS = EngineParams(
     step_overhead_s=0.001,
     per_seq_overhead_s=2e-5,
 )
+# The scheduler is checked under the roofline provider (named in the parameters, as a fit
+# names the provider it was fitted beside), whose step times the tests' expectations are
+# computed from; the measured tables' path through the simulator is checked in
+# test_steptime.py.
+ROOFLINE = PerfParams(engines={"vllm": PARAMS, "trtllm": PARAMS}, step_time="roofline")
 GPU = get_gpu("H100-SXM")
 MODEL = get_model("llama-3.1-8b")
-OFFLINE = SimOptions(arrival="offline")
 
 
-def _cfg(**kw) -> EngineConfig:
+def _cfg(engine: str = "vllm", **kw) -> EngineConfig:
     kw.setdefault("max_batched_tokens", 1024)
     kw.setdefault("chunked_prefill", True)
-    return EngineConfig(engine="vllm", model=MODEL.name, **kw)
+    return EngineConfig(engine=engine, model=MODEL.name, **kw)  # type: ignore[arg-type]
 
 
 def _reqs(inp, out, arrival=None, **kw) -> SimRequests:
@@ -54,47 +51,30 @@ def _reqs(inp, out, arrival=None, **kw) -> SimRequests:
 
 
 def _sim(req, cfg=None, **opts):
-    return simulate(req, cfg or _cfg(), GPU, MODEL, params=PARAMS, options=SimOptions(**opts))
+    return simulate(req, cfg or _cfg(), GPU, MODEL, params=ROOFLINE, options=SimOptions(**opts))
 
 
-def _small(target: int, **kw) -> EngineConfig:
+def _step(cfg: EngineConfig, batch: Batch, acceptance: float | None = None) -> float:
+    """One step of `batch` on `cfg`, as the simulator resolves the deployment."""
+    res = resolve(cfg, GPU, MODEL, ROOFLINE, acceptance=acceptance)
+    assert res.step_time == "roofline"
+    return res.step_seconds(batch)
+
+
+def _small(target: int, engine: str = "vllm", **kw) -> EngineConfig:
     """A config whose KV pool holds just >= target tokens (max_model_len = target)."""
     for f in np.arange(0.2, 0.6, 0.002):
-        cfg = _cfg(gpu_memory_fraction=float(f), max_model_len=target, **kw)
+        cfg = _cfg(engine=engine, gpu_memory_fraction=float(f), max_model_len=target, **kw)
         if plan_memory(cfg, GPU, MODEL).kv_capacity_tokens >= target:
             return cfg
     raise AssertionError("no fraction found")
-
-
-@pytest.mark.parametrize(
-    ("model", "tp"),
-    [("llama-3.1-8b", 1), ("llama-3.1-70b", 4), ("mistralai/Mixtral-8x7B-Instruct-v0.1", 2)],
-)
-def test_closed_form_step_time_matches_perf(model, tp):
-    from recommender.sim_kernel import step_seconds
-
-    spec = get_model(model)
-    dep = deployment(EngineConfig(engine="vllm", model=spec.name, tp=tp), GPU, spec)
-    coef = step_coefficients(dep, PARAMS)
-    rng = np.random.default_rng(1)
-    for _ in range(50):
-        p, d = float(rng.integers(0, 4000)), float(rng.integers(1, 300))
-        cd, cp, s = (
-            float(rng.integers(0, 8000)),
-            float(rng.integers(0, 4000)),
-            float(rng.integers(0, 4)),
-        )
-        want = step_time(dep, Batch(p, d, cd, prefill_context=cp, prefill_seqs=s), PARAMS)
-        got = step_seconds(coef, p, d, d * cd, p * cp, s)
-        assert got == pytest.approx(want, rel=1e-12)
 
 
 @pytest.mark.parametrize(("inp", "out"), [(500, 20), (3000, 7)])
 def test_single_request_decodes_one_token_a_step_after_its_prefill(inp, out):
     # Alone, the request's decode steps each carry one sequence at context inp + k: the
     # stream after the first token is the sum of those steps; times count from its arrival.
-    dep = deployment(_cfg(), GPU, MODEL)
-    decodes = [step_time(dep, Batch(0, 1, inp + k), PARAMS) for k in range(out - 1)]
+    decodes = [_step(_cfg(), Batch(0, 1, inp + k)) for k in range(out - 1)]
     res = _sim(_reqs([inp], [out], arrival=[3.0]))
     assert res.e2e_s[0] - res.ttft_s[0] == pytest.approx(sum(decodes), rel=1e-9)
     assert res.tpot_s[0] == pytest.approx(np.mean(decodes), rel=1e-9)
@@ -183,21 +163,20 @@ def test_preemption_with_tiny_kv_and_everything_completes():
 
 
 def test_reserving_the_whole_output_admits_fewer_and_never_preempts():
-    # TRT-LLM's GUARANTEED_NO_EVICT (kv_reserve_output_fraction 1): a request starts only
-    # when its 100 + 600 tokens' blocks are free, so a ~4000-token pool runs at most
-    # floor(capacity / 704 tokens) at once and nobody is preempted; allocating as they grow
-    # (0.5, vLLM/SGLang) starts more and preempts.
+    # TRT-LLM's GUARANTEED_NO_EVICT (its policy's `reserve_full` admission,
+    # recommender.policies): a request starts only when its 100 + 600 tokens' blocks are
+    # free, so a ~4000-token pool runs at most floor(capacity / 704 tokens) at once and
+    # nobody is preempted; allocating as they grow (vLLM's `grow`) starts more and preempts.
     n = 60
-    cfg = _small(4000, max_num_seqs=64)
     req = _reqs(np.full(n, 100), np.full(n, 600))
-    grow = _sim(req, cfg, arrival="offline")
-    reserve = simulate(req, cfg, GPU, MODEL, options=OFFLINE,
-                       params=PARAMS.model_copy(update={"kv_reserve_output_fraction": 1.0}))
-    cap_tokens = reserve.summary.kv_capacity_blocks * 16
+    grow = _sim(req, _small(4000, max_num_seqs=64), arrival="offline")
+    reserve = _sim(req, _small(4000, engine="trtllm", max_num_seqs=64), arrival="offline")
     per_request = -(-(100 + 600 - 1) // 16) * 16  # whole blocks
+    fit = {name: r.summary.kv_capacity_blocks * 16 // per_request
+           for name, r in (("grow", grow), ("reserve", reserve))}
     assert reserve.summary.preemptions == 0 and reserve.summary.completed == n
-    assert reserve.running_seqs.max() <= cap_tokens // per_request
-    assert grow.summary.preemptions > 0 and grow.running_seqs.max() > cap_tokens // per_request
+    assert reserve.running_seqs.max() <= fit["reserve"]
+    assert grow.summary.preemptions > 0 and grow.running_seqs.max() > fit["grow"]
 
 
 def test_prefix_reuse_cuts_second_ttft():
@@ -334,34 +313,19 @@ NGRAM = SpeculativeConfig(method="ngram", num_tokens=3)
 EAGLE = SpeculativeConfig(method="eagle", num_tokens=3, draft_model="yuhuili/EAGLE-LLaMA3.1-8B")
 
 
-@pytest.mark.parametrize("spec", [NGRAM, EAGLE])
-def test_closed_form_step_time_matches_perf_with_speculation(spec):
-    from recommender.sim_kernel import step_seconds
-
-    dep = deployment(_cfg(speculative=spec), GPU, MODEL)
-    coef = step_coefficients(dep, PARAMS)
-    rng = np.random.default_rng(2)
-    for _ in range(30):
-        p, d = float(rng.integers(0, 3000)), float(rng.integers(0, 200))
-        cd, cp = float(rng.integers(0, 8000)), float(rng.integers(0, 3000))
-        if p + d == 0:
-            continue
-        want = step_time(dep, Batch(p, d, cd, prefill_context=cp, prefill_seqs=1.0), PARAMS)
-        assert step_seconds(coef, p, d, d * cd, p * cp, 1.0) == pytest.approx(want, rel=1e-12)
-
-
 @pytest.mark.parametrize("acceptance", [0.0, 0.6, 0.9, 1.0])
 def test_speculative_single_request_emits_exactly_its_tokens(acceptance):
     # E = (1 − a^(k+1)) / (1 − a) tokens per decode step (k + 1 at a = 1); a fluid emission
     # floor(s·E) reaches osl − 1 tokens after ceil((osl − 1) / E) decode steps, each a
-    # k+1-token verification at batch 1 (its time from perf.step_time with the draft).
+    # k+1-token verification at batch 1 (its time from the step formula with the draft).
     k, inp, out = 3, 400, 61
     e = k + 1.0 if acceptance == 1.0 else (1 - acceptance ** (k + 1)) / (1 - acceptance)
     spec = SpeculativeConfig(method="ngram", num_tokens=k)
-    dep = deployment(_cfg(speculative=spec), GPU, MODEL, acceptance=acceptance)
+    res = resolve(_cfg(speculative=spec), GPU, MODEL, ROOFLINE, acceptance=acceptance)
+    assert res.step.spec is not None and res.step.spec.k == k
     emitted, ctx, decode_s, steps = 0, inp, 0.0, 0
     while emitted < out - 1:
-        decode_s += step_time(dep, Batch(0, 1, ctx), PARAMS)
+        decode_s += res.step_seconds(Batch(0, 1, ctx))
         new = min(int(np.floor((steps + 1) * e + 1e-12)) - int(np.floor(steps * e + 1e-12)),
                   out - 1 - emitted)
         emitted, ctx, steps = emitted + new, ctx + new, steps + 1
@@ -375,6 +339,7 @@ def _closed(conc: int, spec, n_per_user: int = 6, acceptance: float | None = Non
     n = max(conc * n_per_user, 24)
     cfg = EngineConfig(engine="vllm", model=MODEL.name, speculative=spec)
     return simulate(_reqs(np.full(n, 1000), np.full(n, 200)), cfg, GPU, MODEL,
+                    params=load_params(step_time=DEFAULT_KIND),
                     options=SimOptions(arrival="closed_loop", concurrency=conc,
                                        spec_acceptance=acceptance)).summary
 
@@ -386,10 +351,9 @@ def test_speculation_helps_at_batch_1_and_hurts_at_high_concurrency(spec, high, 
     # dozen users the k+1-token verification is compute-bound (and samples k+1 positions per
     # sequence) and the gain turns negative: ngram (a = 0.5, E = 1.9) by 64 users, EAGLE
     # (a = 0.75, E = 2.7) later, about break-even at 64. With the default step-time provider
-    # (the measured tables): the regularity users meet.
-    with using(DEFAULT_KIND):
-        plain1, spec1 = _closed(1, None), _closed(1, spec, acceptance=a)
-        plain_hi, spec_hi = _closed(high, None), _closed(high, spec, acceptance=a)
+    # (the measured tables, with fit.json's parameters for them): the regularity users meet.
+    plain1, spec1 = _closed(1, None), _closed(1, spec, acceptance=a)
+    plain_hi, spec_hi = _closed(high, None), _closed(high, spec, acceptance=a)
     assert 1.4 < plain1.tpot_s.mean / spec1.tpot_s.mean < 2.6
     assert spec_hi.output_throughput_tok_s < plain_hi.output_throughput_tok_s
     assert spec_hi.completed == plain_hi.completed == high * 6
@@ -409,14 +373,13 @@ def test_conservation_under_preemption_with_speculation():
     assert res.kv_usage.max() <= 1.0 + 1e-12 and res.running_seqs.max() <= 32
     assert s.output_throughput_tok_s * s.makespan_s == pytest.approx(out.sum())
     # a decode step emits at most k + 1 tokens: TPOT >= the fastest possible step / (k+1)
-    fastest = step_time(deployment(cfg, GPU, MODEL), Batch(0, 1, 50), PARAMS)
+    fastest = _step(cfg, Batch(0, 1, 50))
     assert np.nanmin(res.tpot_s) >= fastest / 4 * (1 - 1e-9)
 
 
 def test_itl_histogram_matches_step_times_at_batch_1():
     res = _sim(_reqs([800], [40]))
-    gaps = [step_time(deployment(_cfg(), GPU, MODEL), Batch(0, 1, 800 + k), PARAMS)
-            for k in range(39)]
+    gaps = [_step(_cfg(), Batch(0, 1, 800 + k)) for k in range(39)]
     s = res.summary
     assert s.itl_s.mean == pytest.approx(np.mean(gaps), rel=1e-9)
     assert s.itl_max_s == pytest.approx(max(gaps), rel=1e-9)

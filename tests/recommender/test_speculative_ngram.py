@@ -13,9 +13,9 @@ from profiler.ingest import IngestOptions
 from profiler.ngram_acceptance import NGRAM_K, NGRAM_MAX, NGRAM_MIN
 from profiler.profile import profile_trace
 from profiler.workspace import Workspace
-from recommender import perf
 from recommender.catalog import get_gpu, get_model
 from recommender.facts import hardware_facts, model_facts
+from recommender.params import load_params
 from recommender.reasons import acceptance_text
 from recommender.recommend import measured_acceptance
 from recommender.scoring import Goals, evaluate
@@ -65,7 +65,7 @@ def test_measured_ngram_acceptance_replaces_the_default_in_the_prediction(shareg
     assert measured["ngram"] < DEFAULT_ACCEPTANCE["ngram"]
     req = head_window(workload.requests, 400)
     g, m = get_gpu("H100-SXM"), get_model("meta-llama/Llama-3.1-8B-Instruct")
-    target = Target(g, m, 1, hardware_facts(g, 1), model_facts(m), perf.load_params())
+    target = Target(g, m, 1, hardware_facts(g, 1), model_facts(m), load_params())
     plain = next(c for c in base_grid(target, max_model_len(req, m)) if c.engine == "vllm")
     spec = plain.model_copy(update={"speculative": SPECULATIVE})
 
@@ -110,7 +110,7 @@ def test_a_speculative_pick_explains_its_acceptance_and_warns_when_assumed(share
     prof, workload = sharegpt
     req = head_window(workload.requests, 200)
     g, m = get_gpu("H100-SXM"), get_model("meta-llama/Llama-3.1-8B-Instruct")
-    target = Target(g, m, 1, hardware_facts(g, 1), model_facts(m), perf.load_params())
+    target = Target(g, m, 1, hardware_facts(g, 1), model_facts(m), load_params())
     plain = next(c for c in base_grid(target, max_model_len(req, m)) if c.engine == "vllm")
     spec = plain.model_copy(update={"speculative": SPECULATIVE})
     request = RecommendRequest(source=str(SHAREGPT), gpu=g.name, model=m.name)

@@ -1,5 +1,6 @@
 """Tests for recommender/steptime.py and recommender/steptime_aic.py: the step-time provider
-interface (registry keyed by kind, choice, fallback) and the measured-kernel provider.
+interface (registry keyed by kind, the provider as an argument, fallback) and the
+measured-kernel provider.
 
 The measured provider is checked against direct calls of aiconfigurator-core (its own
 answer, computed in the test), not against the provider's own helpers.
@@ -16,8 +17,11 @@ from core.errors import UsageError
 from engines.config import EngineConfig
 from recommender import perf, steptime
 from recommender.catalog import get_gpu, get_model
-from recommender.perf import Batch, EngineParams, deployment, step_time
-from recommender.simulator import step_coefficients
+from recommender.params import EngineParams, PerfParams, default_params, load_params
+from recommender.perf import Batch, deployment, step_coefficients, step_seconds
+from recommender.resolve import resolve
+from recommender.sim_kernel import table_seconds
+from recommender.steptime_aic import pack
 
 PARAMS = EngineParams(compute_efficiency=0.5, bandwidth_efficiency=0.8, step_overhead_s=0.002,
                       per_seq_overhead_s=1e-5)
@@ -29,20 +33,33 @@ def _config(engine: str = "trtllm", **kw) -> EngineConfig:
     return EngineConfig(engine=engine, model=LLAMA_8B, tp=1, **kw)  # type: ignore[arg-type]
 
 
-def _dep(kind: str | None = None, gpu: str = "H100-SXM", **kw) -> perf.Deployment:
+def _dep(kind: str = steptime.DEFAULT_KIND, gpu: str = "H100-SXM", **kw) -> perf.Deployment:
     return deployment(_config(**kw), get_gpu(gpu), get_model(LLAMA_8B), step_time=kind)
 
 
+def _step(dep: perf.Deployment, batch: Batch, params: EngineParams = PARAMS) -> float:
+    """`perf.step_seconds` of `batch` on `dep` under `params`."""
+    assert dep.kernels is not None
+    return step_seconds(step_coefficients(dep, params), dep.kernels.table(), batch)
+
+
+def _kernel_s(dep: perf.Deployment, batch: Batch, params: EngineParams = PARAMS) -> float:
+    """The provider's kernel time of `batch`: the step with the engine's per-step and
+    per-position overheads at zero (no draft without speculation)."""
+    return _step(dep, batch, params.model_copy(
+        update={"step_overhead_s": 0.0, "per_seq_overhead_s": 0.0}))
+
+
 class ConstantKernels:
-    """A real plug-in provider (not a stand-in for one): every forward takes 3 ms."""
+    """A real plug-in provider (not a stand-in for one): every forward takes 3 ms (a table
+    in the layout the step formula reads, flat up to a million tokens)."""
 
     kind = "constant"
 
-    def kernel_seconds(self, dep: object, batch: object, params: object) -> float:
-        return 0.003
-
     def table(self) -> np.ndarray:
-        return np.zeros(0)
+        nodes = np.array([1.0, 1e6])
+        return pack((nodes, np.full(2, 0.003)), (nodes, np.zeros(2)), nodes, nodes,
+                    np.zeros((2, 2)))
 
 
 def constant_kernels(cell: steptime.StepCell) -> ConstantKernels | None:
@@ -60,9 +77,10 @@ def test_roofline_step_is_kernel_plus_overheads():
     # Llama-3.1-8B FP8 on H100-SXM, one decode at context 1: ~8.03 GB of weights (FP8 body,
     # bf16 embeddings) over 3.35 TB/s × 0.8 dominates the kernel; + 2 ms + 1 sampled × 10 µs.
     dep = _dep("roofline")
+    assert dep.kernels is perf.ROOFLINE and dep.kernels.table().shape == (0,)
     batch = Batch(prefill_tokens=0, decode_seqs=1, decode_context=1)
-    kernel = perf.ROOFLINE.kernel_seconds(dep, batch, PARAMS)
-    assert step_time(dep, batch, PARAMS) == kernel + 0.002 + 1e-5
+    kernel = _kernel_s(dep, batch)
+    assert _step(dep, batch) == pytest.approx(kernel + 0.002 + 1e-5, rel=1e-12)
     body = 8.03e9 - 2 * 128256 * 4096  # untied embeddings and lm_head stay bf16
     weights = body + 2 * 128256 * 4096 * 2
     assert kernel == pytest.approx(weights / (3.35e12 * 0.8), rel=0.03)
@@ -71,20 +89,29 @@ def test_roofline_step_is_kernel_plus_overheads():
 def test_registry_is_keyed_by_kind_and_a_plugin_replaces_the_kernel_only(monkeypatch):
     assert set(steptime.PROVIDERS) >= {"roofline", "measured"}
     monkeypatch.setitem(steptime.PROVIDERS, "constant", f"{__name__}:constant_kernels")
-    with steptime.using("constant"):
-        dep = _dep()
+    dep = _dep("constant")
     assert dep.kernels is not None and dep.kernels.kind == "constant"
     batch = Batch(prefill_tokens=100, decode_seqs=4, decode_context=500, prefill_seqs=1)
     # 3 ms + 2 ms step overhead + 5 sampled positions × 10 µs
-    assert step_time(dep, batch, PARAMS) == pytest.approx(0.003 + 0.002 + 5e-5, rel=1e-12)
-    assert steptime.active_kind() == steptime.DEFAULT_KIND  # the block's choice does not leak
+    assert _step(dep, batch) == pytest.approx(0.003 + 0.002 + 5e-5, rel=1e-12)
+    # The provider is an argument, not an ambient choice: the parameters name it (the one
+    # they were fitted beside), resolve prices with it, and nothing else changes.
+    res = resolve(_config(), get_gpu("H100-SXM"), get_model(LLAMA_8B),
+                  PerfParams(engines={"trtllm": PARAMS}, step_time="constant"))
+    assert res.step_time == "constant" and res.step.kernels.kind == "constant"
+    assert res.step_seconds(batch) == pytest.approx(0.003 + 0.002 + 5e-5, rel=1e-12)
+    assert _dep().kernels.kind == steptime.DEFAULT_KIND
 
 
-def test_unknown_kind_is_a_usage_error():
-    with pytest.raises(UsageError, match="step-time provider"), steptime.using("nope"):
-        pass
+@pytest.mark.parametrize("call", [
+    lambda: steptime.check_kind("nope"),
+    lambda: _dep("nope"),
+    lambda: default_params("nope"),
+    lambda: load_params(step_time="nope"),
+])
+def test_unknown_kind_is_a_usage_error(call):
     with pytest.raises(UsageError, match="step-time provider"):
-        _dep("nope")
+        call()
 
 
 def test_a_cell_the_provider_does_not_cover_falls_back_to_the_roofline(monkeypatch):
@@ -114,7 +141,7 @@ def test_measured_decode_matches_aiconfigurator(measured):
     dep, direct = measured
     for seqs, context, rel in ((8, 2048, 0.01), (64, 4096, 0.01), (48, 3000, 0.03)):
         want_ms = direct.decode_step_latency(seqs, context - 1, 2)  # s = isl + osl // 2
-        got = dep.kernels.kernel_seconds(dep, Batch(0, seqs, context), PARAMS)
+        got = _kernel_s(dep, Batch(0, seqs, context))
         assert got * 1e3 == pytest.approx(want_ms, rel=rel), (seqs, context)
 
 
@@ -127,21 +154,18 @@ def test_measured_prefill_matches_aiconfigurator(measured):
                                 (16384, 4096, 0.03)):
         want_ms = direct.mixed_step_breakdown(tokens, 0, prompt, 2, 0)[0]
         batch = Batch(tokens, 0, 0, prefill_context=prompt / 2, prefill_seqs=tokens / prompt)
-        assert dep.kernels.kernel_seconds(dep, batch, PARAMS) * 1e3 == pytest.approx(
-            want_ms, rel=rel), (tokens, prompt)
+        assert _kernel_s(dep, batch) * 1e3 == pytest.approx(want_ms, rel=rel), (tokens, prompt)
 
 
 def test_prefill_kernel_scale_multiplies_the_prefill_gemms_only(measured):
     dep, direct = measured
     slow = PARAMS.model_copy(update={"prefill_kernel_scale": 2.0})
     decode = Batch(0, 64, 2000)
-    assert dep.kernels.kernel_seconds(dep, decode, slow) == dep.kernels.kernel_seconds(
-        dep, decode, PARAMS)
+    assert _kernel_s(dep, decode, slow) == _kernel_s(dep, decode)
     # a pure prefill: the scale adds its shared (non-attention) ops once more, attention stays
     prefill = Batch(4096, 0, 0, prefill_context=512, prefill_seqs=4)
     shared_ms = direct.mixed_step_breakdown(4096, 0, 1024, 2, 0)[1]
-    extra = dep.kernels.kernel_seconds(dep, prefill, slow) - dep.kernels.kernel_seconds(
-        dep, prefill, PARAMS)
+    extra = _kernel_s(dep, prefill, slow) - _kernel_s(dep, prefill)
     assert extra * 1e3 == pytest.approx(shared_ms, rel=1e-9)
 
 
@@ -157,27 +181,28 @@ def test_measured_step_adds_servefit_overheads_and_ignores_efficiencies(measured
     dep, _ = measured
     batch = Batch(0, 16, 1000)
     slow = PARAMS.model_copy(update={"compute_efficiency": 0.1, "bandwidth_efficiency": 0.1})
-    kernel = dep.kernels.kernel_seconds(dep, batch, PARAMS)
-    assert step_time(dep, batch, PARAMS) == pytest.approx(kernel + 0.002 + 16e-5, rel=1e-12)
-    assert step_time(dep, batch, slow) == step_time(dep, batch, PARAMS)
+    # the table's own time for 16 decodes at context 1000 (no prefill)
+    kernel = table_seconds(dep.kernels.table(), 0.0, 0.0, 16.0, 16.0 * 1000, 1.0)
+    assert _step(dep, batch) == pytest.approx(kernel + 0.002 + 16e-5, rel=1e-12)
+    assert _step(dep, batch, slow) == _step(dep, batch)
 
 
 def test_simulator_reads_the_same_table(measured):
-    from recommender.sim_kernel import measured_step_seconds
+    # One request alone under the measured provider: its decode steps (one sequence at
+    # context 500 + k) take what the step formula gives on the same table, summed.
+    from recommender.simulator import SimOptions, SimRequests, simulate
 
     dep, _ = measured
-    coef = step_coefficients(dep, PARAMS)
-    table = dep.kernels.table()
-    rng = np.random.default_rng(7)
-    for _ in range(50):
-        p, d = float(rng.integers(0, 4000)), float(rng.integers(0, 300))
-        if p + d == 0:
-            continue
-        cd, cp = float(rng.uniform(10, 30000)), float(rng.uniform(0, 8000))
-        want = step_time(dep, Batch(p, d, cd, prefill_context=cp, prefill_seqs=1.0 if p else 0.0),
-                         PARAMS)
-        got = measured_step_seconds(coef, table, p, d, d * cd, p * cp, 1.0 if p else 0.0)
-        assert got == pytest.approx(want, rel=1e-12)
+    params = PerfParams(engines={"trtllm": PARAMS}, step_time="measured")
+    config, gpu, model = _config(), get_gpu("H100-SXM"), get_model(LLAMA_8B)
+    res = resolve(config, gpu, model, params)
+    assert res.step_time == "measured"
+    np.testing.assert_array_equal(res.table, dep.kernels.table())
+    inp, out = 500, 30
+    sim = simulate(SimRequests(np.zeros(1), np.array([inp]), np.array([out])), config, gpu,
+                   model, params=params, options=SimOptions(arrival="offline"))
+    decodes = [_step(dep, Batch(0, 1, inp + k)) for k in range(out - 1)]
+    assert sim.e2e_s[0] - sim.ttft_s[0] == pytest.approx(sum(decodes), rel=1e-9)
 
 
 def test_missing_table_falls_back_to_the_roofline():
@@ -216,7 +241,7 @@ def test_a_dense_model_it_does_not_bundle_is_built_from_its_shapes(tmp_path):
         gemm_quant_mode="bfloat16", kvcache_quant_mode="bfloat16", fmha_quant_mode="bfloat16")
     for seqs, context in ((8, 2048), (64, 1024)):
         want_ms = direct.decode_step_latency(seqs, context - 1, 2)
-        got = dep.kernels.kernel_seconds(dep, Batch(0, seqs, context), PARAMS)
+        got = _kernel_s(dep, Batch(0, seqs, context))
         assert got * 1e3 == pytest.approx(want_ms, rel=0.02), (seqs, context)
 
 
@@ -234,7 +259,7 @@ def test_block_scaled_fp8_checkpoints_run_the_block_kernels():
     tensor = aic.EngineHandle.compile("Qwen/Qwen3-235B-A22B", "h100_sxm", "vllm",
                                       gemm_quant_mode="fp8", moe_quant_mode="fp8", **kw)
     want_ms = block.decode_step_latency(256, 511, 2)
-    got_ms = dep.kernels.kernel_seconds(dep, Batch(0, 256, 512), PARAMS) * 1e3
+    got_ms = _kernel_s(dep, Batch(0, 256, 512)) * 1e3
     assert got_ms == pytest.approx(want_ms, rel=0.03)
     assert abs(tensor.decode_step_latency(256, 511, 2) / want_ms - 1) > 0.3
 
@@ -252,7 +277,7 @@ def test_a_cell_the_tables_lack_is_predicted_with_the_roofline_fit():
     # the roofline, and with it to the roofline's own fit (fit.json params_by_step_time), so
     # its prediction is the roofline provider's exactly. A covered cell's is not.
     from core.load import fixed
-    from recommender.perf import load_params, predict
+    from tests.recommender.deploy import steady
 
     load = fixed(1000, 200, concurrency=16)
     amd = (EngineConfig(engine="vllm", model=LLAMA_8B, tp=1), get_gpu("MI300X"))
@@ -260,10 +285,9 @@ def test_a_cell_the_tables_lack_is_predicted_with_the_roofline_fit():
     model = get_model(LLAMA_8B)
     got = {}
     for kind in ("measured", "roofline"):
-        with steptime.using(kind):
-            params = load_params()
-            got[kind] = [predict(cfg, model, gpu, load, params=params)
-                         for cfg, gpu in (amd, h100)]
+        params = load_params(step_time=kind)
+        assert params.step_time == kind
+        got[kind] = [steady(cfg, model, gpu, load, params=params) for cfg, gpu in (amd, h100)]
     measured_params = load_params(step_time="measured")
     assert measured_params.fallback == load_params(step_time="roofline")
     assert got["measured"][0] == got["roofline"][0]
