@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from engines import ENGINES
 from engines.config import EngineConfig
-from recommender.policies import POLICIES
+from recommender.policies import policy_for
 from recommender.specs import GPU, ModelSpec
 
 # A running-sequence cap that stands for "none" (SGLang derives it from the KV pool).
@@ -81,7 +81,7 @@ def scheduler_caps(config: EngineConfig, gpu: GPU, longest_tokens: int | None = 
     elif not chunked and longest_tokens is not None:
         budget = max(budget, longest_tokens)
     running = config.max_num_seqs or seqs or NO_CAP_SEQS
-    if config.max_num_seqs is not None and POLICIES[config.engine].cap_per_instance:
+    if config.max_num_seqs is not None and policy_for(config).cap_per_instance:
         running = max(1, running // config.dp)  # one DP rank's share of the instance's cap
     return SchedulerCaps(running, budget, chunked, prefix)
 

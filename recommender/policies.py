@@ -7,9 +7,11 @@ read the policy's named fields; no code branches on the engine's name.
 - vLLM (V1 scheduler): FCFS, a request claims the KV blocks of its first chunk at
   admission and grows block by block; when none is free the newest running request is
   preempted and recomputed later.
-- SGLang: the same admission and recompute preemption in the simulator; its radix cache's
-  longest-prefix-match ordering and new-token-ratio admission are not modelled (said here
-  rather than approximated).
+- SGLang: FCFS (the default schedule policy since 0.5; `--schedule-policy lpm` in
+  extra_args orders the waiting queue by longest cached prefix while it holds at most 128
+  requests, as SGLang does), admission by new-token ratio (a running request holds back
+  ratio × its remaining output, clipped at 4,096 tokens; the ratio starts at 0.7, decays to
+  0.098 over 600 steps and returns to 0.7 after a retraction), recompute on retraction.
 - TensorRT-LLM (GUARANTEED_NO_EVICT, its default capacity scheduler): a request is admitted
   only when the blocks of its whole prompt + output fit, held to its end, so it is never
   preempted. MAX_UTILIZATION (admit like vLLM, pause on a full pool) is the `grow` policy.
@@ -17,10 +19,11 @@ read the policy's named fields; no code branches on the engine's name.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from engines.config import EngineKind
+from engines.config import EngineConfig, EngineKind
 
 Admission = Literal["grow", "reserve_full"]
 
@@ -35,6 +38,13 @@ class SchedulerPolicy:
     # attention DP ranks (SGLang's --max-running-requests), rather than each rank (vLLM's
     # --max-num-seqs, TensorRT-LLM's max_batch_size).
     cap_per_instance: bool = False
+    # Admission reserve for the running requests' remaining outputs (SGLang's new-token
+    # ratio): ratio at start / floor / decay per step, and the per-request clip in tokens.
+    reserve_init: float = 0.0
+    reserve_min: float = 0.0
+    reserve_decay: float = 0.0
+    reserve_clip_tokens: int = 4096
+    lpm_max_queue: int = 0  # longest-prefix-match ordering up to this queue length; 0 FCFS
 
     @property
     def reserves_output(self) -> bool:
@@ -48,10 +58,37 @@ class SchedulerPolicy:
         return 1.0 if self.reserves_output else 0.5
 
 
-POLICIES: dict[EngineKind, SchedulerPolicy] = {
-    "vllm": SchedulerPolicy("vllm-v1-fcfs", "grow"),
-    "sglang": SchedulerPolicy("sglang-fcfs", "grow", cap_per_instance=True),
-    "trtllm": SchedulerPolicy("trtllm-guaranteed-no-evict", "reserve_full"),
+SGLANG_RATIO = (0.7, 0.7 * 0.14, 600)  # SGLANG_INIT_NEW_TOKEN_RATIO, x MIN_FACTOR, DECAY_STEPS
+SGLANG_LPM_MAX_QUEUE = 128  # SchedulePolicy: past this queue length LPM falls back to FCFS
+
+
+def _vllm(config: EngineConfig) -> SchedulerPolicy:
+    del config
+    return SchedulerPolicy("vllm-v1-fcfs", "grow")
+
+
+def _sglang(config: EngineConfig) -> SchedulerPolicy:
+    init, floor, steps = SGLANG_RATIO
+    lpm = str(config.extra_args.get("schedule-policy", "fcfs")) == "lpm"
+    return SchedulerPolicy(
+        "sglang-lpm" if lpm else "sglang-fcfs", "grow", cap_per_instance=True,
+        reserve_init=init, reserve_min=floor, reserve_decay=(init - floor) / steps,
+        lpm_max_queue=SGLANG_LPM_MAX_QUEUE if lpm else 0)
+
+
+def _trtllm(config: EngineConfig) -> SchedulerPolicy:
+    del config
+    return SchedulerPolicy("trtllm-guaranteed-no-evict", "reserve_full")
+
+
+POLICIES: dict[EngineKind, Callable[[EngineConfig], SchedulerPolicy]] = {
+    "vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm,
 }
 
-__all__ = ["POLICIES", "Admission", "SchedulerPolicy"]
+
+def policy_for(config: EngineConfig) -> SchedulerPolicy:
+    """The scheduler policy `config`'s engine runs it with."""
+    return POLICIES[config.engine](config)
+
+
+__all__ = ["POLICIES", "Admission", "SchedulerPolicy", "policy_for"]

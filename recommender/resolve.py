@@ -37,7 +37,7 @@ from recommender.perf import (
     step_coefficients,
     step_seconds,
 )
-from recommender.policies import POLICIES, SchedulerPolicy
+from recommender.policies import SchedulerPolicy, policy_for
 from recommender.specs import GPU, ModelSpec
 from recommender.steptime import FALLBACK_KIND
 
@@ -128,7 +128,7 @@ def resolve(
     kernels = step.kernels
     return Resolved(
         config=filled_config, gpu=gpu, model=model, caps=filled.caps,
-        policy=POLICIES[config.engine], memory=memory, step=step, params=engine,
+        policy=policy_for(filled_config), memory=memory, step=step, params=engine,
         coefficients=step_coefficients(step, engine),
         table=kernels.table() if kernels is not None else np.zeros(0),
         step_time=kernels.kind if kernels is not None else FALLBACK_KIND,

@@ -12,6 +12,8 @@ paths read one function).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -194,26 +196,28 @@ def _reserve(need, hu, cached, prev, nxt, cs):  # noqa: PLR0917
 
 
 @numba.njit(cache=True, nogil=True)
-def _release(r, held, priv, hoff, hid, ref, prev, nxt, cs):  # noqa: PLR0917
+def _release(r, S, hid, ref, prev, nxt, cs):  # noqa: PLR0917
     """Free r's private units; drop its refs on cached blocks, last block first (the prefix
     becomes the most recently used, so it outlives the tail)."""
-    for j in range(held[r] - 1, -1, -1):
-        x = hid[hoff[r] + j]
+    base = S[r, S_HOFF]
+    for j in range(S[r, S_HELD] - 1, -1, -1):
+        x = hid[base + j]
         ref[x] -= 1
         if ref[x] == 0:
             _push(x, prev, nxt, cs)
-    held[r] = 0
-    cs[FREE] += priv[r]
-    priv[r] = 0
+    S[r, S_HELD] = 0
+    cs[FREE] += S[r, S_PRIV]
+    S[r, S_PRIV] = 0
 
 
 @numba.njit(cache=True, nogil=True)
-def _insert_prompt_blocks(r, upto, held, priv, hoff, hid, cached, ref, prev, nxt, cs, hu):  # noqa: PLR0917
-    """r's computed full prompt blocks held[r]..upto-1 move from private units into the cache
+def _insert_prompt_blocks(r, upto, S, hid, cached, ref, prev, nxt, cs, hu):  # noqa: PLR0917
+    """r's computed full prompt blocks held..upto-1 move from private units into the cache
     (or, if another request cached the same block meanwhile, share it and free r's copy)."""
-    for j in range(held[r], upto):
-        x = hid[hoff[r] + j]
-        priv[r] -= hu
+    base = S[r, S_HOFF]
+    for j in range(S[r, S_HELD], upto):
+        x = hid[base + j]
+        S[r, S_PRIV] -= hu
         if cached[x]:
             if ref[x] == 0:
                 _unlink(x, prev, nxt, cs)
@@ -223,7 +227,7 @@ def _insert_prompt_blocks(r, upto, held, priv, hoff, hid, cached, ref, prev, nxt
             cached[x] = True
             ref[x] = 1
             cs[NCACHED] += 1
-    held[r] = upto
+    S[r, S_HELD] = upto
 
 
 @numba.njit(cache=True, nogil=True)
@@ -239,9 +243,329 @@ def _itl_bin(gap):
     return min(b, ITL_BINS - 1)
 
 
+# Per-request state: one int64 row and one float64 row per request (serving order), named
+# columns. Two arrays instead of twenty keep the compiled loop free of reference counting.
+(S_INP, S_OUT, S_HOFF, S_NFULL, S_COMPUTED, S_NTOK, S_ODONE, S_HELD, S_PRIV, S_SCHED,
+ S_STATUS, S_NPRE, S_LAST_STEP) = range(13)
+N_S = 13
+# arrival (closed loop: release time, written as users finish), first token, finish,
+# speculative tokens accrued, last emission, largest gap between two emissions
+F_ARR, F_FIRST, F_FIN, F_ACC, F_LAST, F_MAXGAP = range(6)
+N_F = 6
+
+
+class Cache(NamedTuple):
+    """The KV pool: free units and the prefix cache's blocks (LRU list of unreferenced ones)."""
+
+    hid: np.ndarray  # block ids of every request's full prompt blocks, flat
+    cached: np.ndarray
+    ref: np.ndarray
+    prev: np.ndarray
+    nxt: np.ndarray
+    cs: np.ndarray  # HEAD, TAIL, COUNT, NCACHED, FREE
+
+
+class Queues(NamedTuple):
+    """The running list, the waiting ring and the loop's counters (`Q_*` slots of `q`)."""
+
+    run: np.ndarray  # running requests in admission order, q[Q_NRUN] of them
+    wq: np.ndarray  # waiting ring: q[Q_WL] requests from q[Q_WH]
+    q: np.ndarray
+
+
+# Queues.q slots: waiting ring head and length, running count, next to release, released so
+# far, finished.
+Q_WH, Q_WL, Q_NRUN, Q_NX, Q_NREL, Q_DONE = range(6)
+# The scheduler policy's floats (`simulator.policy_settings`, named in
+# `policies.SchedulerPolicy`), in this order: SGLang-style admission reserve (a running
+# request holds back reserve × its remaining output, up to RES_CLIP tokens; the reserve
+# starts at RES_INIT, falls by RES_DECAY per step to RES_MIN, and returns to RES_INIT on a
+# preemption), and longest-prefix-match ordering of the waiting queue while it holds at
+# most LPM_MAX_QUEUE requests (0: FCFS).
+PCFG_FIELDS = ("reserve_init", "reserve_min", "reserve_decay", "reserve_clip_tokens",
+               "lpm_max_queue")
+RES_INIT, RES_MIN, RES_DECAY, RES_CLIP, LPM_MAX_QUEUE = range(len(PCFG_FIELDS))
+
+
 @numba.njit(cache=True, nogil=True)
-def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, series, itl):  # noqa: PLR0917, PLR0912, PLR0915
-    """Simulate until every request finishes.
+def _preempt_newest(S, ca, qu):
+    """Recompute preemption of the most recently admitted running request: its KV freed, it
+    returns to the front of the waiting ring. Returns it."""
+    q, wq = qu.q, qu.wq
+    n = S.shape[0]
+    q[Q_NRUN] -= 1
+    v = qu.run[q[Q_NRUN]]
+    _release(v, S, ca.hid, ca.ref, ca.prev, ca.nxt, ca.cs)
+    S[v, S_COMPUTED] = 0
+    S[v, S_STATUS] = WAITING
+    q[Q_WH] = (q[Q_WH] - 1) % n
+    wq[q[Q_WH]] = v
+    q[Q_WL] += 1
+    S[v, S_NPRE] += 1
+    return v
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _schedule_running(S, ca, qu, budget, chunked, u, hbs, hu, qi, clip):  # noqa: PLR0917
+    """Running requests first, in admission order: each gets min(tokens left, budget left)
+    (a decode 1 token, k + 1 verified with speculation); a block it needs and cannot get
+    preempts the newest running request. Returns (budget left, prefill tokens, decodes,
+    decode context sum, prefill context sum, prompts sampled, preemptions, the running
+    requests' remaining outputs up to `clip` each)."""
+    run_, q = qu.run, qu.q
+    cached, prev, nxt, cs = ca.cached, ca.prev, ca.nxt, ca.cs
+    pt = dn = cd = cp = sp = remaining = 0.0
+    preempts = 0
+    i = 0
+    while i < q[Q_NRUN] and budget > 0:
+        r = run_[i]
+        rem = S[r, S_NTOK] - S[r, S_COMPUTED]
+        k = min(rem, budget)
+        if not chunked and k < rem:
+            i += 1
+            continue
+        decode = rem == 1 and S[r, S_ODONE] > 0
+        look = qi if decode else k  # a speculative decode verifies k + 1 tokens
+        # ceil(x / u) - priv, clamped at 0, without a division in the common case (a decode
+        # inside its last block).
+        x = S[r, S_COMPUTED] + look - S[r, S_HELD] * hbs - S[r, S_PRIV] * u
+        need = _ceil_div(x, u) if x > 0 else 0
+        ok = True
+        while need > 0 and not _reserve(need, hu, cached, prev, nxt, cs):
+            preempts += 1
+            if _preempt_newest(S, ca, qu) == r:
+                ok = False
+                break
+        if not ok:
+            break
+        S[r, S_PRIV] += need
+        S[r, S_SCHED] = k
+        budget -= look
+        remaining += min(S[r, S_OUT] - S[r, S_ODONE], clip)
+        if decode:
+            dn += 1.0
+            cd += S[r, S_COMPUTED]
+        else:
+            pt += k
+            cp += k * (S[r, S_COMPUTED] + 0.5 * k)
+            if k == rem:
+                sp += 1.0
+        i += 1
+    return budget, pt, dn, cd, cp, sp, preempts, remaining
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _cached_prefix(S, hid, cached, r, hbs):
+    """Leading prompt blocks of r already cached (never the whole prompt: the last token is
+    always computed)."""
+    h = 0
+    base = S[r, S_HOFF]
+    while h < S[r, S_NFULL] and cached[hid[base + h]]:
+        h += 1
+    while h > 0 and h * hbs >= S[r, S_NTOK]:
+        h -= 1
+    return h
+
+
+@numba.njit(cache=True, nogil=True)
+def _order_longest_prefix(S, ca, qu, hbs):
+    """Sort the waiting ring by cached prefix, longest first (stable: FCFS among equals), as
+    SGLang's `lpm` schedule policy does."""
+    q, wq = qu.q, qu.wq
+    n = S.shape[0]
+    wl = q[Q_WL]
+    keys = np.empty(wl, np.int64)
+    items = np.empty(wl, np.int64)
+    for j in range(wl):
+        r = wq[(q[Q_WH] + j) % n]
+        items[j] = r
+        keys[j] = -_cached_prefix(S, ca.hid, ca.cached, r, hbs)
+    order = np.argsort(keys, kind="mergesort")
+    for j in range(wl):
+        wq[(q[Q_WH] + j) % n] = items[order[j]]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _admit(S, ca, qu, budget, settings, reserve_tokens, ratio, clip):  # noqa: PLR0917
+    """Waiting requests in ring order while running < max_seqs, budget is left and the KV
+    units the admission claims fit beside the policy's reserve for the running requests'
+    outputs. Returns (budget left, prefill tokens, prefill context sum, prompts sampled,
+    reserve tokens after the admissions)."""
+    max_seqs, chunked, static, u, hbs, hu, reserve = settings
+    q, wq, run_ = qu.q, qu.wq, qu.run
+    hid, cached, ref, prev, nxt, cs = ca.hid, ca.cached, ca.ref, ca.prev, ca.nxt, ca.cs
+    n = S.shape[0]
+    pt = cp = sp = 0.0
+    while q[Q_WL] > 0 and q[Q_NRUN] < max_seqs and (budget > 0 or static):
+        r = wq[q[Q_WH]]
+        h = _cached_prefix(S, hid, cached, r, hbs)
+        base = S[r, S_HOFF]
+        rem = S[r, S_NTOK] - h * hbs
+        k = min(rem, budget)
+        if not chunked and k < rem and not (static and k == 0):
+            break
+        left = S[r, S_OUT] - S[r, S_ODONE]
+        # units the admission claims: the first chunk's, or all the request will hold
+        need = _ceil_div(rem + left - 1 if reserve else k, u)
+        held_back = 0
+        if ratio > 0.0:
+            held_back = _ceil_div(np.int64(ratio * (reserve_tokens + min(left, clip))), u)
+        in_lru = 0
+        for j in range(h):
+            if ref[hid[base + j]] == 0:
+                in_lru += 1
+        if cs[FREE] + hu * (cs[COUNT] - in_lru) < need + held_back:
+            break
+        for j in range(h):
+            x = hid[base + j]
+            if ref[x] == 0:
+                _unlink(x, prev, nxt, cs)
+            ref[x] += 1
+        _reserve(need, hu, cached, prev, nxt, cs)
+        S[r, S_PRIV] = need
+        S[r, S_HELD] = h
+        S[r, S_COMPUTED] = h * hbs
+        q[Q_WH] = (q[Q_WH] + 1) % n
+        q[Q_WL] -= 1
+        run_[q[Q_NRUN]] = r
+        q[Q_NRUN] += 1
+        S[r, S_STATUS] = RUNNING
+        S[r, S_SCHED] = k
+        budget -= k
+        reserve_tokens += min(left, clip)
+        pt += k
+        cp += k * (S[r, S_COMPUTED] + 0.5 * k)
+        if k == rem:
+            sp += 1.0
+    return budget, pt, cp, sp, reserve_tokens
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _advance(S, F, ca, qu, t, dt, steps, hbs, hu, spec, closed, req_oh, itl):  # noqa: PLR0917, PLR0912, PLR0915
+    """After a step of `dt` ending at `t`: every scheduled request's tokens computed, its
+    full prompt blocks cached; a request whose computed tokens reach its length emits 1
+    token (the expected fluid of the speculative ones), recorded in the ITL histogram;
+    finished requests release their KV (and, closed loop, their user's next request is
+    released). The emission stays in this loop, not a call: a call per token with the state
+    arrays costs their reference counts (4x the loop's time)."""
+    q, run_ = qu.q, qu.run
+    hid, cached, ref, prev, nxt, cs = ca.hid, ca.cached, ca.ref, ca.prev, ca.nxt, ca.cs
+    speculative, spec_e = spec
+    n = S.shape[0]
+    dt_bin = -1  # the ITL bin of a one-step gap, computed once per step
+    j = 0
+    for i in range(q[Q_NRUN]):
+        r = run_[i]
+        k = S[r, S_SCHED]
+        S[r, S_SCHED] = 0
+        finished = False
+        if k > 0:
+            S[r, S_COMPUTED] += k
+            if S[r, S_HELD] < S[r, S_NFULL]:  # nfull is 0 without prefix caching (hbs 0)
+                upto = min(S[r, S_NFULL], S[r, S_COMPUTED] // hbs)
+                if upto > S[r, S_HELD]:
+                    _insert_prompt_blocks(r, upto, S, hid, cached, ref, prev, nxt, cs, hu)
+            if S[r, S_COMPUTED] == S[r, S_NTOK]:
+                e = 1
+                if S[r, S_ODONE] > 0:
+                    if speculative and k == 1:
+                        a0 = F[r, F_ACC]
+                        F[r, F_ACC] = a0 + spec_e
+                        e = min(np.int64(F[r, F_ACC]) - np.int64(a0),
+                                S[r, S_OUT] - S[r, S_ODONE])
+                    if S[r, S_LAST_STEP] == steps - 1:
+                        gap = dt
+                        if dt_bin < 0:
+                            dt_bin = _itl_bin(dt)
+                        b = dt_bin
+                    else:
+                        gap = t - F[r, F_LAST]
+                        b = _itl_bin(gap)
+                    itl[b] += 1.0
+                    itl[ITL_BINS] += gap
+                    itl[ITL_BINS + 1] += 1.0
+                    F[r, F_MAXGAP] = max(F[r, F_MAXGAP], gap)
+                F[r, F_LAST] = t
+                S[r, S_LAST_STEP] = steps
+                S[r, S_ODONE] += e
+                S[r, S_COMPUTED] += e - 1
+                S[r, S_NTOK] += e
+                if S[r, S_ODONE] == e:
+                    F[r, F_FIRST] = t
+                finished = S[r, S_ODONE] == S[r, S_OUT]
+        if finished:
+            _release(r, S, hid, ref, prev, nxt, cs)
+            S[r, S_STATUS] = DONE
+            F[r, F_FIN] = t
+            q[Q_DONE] += 1
+            if closed > 0 and q[Q_NREL] < n:
+                F[q[Q_NREL], F_ARR] = t + req_oh
+                q[Q_NREL] += 1
+        else:
+            run_[j] = r
+            j += 1
+    q[Q_NRUN] = j
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _release_arrivals(S, F, qu, t):
+    """Requests whose entry time has come join the waiting ring."""
+    q, wq = qu.q, qu.wq
+    n = S.shape[0]
+    while q[Q_NX] < q[Q_NREL] and F[q[Q_NX], F_ARR] <= t:
+        wq[(q[Q_WH] + q[Q_WL]) % n] = q[Q_NX]
+        q[Q_WL] += 1
+        S[q[Q_NX], S_STATUS] = WAITING
+        q[Q_NX] += 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sample(series, ns, stride, steps, t, qu, cap, cs, hu):  # noqa: PLR0917
+    """Record (t, queue, running, KV used) every `stride` steps, halving the samples (and
+    doubling the stride) when the buffer is full. Returns (ns, stride)."""
+    if steps % stride == 0:
+        if ns == series.shape[0]:
+            for j in range(ns // 2):
+                series[j, :] = series[2 * j, :]
+            ns //= 2
+            stride *= 2
+        if steps % stride == 0:
+            series[ns, 0] = t
+            series[ns, 1] = qu.q[Q_WL]
+            series[ns, 2] = qu.q[Q_NRUN]
+            series[ns, 3] = (cap - cs[FREE] - hu * cs[COUNT]) / cap
+            ns += 1
+    return ns, stride
+
+
+@numba.njit(cache=True, nogil=True)
+def _state(arr, inp, out, hoff, hid, nfull, n_ids, cap, max_seqs):  # noqa: PLR0917
+    """(S, F, cache, queues) at t = 0: nothing computed, everything pending."""
+    n = arr.shape[0]
+    S = np.zeros((n, N_S), np.int64)
+    S[:, S_INP] = inp
+    S[:, S_OUT] = out
+    S[:, S_HOFF] = hoff
+    S[:, S_NFULL] = nfull
+    S[:, S_NTOK] = inp
+    S[:, S_LAST_STEP] = -2
+    F = np.zeros((n, N_F), np.float64)
+    F[:, F_ARR] = arr
+    F[:, F_FIRST] = np.nan
+    F[:, F_FIN] = np.nan
+    ca = Cache(hid, np.zeros(n_ids, np.bool_), np.zeros(n_ids, np.int32),
+               np.full(n_ids, -1, np.int64), np.full(n_ids, -1, np.int64),
+               np.array([-1, -1, 0, 0, cap], np.int64))
+    qu = Queues(np.empty(min(max_seqs, n) + 1, np.int64), np.empty(n, np.int64),
+                np.zeros(6, np.int64))
+    return S, F, ca, qu
+
+
+@numba.njit(cache=True, nogil=True)
+def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, pcfg, series, itl):  # noqa: PLR0917, PLR0915
+    """Simulate until every request finishes: per step, release arrivals, schedule the
+    running requests (`_schedule_running`), order (`_order_longest_prefix`) and admit
+    (`_admit`) waiting ones, price the step (the step formula), advance (`_advance`).
 
     Speculative decoding (coef[D_K] > 0): a decode schedules k + 1 query tokens (budget and
     KV lookahead) and emits the expected coef[SPEC_E] tokens per step as a deterministic
@@ -253,8 +577,8 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, series, itl):
     max_seqs, budget, chunked, static, closed_concurrency (0 = open), cap_units,
     unit_tokens, hash_block_tokens, reserve_output. reserve_output: a request is admitted
     only when the blocks of its whole prompt + output fit, and holds them to its end (never
-    preempted: TensorRT-LLM's GUARANTEED_NO_EVICT); else its first chunk's. arr is
-    overwritten in closed-loop mode (release times).
+    preempted: TensorRT-LLM's GUARANTEED_NO_EVICT); else its first chunk's.
+    pcfg: the policy's floats in PCFG_FIELDS order (`simulator.policy_settings`).
     table: a measured provider's kernel table (`table_seconds`), empty for the roofline.
     series: float64 (SERIES_CAP, 4) buffer (t, queue, running, kv_used_fraction).
     Returns (first_t, fin_t, preemptions per request, stats[steps, preemptions,
@@ -266,148 +590,38 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, series, itl):
     closed, cap, u, hbs = icfg[I_CLOSED], icfg[I_CAP], icfg[I_UNIT], icfg[I_HASH]
     reserve = icfg[I_RESERVE] != 0
     hu = hbs // u if hbs > 0 else 0
-    computed = np.zeros(n, np.int64)
-    ntok = inp.copy()
-    odone = np.zeros(n, np.int64)
-    held = np.zeros(n, np.int64)
-    priv = np.zeros(n, np.int64)
-    sched = np.zeros(n, np.int64)
-    status = np.zeros(n, np.int8)
-    first_t = np.full(n, np.nan)
-    fin_t = np.full(n, np.nan)
-    npre = np.zeros(n, np.int64)
-    acc = np.zeros(n, np.float64)
-    last_t = np.zeros(n, np.float64)
-    last_step = np.full(n, -2, np.int64)
-    maxgap = np.zeros(n, np.float64)
+    S, F, ca, qu = _state(arr, inp, out, hoff, hid, nfull, n_ids, cap, max_seqs)
+    q = qu.q
+    q[Q_NREL] = n if closed == 0 else min(closed, n)
     qi = np.int64(coef[SPEC_Q])
-    spec_e = coef[SPEC_E]
-    speculative = coef[D_K] > 0.0
+    spec = (coef[D_K] > 0.0, coef[SPEC_E])
+    admit = (max_seqs, chunked, static, u, hbs, hu, reserve)
+    ratio, clip = pcfg[RES_INIT], np.int64(pcfg[RES_CLIP])
     measured = table.shape[0] > 0
-    cached = np.zeros(n_ids, np.bool_)
-    ref = np.zeros(n_ids, np.int32)
-    prev = np.full(n_ids, -1, np.int64)
-    nxt = np.full(n_ids, -1, np.int64)
-    cs = np.array([-1, -1, 0, 0, cap], np.int64)
-    run_ = np.empty(min(max_seqs, n) + 1, np.int64)
-    wq = np.empty(n, np.int64)
-    wh = 0
-    wl = 0
-    n_run = 0
-    nrel = n if closed == 0 else min(closed, n)
-    nx = 0
-    done = 0
     t = 0.0
-    steps = 0
-    preempts = 0
-    empty = 0
-    ns = 0
+    steps = preempts = empty = ns = error = 0
     stride = 1
-    error = 0
-    while done < n:
-        while nx < nrel and arr[nx] <= t:
-            wq[(wh + wl) % n] = nx
-            wl += 1
-            status[nx] = WAITING
-            nx += 1
-        if n_run == 0 and wl == 0:
-            if nx >= nrel:
+    while q[Q_DONE] < n:
+        _release_arrivals(S, F, qu, t)
+        if q[Q_NRUN] == 0 and q[Q_WL] == 0:
+            if q[Q_NX] >= q[Q_NREL]:
                 error = 2  # nothing left to release: cannot happen with valid inputs
                 break
-            t = max(t, arr[nx])
+            t = max(t, F[q[Q_NX], F_ARR])
             continue
-        budget = budget_cap
-        pt = 0.0
-        dn = 0.0
-        cd = 0.0
-        cp = 0.0
-        sp = 0.0
-        preempted = False
-        i = 0
-        while i < n_run and budget > 0:
-            r = run_[i]
-            rem = ntok[r] - computed[r]
-            k = min(rem, budget)
-            if not chunked and k < rem:
-                i += 1
-                continue
-            decode = rem == 1 and odone[r] > 0
-            look = qi if decode else k  # a speculative decode verifies k + 1 tokens
-            # ceil(x / u) - priv, clamped at 0, without a division in the common case (a
-            # decode inside its last block).
-            x = computed[r] + look - held[r] * hbs - priv[r] * u
-            need = _ceil_div(x, u) if x > 0 else 0
-            ok = True
-            while need > 0 and not _reserve(need, hu, cached, prev, nxt, cs):
-                n_run -= 1
-                v = run_[n_run]
-                _release(v, held, priv, hoff, hid, ref, prev, nxt, cs)
-                computed[v] = 0
-                status[v] = WAITING
-                wh = (wh - 1) % n
-                wq[wh] = v
-                wl += 1
-                npre[v] += 1
-                preempts += 1
-                preempted = True
-                if v == r:
-                    ok = False
-                    break
-            if not ok:
-                break
-            priv[r] += need
-            sched[r] = k
-            budget -= look
-            if decode:
-                dn += 1.0
-                cd += computed[r]
-            else:
-                pt += k
-                cp += k * (computed[r] + 0.5 * k)
-                if k == rem:
-                    sp += 1.0
-            i += 1
-        if not preempted and (not static or n_run == 0):
-            while wl > 0 and n_run < max_seqs and (budget > 0 or static):
-                r = wq[wh]
-                h = 0
-                base = hoff[r]
-                while h < nfull[r] and cached[hid[base + h]]:
-                    h += 1
-                while h > 0 and h * hbs >= ntok[r]:
-                    h -= 1
-                rem = ntok[r] - h * hbs
-                k = min(rem, budget)
-                if not chunked and k < rem and not (static and k == 0):
-                    break
-                # blocks the admission claims: the first chunk's, or all the request will hold
-                need = _ceil_div(rem + out[r] - 1 - odone[r] if reserve else k, u)
-                in_lru = 0
-                for j in range(h):
-                    if ref[hid[base + j]] == 0:
-                        in_lru += 1
-                if cs[FREE] + hu * (cs[COUNT] - in_lru) < need:
-                    break
-                for j in range(h):
-                    x = hid[base + j]
-                    if ref[x] == 0:
-                        _unlink(x, prev, nxt, cs)
-                    ref[x] += 1
-                _reserve(need, hu, cached, prev, nxt, cs)
-                priv[r] = need
-                held[r] = h
-                computed[r] = h * hbs
-                wh = (wh + 1) % n
-                wl -= 1
-                run_[n_run] = r
-                n_run += 1
-                status[r] = RUNNING
-                sched[r] = k
-                budget -= k
-                pt += k
-                cp += k * (computed[r] + 0.5 * k)
-                if k == rem:
-                    sp += 1.0
+        budget, pt, dn, cd, cp, sp, pre, resv = _schedule_running(
+            S, ca, qu, budget_cap, chunked, u, hbs, hu, qi, clip)
+        preempts += pre
+        if pre > 0:
+            ratio = pcfg[RES_INIT]
+        elif pcfg[LPM_MAX_QUEUE] > 0 and 1 < q[Q_WL] <= pcfg[LPM_MAX_QUEUE] and hbs > 0:
+            _order_longest_prefix(S, ca, qu, hbs)
+        if pre == 0 and q[Q_WL] > 0 and (not static or q[Q_NRUN] == 0):
+            budget, a_pt, a_cp, a_sp, resv = _admit(S, ca, qu, budget, admit, resv, ratio,
+                                                    clip)
+            pt += a_pt
+            cp += a_cp
+            sp += a_sp
         if pt + dn == 0.0:
             empty += 1
             if empty > 3:
@@ -421,74 +635,11 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, series, itl):
             dt = step_seconds(coef, pt, dn, cd, cp, sp)
         t += dt
         steps += 1
-        dt_bin = -1
-        j = 0
-        for i in range(n_run):
-            r = run_[i]
-            k = sched[r]
-            sched[r] = 0
-            finished = False
-            if k > 0:
-                computed[r] += k
-                if held[r] < nfull[r]:  # nfull is 0 without prefix caching (hbs 0)
-                    upto = min(nfull[r], computed[r] // hbs)
-                    if upto > held[r]:
-                        _insert_prompt_blocks(
-                            r, upto, held, priv, hoff, hid, cached, ref, prev, nxt, cs, hu
-                        )
-                if computed[r] == ntok[r]:
-                    e = 1
-                    if odone[r] > 0:
-                        if speculative and k == 1:
-                            a0 = acc[r]
-                            acc[r] = a0 + spec_e
-                            e = min(np.int64(acc[r]) - np.int64(a0), out[r] - odone[r])
-                        if last_step[r] == steps - 1:
-                            gap = dt
-                            if dt_bin < 0:
-                                dt_bin = _itl_bin(dt)
-                            b = dt_bin
-                        else:
-                            gap = t - last_t[r]
-                            b = _itl_bin(gap)
-                        itl[b] += 1.0
-                        itl[ITL_BINS] += gap
-                        itl[ITL_BINS + 1] += 1.0
-                        maxgap[r] = max(maxgap[r], gap)
-                    last_t[r] = t
-                    last_step[r] = steps
-                    odone[r] += e
-                    computed[r] += e - 1
-                    ntok[r] += e
-                    if odone[r] == e:
-                        first_t[r] = t
-                    if odone[r] == out[r]:
-                        finished = True
-            if finished:
-                _release(r, held, priv, hoff, hid, ref, prev, nxt, cs)
-                status[r] = DONE
-                fin_t[r] = t
-                done += 1
-                if closed > 0 and nrel < n:
-                    arr[nrel] = t + coef[REQ_OH]
-                    nrel += 1
-            else:
-                run_[j] = r
-                j += 1
-        n_run = j
-        if steps % stride == 0:
-            if ns == series.shape[0]:
-                for q in range(ns // 2):
-                    series[q, :] = series[2 * q, :]
-                ns //= 2
-                stride *= 2
-            if steps % stride == 0:
-                series[ns, 0] = t
-                series[ns, 1] = wl
-                series[ns, 2] = n_run
-                series[ns, 3] = (cap - cs[FREE] - hu * cs[COUNT]) / cap
-                ns += 1
+        ratio = max(pcfg[RES_MIN], ratio - pcfg[RES_DECAY])
+        _advance(S, F, ca, qu, t, dt, steps, hbs, hu, spec, closed, coef[REQ_OH], itl)
+        ns, stride = _sample(series, ns, stride, steps, t, qu, cap, ca.cs, hu)
     stats = np.array([steps, preempts, ns, error], np.int64)
-    for r in range(n):
-        itl[ITL_BINS + 2] = max(itl[ITL_BINS + 2], maxgap[r])
-    return first_t, fin_t, npre, stats, maxgap
+    itl[ITL_BINS + 2] = max(itl[ITL_BINS + 2], np.max(F[:, F_MAXGAP]) if n else 0.0)
+    arr[:] = F[:, F_ARR]  # closed loop: the release times, for the caller's latencies
+    return (F[:, F_FIRST].copy(), F[:, F_FIN].copy(), S[:, S_NPRE].copy(), stats,
+            F[:, F_MAXGAP].copy())

@@ -63,6 +63,7 @@ from engines.config import EngineConfig
 from recommender.defaults import scheduler_caps
 from recommender.memory import plan_memory
 from recommender.params import EngineParams, PerfParams, load_params
+from recommender.policies import SchedulerPolicy
 from recommender.resolve import Harness, resolve
 from recommender.sim_result import (
     SimResult,
@@ -251,6 +252,13 @@ class KernelSettings:
         return np.array([int(getattr(self, f)) for f in sim_kernel.ICFG_FIELDS], np.int64)
 
 
+def policy_settings(policy: SchedulerPolicy) -> np.ndarray:
+    """The policy's floats as the loop reads them (`sim_kernel.PCFG_FIELDS` order)."""
+    from recommender import sim_kernel
+
+    return np.array([float(getattr(policy, f)) for f in sim_kernel.PCFG_FIELDS], np.float64)
+
+
 def _servable(worst: np.ndarray, cap_blocks: int, unit: int, *, max_len: int | None,
               budget: int, chunked: bool) -> np.ndarray:
     """Which requests of `worst` = prompt + output − 1 tokens an engine can ever serve: their
@@ -371,7 +379,7 @@ def simulate(
             else 0, cap_units=cap, unit_tokens=unit, hash_block_tokens=prep.hash_block,
             reserve_output=res.policy.reserves_output)
         _run_kernel(run, prep, order, settings.array(), res.coefficients.array(),
-                    table=res.table)
+                    table=res.table, policy=policy_settings(res.policy))
         run.ttft += overhead  # latencies count from the send, not the entry
         run.e2e += overhead
     return _result(run, (inp_in, out_in, ok), options=options, cap=cap)
@@ -402,14 +410,14 @@ class _Run:
 
 def _run_kernel(
     run: _Run, prep: _Prepared, order: np.ndarray, icfg: np.ndarray, coef: np.ndarray, *,
-    table: np.ndarray,
+    table: np.ndarray, policy: np.ndarray,
 ) -> None:
     from recommender import sim_kernel
 
     series = np.zeros((sim_kernel.SERIES_CAP, 4))
     first_t, fin_t, npre, stats, max_itl = sim_kernel.run(
         prep.arrival, prep.inp, prep.out, prep.hoff, prep.hid, prep.nfull, prep.n_ids,
-        icfg, coef, np.ascontiguousarray(table, dtype=np.float64), series, run.itl,
+        icfg, coef, np.ascontiguousarray(table, dtype=np.float64), policy, series, run.itl,
     )
     if stats[3]:
         raise UsageError(f"simulation stalled (code {int(stats[3])}): nothing schedulable")
