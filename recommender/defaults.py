@@ -2,9 +2,10 @@
 
 Owns `fill` (every scheduler knob the engine would choose itself: running-sequence cap, step
 token budget, chunked prefill, prefix caching, `max_model_len` sized to the workload),
-`memory_fraction` (the engine's fraction knob: the config's, the measured release's default,
-the plug-in's, or the fallback) and `SchedulerCaps`, the caps the simulated scheduler
-applies. The values come from the engine plug-ins (`engines.ENGINES[kind].defaults` and
+`size_max_model_len` / `workload_max_model_len` (the longest request + 10 %, in 1,024s,
+never the model's full context), `memory_fraction` (the engine's fraction knob: the
+config's, the measured release's default, the plug-in's, or the fallback) and
+`SchedulerCaps`, the caps the simulated scheduler applies. The values come from the engine plug-ins (`engines.ENGINES[kind].defaults` and
 `scheduler_defaults`); the simulator, the memory model, the steady-state algebra, capacity
 and reasons read them from here (through `recommender.resolve`), so a default the engine's
 scheduler uses and the one its memory plan assumes cannot disagree.
@@ -12,14 +13,23 @@ scheduler uses and the one its memory plan assumes cannot disagree.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
+from core.errors import UsageError
 from engines import ENGINES
 from engines.config import EngineConfig
 from recommender.policies import policy_for
 from recommender.specs import GPU, ModelSpec
 
+# max_model_len sized to a workload when none is given (`workload_max_model_len`): the longest
+# request plus LEN_MARGIN, rounded up to MAX_MODEL_LEN_STEP (a multiple of every engine's KV
+# block: vLLM 16, SGLang 1, TRT-LLM 32 tokens), never above the model's context. Deployments
+# set it so (vLLM --max-model-len, SGLang --context-length, TRT-LLM max_seq_len); checking the
+# KV pool against the full context would refuse configs an engine serves.
+MAX_MODEL_LEN_STEP = 1024
+LEN_MARGIN = 1.1
 # A running-sequence cap that stands for "none" (SGLang derives it from the KV pool).
 NO_CAP_SEQS = 4096
 FALLBACK_MEMORY_FRACTION = 0.9  # engine leaves it GPU-dependent (SGLang docs: about 0.9)
@@ -90,13 +100,11 @@ def fill(config: EngineConfig, gpu: GPU, model: ModelSpec, *,
          longest_tokens: int | None = None) -> Filled:
     """`config` with every scheduler knob the engine would choose written in, and
     `max_model_len` sized to the workload's longest request when unset
-    (`memory.size_max_model_len`, said in `warnings`).
+    (`size_max_model_len`, said in `warnings`).
 
     Raises:
         UsageError: the config's max_model_len exceeds the model's context.
     """
-    from recommender.memory import size_max_model_len  # memory reads this module's values
-
     caps = scheduler_caps(config, gpu, longest_tokens)
     seqs_default, _ = ENGINES[config.engine].scheduler_defaults(gpu.name, gpu.memory_gb)
     update = {"max_batched_tokens": caps.budget_tokens, "chunked_prefill": caps.chunked_prefill,
@@ -110,5 +118,55 @@ def fill(config: EngineConfig, gpu: GPU, model: ModelSpec, *,
     return Filled(filled, caps, warnings)
 
 
-__all__ = ["FALLBACK_MEMORY_FRACTION", "NO_CAP_SEQS", "Filled", "SchedulerCaps", "fill",
-           "memory_fraction", "release_of", "scheduler_caps"]
+def workload_max_model_len(longest_tokens: int, model: ModelSpec) -> int:
+    """max_model_len for a workload whose longest request (prompt + output) is
+    `longest_tokens`: + LEN_MARGIN, in MAX_MODEL_LEN_STEP multiples, capped at the context.
+
+    Raises:
+        UsageError: longest_tokens < 1.
+    """
+    if longest_tokens < 1:
+        raise UsageError(f"longest_tokens must be >= 1, got {longest_tokens}")
+    wanted = math.ceil(longest_tokens * LEN_MARGIN / MAX_MODEL_LEN_STEP) * MAX_MODEL_LEN_STEP
+    return min(wanted, model.max_context_tokens)
+
+
+def size_max_model_len(
+    config: EngineConfig, model: ModelSpec, longest_tokens: int
+) -> tuple[EngineConfig, str | None]:
+    """(config with max_model_len set, the warning saying it was sized, or None).
+
+    A config that sets max_model_len is returned as it is; otherwise it is sized to the
+    workload (`workload_max_model_len`), never to the model's full context.
+
+    Raises:
+        UsageError: the config's max_model_len exceeds the model's context.
+    """
+    if config.max_model_len is not None:
+        if config.max_model_len > model.max_context_tokens:
+            raise UsageError(f"max_model_len {config.max_model_len} exceeds {model.name}'s "
+                             f"context of {model.max_context_tokens} tokens")
+        return config, None
+    length = workload_max_model_len(longest_tokens, model)
+    warning = (
+        f"max_model_len not given: sized to the workload, {length} tokens (longest request "
+        f"{longest_tokens} + {LEN_MARGIN - 1:.0%}, in {MAX_MODEL_LEN_STEP}s; the model's "
+        f"context is {model.max_context_tokens}); set --max-model-len to choose it"
+    )
+    return config.model_copy(update={"max_model_len": length}), warning
+
+
+__all__ = [
+    "FALLBACK_MEMORY_FRACTION",
+    "LEN_MARGIN",
+    "MAX_MODEL_LEN_STEP",
+    "NO_CAP_SEQS",
+    "Filled",
+    "SchedulerCaps",
+    "fill",
+    "memory_fraction",
+    "release_of",
+    "scheduler_caps",
+    "size_max_model_len",
+    "workload_max_model_len",
+]

@@ -61,14 +61,6 @@ FIXED_RESERVE_BYTES = int(1.5 * GIB)
 NCCL_RESERVE_BYTES = int(0.5 * GIB)
 ACTIVATION_BYTES_PER_TOKEN_PER_HIDDEN = 32
 
-# max_model_len sized to a workload when none is given (`workload_max_model_len`): the longest
-# request plus LEN_MARGIN, rounded up to MAX_MODEL_LEN_STEP (a multiple of every engine's KV
-# block: vLLM 16, SGLang 1, TRT-LLM 32 tokens), never above the model's context. Deployments
-# set it so (vLLM --max-model-len, SGLang --context-length, TRT-LLM max_seq_len); checking the
-# KV pool against the full context would refuse configs an engine serves.
-MAX_MODEL_LEN_STEP = 1024
-LEN_MARGIN = 1.1
-
 SAFE_FRACTION_MAX = 0.90  # DESIGN §4.9: 0.85–0.90 is the safe band
 LOW_HEADROOM_FRACTION = 0.05
 
@@ -375,44 +367,6 @@ def plan_memory(
         risks=risks,
         notes=_notes(config, model),
     )
-
-
-def workload_max_model_len(longest_tokens: int, model: ModelSpec) -> int:
-    """max_model_len for a workload whose longest request (prompt + output) is
-    `longest_tokens`: + LEN_MARGIN, in MAX_MODEL_LEN_STEP multiples, capped at the context.
-
-    Raises:
-        UsageError: longest_tokens < 1.
-    """
-    if longest_tokens < 1:
-        raise UsageError(f"longest_tokens must be >= 1, got {longest_tokens}")
-    wanted = math.ceil(longest_tokens * LEN_MARGIN / MAX_MODEL_LEN_STEP) * MAX_MODEL_LEN_STEP
-    return min(wanted, model.max_context_tokens)
-
-
-def size_max_model_len(
-    config: EngineConfig, model: ModelSpec, longest_tokens: int
-) -> tuple[EngineConfig, str | None]:
-    """(config with max_model_len set, the warning saying it was sized, or None).
-
-    A config that sets max_model_len is returned as it is; otherwise it is sized to the
-    workload (`workload_max_model_len`), never to the model's full context.
-
-    Raises:
-        UsageError: the config's max_model_len exceeds the model's context.
-    """
-    if config.max_model_len is not None:
-        if config.max_model_len > model.max_context_tokens:
-            raise UsageError(f"max_model_len {config.max_model_len} exceeds {model.name}'s "
-                             f"context of {model.max_context_tokens} tokens")
-        return config, None
-    length = workload_max_model_len(longest_tokens, model)
-    warning = (
-        f"max_model_len not given: sized to the workload, {length} tokens (longest request "
-        f"{longest_tokens} + {LEN_MARGIN - 1:.0%}, in {MAX_MODEL_LEN_STEP}s; the model's "
-        f"context is {model.max_context_tokens}); set --max-model-len to choose it"
-    )
-    return config.model_copy(update={"max_model_len": length}), warning
 
 
 def max_concurrent_sequences(plan: MemoryPlan, tokens_per_sequence: float) -> int:

@@ -19,7 +19,8 @@ from core.errors import UsageError
 from engines import ENGINES
 from engines.config import EngineConfig, SpeculativeConfig
 from engines.errors import EngineError
-from recommender.memory import SAFE_FRACTION_MAX, plan_memory, workload_max_model_len
+from recommender.defaults import workload_max_model_len
+from recommender.memory import SAFE_FRACTION_MAX, plan_memory
 from recommender.scoring import Evaluation, Goals, Target, evaluate
 from recommender.simulator import SimRequests
 from recommender.specs import GPU, ModelSpec

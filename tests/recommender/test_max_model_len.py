@@ -1,4 +1,4 @@
-"""max_model_len sized to the workload (issue 12): `memory.workload_max_model_len`, shared by
+"""max_model_len sized to the workload (issue 12): `defaults.workload_max_model_len`, shared by
 `predict` and `recommend`, and per-request refusal of what can never be served."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from core.errors import UsageError
 from core.load import fixed
 from engines.config import EngineConfig
 from recommender.catalog import get_gpu, get_model
-from recommender.memory import size_max_model_len, workload_max_model_len
+from recommender.defaults import size_max_model_len, workload_max_model_len
 from recommender.params import load_params
 from recommender.predict_sim import simulate_load
 from recommender.resolve import resolve
