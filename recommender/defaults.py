@@ -6,9 +6,10 @@ token budget, chunked prefill, prefix caching, `max_model_len` sized to the work
 never the model's full context), `memory_fraction` (the engine's fraction knob: the
 config's, the measured release's default, the plug-in's, or the fallback) and
 `SchedulerCaps`, the caps the simulated scheduler applies. The values come from the engine
-plug-ins (`engines.ENGINES[kind].defaults` and `scheduler_defaults`); the simulator, the memory model, the steady-state algebra, capacity
-and reasons read them from here (through `recommender.resolve`), so a default the engine's
-scheduler uses and the one its memory plan assumes cannot disagree.
+plug-ins (`engines.ENGINES[kind].defaults` and `scheduler_defaults`); the simulator, the
+memory model, the steady-state algebra, capacity and reasons read them from here (through
+`recommender.resolve`), so a default the engine's scheduler uses and the one its memory plan
+assumes cannot disagree.
 """
 
 from __future__ import annotations
