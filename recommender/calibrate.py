@@ -167,6 +167,55 @@ def _parallelism(text: object) -> tuple[int, int, int]:
     raise ValueError(f"parallelism {text!r} (disaggregation / pipeline) not modelled")
 
 
+# Precision labels the exact map lacks, by the format they name (first match wins):
+# "MXFP4", "NVFP4 weights", "FP8 (block)", "BF16"...
+PRECISION_WORDS = (("mxfp4", "mxfp4"), ("nvfp4", "nvfp4"), ("fp4", "nvfp4"), ("fp8", "fp8"),
+                   ("int4", "int4"), ("awq", "awq"), ("gptq", "gptq"), ("int8", "int8"),
+                   ("bf16", "bf16"), ("fp16", "fp16"))
+# A throughput stated per GPU or per N-GPU node: multiplied to all GPUs of the run.
+PER_GPU = re.compile(r"(?:per|/)\s*gpu\b", re.IGNORECASE)
+PER_NODE = re.compile(r"per\s+(\d+)-gpu\s+node", re.IGNORECASE)
+
+
+def _precision(label: object) -> tuple[str, str]:
+    """(predict precision, kv_cache_dtype) of a row's precision label.
+
+    Raises:
+        ValueError: a label naming no format the model knows.
+    """
+    text = str(label)
+    if text in PRECISIONS:
+        return PRECISIONS[text]
+    low = text.lower()
+    kv = "fp8" if re.search(r"fp8\s*kv|kv\s*fp8", low) else "auto"
+    for word, precision in PRECISION_WORDS:
+        if word in low:
+            return precision, kv
+    raise ValueError(f"precision {text!r} not mapped")
+
+
+def _metric(metric: str, unit: str, gpus: int) -> tuple[str, float]:
+    """(Prediction field, factor to SI over all GPUs) of a row's metric and unit: the exact
+    map, or a throughput stated per GPU / per node scaled to the run's GPUs.
+
+    Raises:
+        ValueError: a metric/unit that is ambiguous or not predictable per request.
+    """
+    if (metric, unit) in METRICS:
+        return METRICS[(metric, unit)]
+    per_node = PER_NODE.search(unit)
+    scale = gpus if PER_GPU.search(unit) else (gpus / int(per_node.group(1)) if per_node
+                                               else None)
+    base = re.sub(r"_per_(gpu|node)$", "", metric)
+    fields = {"output_throughput": "output_throughput_tok_s",
+              "total_output_throughput": "output_throughput_tok_s",
+              "total_token_throughput": "total_throughput_tok_s",
+              "request_throughput": "request_throughput_rps"}
+    if scale is not None and base in fields:
+        return fields[base], float(scale)
+    raise ValueError(f"metric/unit {(metric, unit)} ambiguous or not per-request-predictable")
+
+
 def parse_row(index: int, raw: pd.Series) -> CalRow:
     """One CSV row as a `CalRow`.
 
@@ -182,11 +231,8 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         # SGLang's EAGLE rows draft trees (topk 4, 16 draft tokens) or leave the settings
         # unstated; the model drafts chains, so these stay out of the fit.
         raise ValueError("speculative decoding with tree drafts / unstated settings")
-    if str(raw["precision"]) not in PRECISIONS:
-        raise ValueError(f"precision {raw['precision']!r} not mapped")
-    key = (str(raw["metric"]), str(raw["unit"]))
-    if key not in METRICS:
-        raise ValueError(f"metric/unit {key} ambiguous or not per-request-predictable")
+    precision, kv = _precision(raw["precision"])
+    field, factor = _metric(str(raw["metric"]), str(raw["unit"]), int(raw["num_gpus"]))
     if str(raw["gpu"]) not in GPU_NAMES:
         raise ValueError(f"GPU {raw['gpu']!r} not mapped")
     model = re.sub(r"\s*\(.*\)$", "", str(raw["model"]))
@@ -197,8 +243,6 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
     concurrency, num_requests, seqs = _load(raw)
     frac = re.search(r"kv_cache_free_gpu_mem_fraction (0\.\d+)", str(raw["notes"]))
     fraction = float(frac.group(1)) if frac else None
-    field, factor = METRICS[key]
-    precision, kv = PRECISIONS[str(raw["precision"])]
     # NIM's FP8 TRT-LLM profiles quantize the KV cache too (assumed, from the train rows: at
     # c >= 100 throughput x ITL is ~86 running sequences, twice what a bf16 pool holds).
     nim = str(raw["engine"]).startswith("nim")

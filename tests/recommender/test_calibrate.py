@@ -261,3 +261,26 @@ def test_rows_run_with_their_releases_memory_fraction():
 
     assert ENGINES["vllm"].release_memory_fraction((0, 12)) is None
     assert ENGINES["vllm"].defaults.gpu_memory_fraction == 0.92
+
+
+def test_per_gpu_and_per_node_throughput_are_scaled_to_all_gpus():
+    base = {"engine": "tensorrt-llm", "model": "Llama-3.1-8B-Instruct", "gpu": "H200 SXM 141GB",
+            "num_gpus": 8, "tp": "1", "precision": "FP8", "isl": 1024, "osl": 1024,
+            "concurrency": "64", "metric": "output_throughput_per_gpu"}
+    per_gpu = parse_row(0, _row(**base, value=1500.0, unit="output tokens/s/gpu"))
+    assert per_gpu.metric == "output_throughput_tok_s" and per_gpu.value == 8 * 1500.0
+    node = parse_row(1, _row(**{**base, "num_gpus": 16, "metric": "output_throughput_per_node"},
+                             value=1000.0, unit="tokens/s per 8-GPU node"))
+    assert node.value == 2 * 1000.0
+
+
+@pytest.mark.parametrize(("label", "expected"), [
+    ("MXFP4", ("mxfp4", "auto")), ("NVFP4 weights", ("nvfp4", "auto")),
+    ("FP8 weights, FP8 KV", ("fp8", "fp8")), ("BF16", ("bf16", "auto")),
+])
+def test_precision_labels_name_their_format(label, expected):
+    base = {"engine": "vllm", "model": "Llama-3.1-8B-Instruct", "gpu": "H200 SXM 141GB",
+            "num_gpus": 1, "tp": "1", "isl": 1024, "osl": 1024, "concurrency": "64",
+            "metric": "mean_ttft", "unit": "ms", "value": 50.0}
+    row = parse_row(0, _row(**base, precision=label))
+    assert (row.precision, row.kv_cache_dtype) == expected
