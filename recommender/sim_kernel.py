@@ -254,6 +254,18 @@ F_ARR, F_FIRST, F_FIN, F_ACC, F_LAST, F_MAXGAP = range(6)
 N_F = 6
 
 
+class Requests(NamedTuple):
+    """The requests in serving order, as the simulator prepared them."""
+
+    arrival: np.ndarray  # float64 entry times (closed loop: overwritten with release times)
+    inp: np.ndarray  # int64 prompt tokens
+    out: np.ndarray  # int64 output tokens
+    hoff: np.ndarray  # int64 start of each request's block ids in hid
+    hid: np.ndarray  # int32 dense ids of every request's full prompt blocks, flat
+    nfull: np.ndarray  # int64 full prompt blocks with ids per request
+    n_ids: int  # distinct block ids
+
+
 class Cache(NamedTuple):
     """The KV pool: free units and the prefix cache's blocks (LRU list of unreferenced ones)."""
 
@@ -539,21 +551,21 @@ def _sample(series, ns, stride, steps, t, qu, cap, cs, hu):  # noqa: PLR0917
 
 
 @numba.njit(cache=True, nogil=True)
-def _state(arr, inp, out, hoff, hid, nfull, n_ids, cap, max_seqs):  # noqa: PLR0917
+def _state(req, cap, max_seqs):
     """(S, F, cache, queues) at t = 0: nothing computed, everything pending."""
-    n = arr.shape[0]
+    n, n_ids = req.arrival.shape[0], req.n_ids
     S = np.zeros((n, N_S), np.int64)
-    S[:, S_INP] = inp
-    S[:, S_OUT] = out
-    S[:, S_HOFF] = hoff
-    S[:, S_NFULL] = nfull
-    S[:, S_NTOK] = inp
+    S[:, S_INP] = req.inp
+    S[:, S_OUT] = req.out
+    S[:, S_HOFF] = req.hoff
+    S[:, S_NFULL] = req.nfull
+    S[:, S_NTOK] = req.inp
     S[:, S_LAST_STEP] = -2
     F = np.zeros((n, N_F), np.float64)
-    F[:, F_ARR] = arr
+    F[:, F_ARR] = req.arrival
     F[:, F_FIRST] = np.nan
     F[:, F_FIN] = np.nan
-    ca = Cache(hid, np.zeros(n_ids, np.bool_), np.zeros(n_ids, np.int32),
+    ca = Cache(req.hid, np.zeros(n_ids, np.bool_), np.zeros(n_ids, np.int32),
                np.full(n_ids, -1, np.int64), np.full(n_ids, -1, np.int64),
                np.array([-1, -1, 0, 0, cap], np.int64))
     qu = Queues(np.empty(min(max_seqs, n) + 1, np.int64), np.empty(n, np.int64),
@@ -561,11 +573,32 @@ def _state(arr, inp, out, hoff, hid, nfull, n_ids, cap, max_seqs):  # noqa: PLR0
     return S, F, ca, qu
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _batch(S, ca, qu, budget_cap, admit, qi, pcfg, ratio):  # noqa: PLR0917
+    """This step's batch: the running requests scheduled, then (if none was preempted) the
+    waiting ones ordered by the policy and admitted. Returns (prefill tokens, decodes, decode
+    context sum, prefill context sum, prompts sampled, preemptions)."""
+    _, chunked, static, u, hbs, hu, _ = admit
+    q = qu.q
+    clip = np.int64(pcfg[RES_CLIP])
+    budget, pt, dn, cd, cp, sp, pre, resv = _schedule_running(
+        S, ca, qu, budget_cap, chunked, u, hbs, hu, qi, clip)
+    if pre == 0 and pcfg[LPM_MAX_QUEUE] > 0 and 1 < q[Q_WL] <= pcfg[LPM_MAX_QUEUE] and hbs > 0:
+        _order_longest_prefix(S, ca, qu, hbs)
+    if pre == 0 and q[Q_WL] > 0 and (not static or q[Q_NRUN] == 0):
+        budget, a_pt, a_cp, a_sp, resv = _admit(S, ca, qu, budget, admit, resv, ratio, clip)
+        pt += a_pt
+        cp += a_cp
+        sp += a_sp
+    return pt, dn, cd, cp, sp, pre
+
+
 @numba.njit(cache=True, nogil=True)
-def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, pcfg, series, itl):  # noqa: PLR0917, PLR0915
-    """Simulate until every request finishes: per step, release arrivals, schedule the
-    running requests (`_schedule_running`), order (`_order_longest_prefix`) and admit
-    (`_admit`) waiting ones, price the step (the step formula), advance (`_advance`).
+def run(req, icfg, coef, table, pcfg, series, itl):  # noqa: PLR0917
+    """Simulate `req` (`Requests`) until every request finishes: per step, release
+    arrivals, schedule the running requests (`_schedule_running`), order
+    (`_order_longest_prefix`) and admit (`_admit`) waiting ones, price the step (the step
+    formula), advance (`_advance`).
 
     Speculative decoding (coef[D_K] > 0): a decode schedules k + 1 query tokens (budget and
     KV lookahead) and emits the expected coef[SPEC_E] tokens per step as a deterministic
@@ -581,22 +614,23 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, pcfg, series,
     pcfg: the policy's floats in PCFG_FIELDS order (`simulator.policy_settings`).
     table: a measured provider's kernel table (`table_seconds`), empty for the roofline.
     series: float64 (SERIES_CAP, 4) buffer (t, queue, running, kv_used_fraction).
+    req.arrival is overwritten in closed-loop mode (release times).
     Returns (first_t, fin_t, preemptions per request, stats[steps, preemptions,
     series_len, error], largest gap between two emissions per request).
     """
-    n = arr.shape[0]
+    n = req.arrival.shape[0]
     max_seqs, budget_cap = icfg[I_SEQS], icfg[I_BUDGET]
     chunked, static = icfg[I_CHUNKED] != 0, icfg[I_STATIC] != 0
     closed, cap, u, hbs = icfg[I_CLOSED], icfg[I_CAP], icfg[I_UNIT], icfg[I_HASH]
     reserve = icfg[I_RESERVE] != 0
     hu = hbs // u if hbs > 0 else 0
-    S, F, ca, qu = _state(arr, inp, out, hoff, hid, nfull, n_ids, cap, max_seqs)
+    S, F, ca, qu = _state(req, cap, max_seqs)
     q = qu.q
     q[Q_NREL] = n if closed == 0 else min(closed, n)
     qi = np.int64(coef[SPEC_Q])
     spec = (coef[D_K] > 0.0, coef[SPEC_E])
     admit = (max_seqs, chunked, static, u, hbs, hu, reserve)
-    ratio, clip = pcfg[RES_INIT], np.int64(pcfg[RES_CLIP])
+    ratio = pcfg[RES_INIT]
     measured = table.shape[0] > 0
     t = 0.0
     steps = preempts = empty = ns = error = 0
@@ -609,19 +643,10 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, pcfg, series,
                 break
             t = max(t, F[q[Q_NX], F_ARR])
             continue
-        budget, pt, dn, cd, cp, sp, pre, resv = _schedule_running(
-            S, ca, qu, budget_cap, chunked, u, hbs, hu, qi, clip)
+        pt, dn, cd, cp, sp, pre = _batch(S, ca, qu, budget_cap, admit, qi, pcfg, ratio)
         preempts += pre
         if pre > 0:
             ratio = pcfg[RES_INIT]
-        elif pcfg[LPM_MAX_QUEUE] > 0 and 1 < q[Q_WL] <= pcfg[LPM_MAX_QUEUE] and hbs > 0:
-            _order_longest_prefix(S, ca, qu, hbs)
-        if pre == 0 and q[Q_WL] > 0 and (not static or q[Q_NRUN] == 0):
-            budget, a_pt, a_cp, a_sp, resv = _admit(S, ca, qu, budget, admit, resv, ratio,
-                                                    clip)
-            pt += a_pt
-            cp += a_cp
-            sp += a_sp
         if pt + dn == 0.0:
             empty += 1
             if empty > 3:
@@ -640,6 +665,6 @@ def run(arr, inp, out, hoff, hid, nfull, n_ids, icfg, coef, table, pcfg, series,
         ns, stride = _sample(series, ns, stride, steps, t, qu, cap, ca.cs, hu)
     stats = np.array([steps, preempts, ns, error], np.int64)
     itl[ITL_BINS + 2] = max(itl[ITL_BINS + 2], np.max(F[:, F_MAXGAP]) if n else 0.0)
-    arr[:] = F[:, F_ARR]  # closed loop: the release times, for the caller's latencies
+    req.arrival[:] = F[:, F_ARR]  # closed loop: the release times, for the caller's latencies
     return (F[:, F_FIRST].copy(), F[:, F_FIN].copy(), S[:, S_NPRE].copy(), stats,
             F[:, F_MAXGAP].copy())

@@ -415,10 +415,11 @@ def _run_kernel(
     from recommender import sim_kernel
 
     series = np.zeros((sim_kernel.SERIES_CAP, 4))
+    requests = sim_kernel.Requests(prep.arrival, prep.inp, prep.out, prep.hoff, prep.hid,
+                                   prep.nfull, int(prep.n_ids))
     first_t, fin_t, npre, stats, max_itl = sim_kernel.run(
-        prep.arrival, prep.inp, prep.out, prep.hoff, prep.hid, prep.nfull, prep.n_ids,
-        icfg, coef, np.ascontiguousarray(table, dtype=np.float64), policy, series, run.itl,
-    )
+        requests, icfg, coef, np.ascontiguousarray(table, dtype=np.float64), policy, series,
+        run.itl)
     if stats[3]:
         raise UsageError(f"simulation stalled (code {int(stats[3])}): nothing schedulable")
     run.ttft[order] = first_t - prep.arrival  # closed loop: arrival = release time
