@@ -127,3 +127,18 @@ def test_predict_refuses_dp_without_ep_in_one_line(capsys):
                  "--isl", "10", "--osl", "10", "--concurrency", "1", "--dp", "2"]) == 2
     err = capsys.readouterr().err
     assert "ep" in err and "Traceback" not in err
+
+
+def test_moe_search_grid_keeps_dep_and_tp_candidates_of_every_engine_on_8_h200():
+    from recommender.facts import hardware_facts, model_facts
+    from recommender.params import load_params
+    from recommender.scoring import Target
+    from recommender.search import base_grid, prune
+
+    gpu, model = get_gpu("H200"), get_model(MOE)
+    target = Target(gpu, model, 8, hardware_facts(gpu, 8), model_facts(model), load_params())
+    kept = [c for c in base_grid(target, 8192) if prune(c, target) is None]
+    for engine in ("vllm", "sglang", "trtllm"):
+        mine = [c for c in kept if c.engine == engine]
+        assert any(c.dp == 8 and c.ep == 8 and c.tp == 1 for c in mine), engine
+        assert any(c.dp == 1 and c.ep == 1 and c.tp == 8 for c in mine), engine
