@@ -156,22 +156,31 @@ def band_coverage(rows: list[CalRow], ape: dict[int, float]) -> float:
 
 
 def write_bands(rows: list[CalRow], ape: dict[int, float], step_time: str) -> None:
-    """bands.json from LOSO APEs of `step_time`'s fit (`recommender.bands.BandsFile`)."""
+    """bands.json from LOSO APEs of `step_time`'s fit (`recommender.bands.BandsFile`),
+    keeping the other providers' errors already in the file when they were measured on the
+    same CSV with the same fit procedure; the top level is the default provider's."""
     overall = list(ape.values())
     errors = {"overall": {"median_ape": round(float(np.median(overall)) / 100, 4),
                           "rows": len(overall)},
               "cells": {c: {"median_ape": round(float(np.median(a)) / 100, 4), "rows": len(a)}
                         for c, a in grouped(rows, ape, row_cell).items()}}
+    csv_sha = hashlib.sha256(DEFAULT_CSV.read_bytes()).hexdigest()
+    providers = {step_time: errors}
+    if BANDS_FILE.exists():
+        old = json.loads(BANDS_FILE.read_text(encoding="utf-8"))
+        if old.get("csv_sha256") == csv_sha and old.get("fit_procedure") == PROCEDURE:
+            providers = {**old.get("providers", {}), step_time: errors}
+    top = providers.get(DEFAULT_KIND, errors)
     record = {
         "schema_version": 2,
         "method": "leave-one-source-out: fit (recommender.fitting.fit) on every other source, "
                   "predict this source's rows through the CLI's path (app.cli.predict_request "
                   "of each row's predict flags -> predict_sim.predict); median absolute "
                   "relative error per cell (engine/gpu family/dense|moe/regime)",
-        "csv_sha256": hashlib.sha256(DEFAULT_CSV.read_bytes()).hexdigest(),
+        "csv_sha256": csv_sha,
         "fit_procedure": PROCEDURE,
-        **errors,
-        "providers": {step_time: errors},
+        **top,
+        "providers": providers,
     }
     write_atomic(BANDS_FILE, json.dumps(record, indent=2) + "\n")
     print(f"wrote {BANDS_FILE}")
