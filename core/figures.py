@@ -76,6 +76,28 @@ class Band(_Record):
     rows: int = Field(ge=0, description="Held-out measurements behind `median_ape`.")
 
 
+class Interval(_Record):
+    """Where a predicted figure's measurement is expected: the prediction × [low, high], the
+    p10-p90 of the cross-validated signed errors (measured / predicted) of the figure's cell
+    and metric, measured leaving whole publisher families out; pooled with wider cells
+    (`basis`) where the cell has too few rows or the question is outside the calibrated
+    range."""
+
+    metric: str = Field(description="Metric group: throughput, ttft, tpot, e2e.")
+    low: float = Field(gt=0, description="Lower factor on the prediction (p10 of measured / "
+                       "predicted).")
+    high: float = Field(gt=0, description="Upper factor on the prediction (p90).")
+    basis: str = Field(description="The cell (or pooled wider cell) the errors come from.")
+    rows: int = Field(ge=0, description="Held-out measurements behind it.")
+    pooled: bool = Field(description="True when the errors are a wider cell's.")
+
+
+# Which interval each figure takes (`Interval.metric`).
+INTERVAL_METRIC = {"ttft_s": "ttft", "tpot_s": "tpot", "itl_s": "tpot", "e2e_s": "e2e",
+                   "output_throughput_tok_s": "throughput", "total_throughput_tok_s": "throughput",
+                   "request_throughput_rps": "throughput", "goodput_rps": "throughput"}
+
+
 class ServingFigures(_Record):
     """Latency distributions, throughputs and goodput of one serving run, predicted or
     measured; throughputs over every GPU of the deployment."""
@@ -92,14 +114,37 @@ class ServingFigures(_Record):
                                       "meeting every SLO (None: no SLO was given).")
     band: Band | None = Field(default=None, description="A prediction's error band; None for "
                               "a measurement, or a prediction outside every calibrated cell.")
+    intervals: dict[str, Interval] = Field(default_factory=dict, description="A "
+                                           "prediction's intervals by metric group; empty "
+                                           "for a measurement.")
 
     def json_ms(self) -> dict[str, object]:
-        """The JSON view (DESIGN §2.4 names): throughputs, goodput, latencies in ms."""
+        """The JSON view (DESIGN §2.4 names): throughputs, goodput, latencies in ms; for a
+        prediction with intervals, `interval` beside them in the same units and nesting."""
         out: dict[str, object] = {name: getattr(self, name) for name in RATES}
         out.update({f"{name[:-2]}_ms": getattr(self, name).ms() for name in LATENCIES})
         if self.band is not None:
             out["band"] = self.band.model_dump()
+        if self.intervals:
+            out["interval"] = self._interval_view(out)
+            out["interval_basis"] = {k: v.model_dump() for k, v in self.intervals.items()}
         return out
+
+    def _interval_view(self, figures: dict[str, object]) -> dict[str, object]:
+        view: dict[str, object] = {}
+        for name, group in INTERVAL_METRIC.items():
+            found = self.intervals.get(group)
+            key = name if name in RATES else f"{name[:-2]}_ms"
+            value = figures.get(key)
+            if found is None or value is None:
+                continue
+            if isinstance(value, dict):
+                view[key] = {k: None if v is None else {"low": v * found.low,
+                                                         "high": v * found.high}
+                             for k, v in value.items() if k != "count"}
+            elif isinstance(value, float | int):
+                view[key] = {"low": value * found.low, "high": value * found.high}
+        return view
 
 
 class FigureDelta(_Record):

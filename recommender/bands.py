@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -73,13 +74,28 @@ class CellError(BaseModel):
     rows: int = Field(ge=1, description="Held-out measurements behind it.")
 
 
+class SignedErrors(BaseModel):
+    """The p10-p90 of one group's held-out signed errors, log(measured / predicted)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    p10: float = Field(description="10th percentile of log(measured / predicted).")
+    p90: float = Field(description="90th percentile of log(measured / predicted).")
+    rows: int = Field(ge=1, description="Held-out measurements behind it.")
+
+
 class ProviderBands(BaseModel):
-    """One step-time provider's errors: overall and per cell."""
+    """One step-time provider's errors: overall and per cell, and the signed errors of every
+    interval group (`interval_keys`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     overall: CellError = Field(description="All held-out rows together.")
     cells: dict[str, CellError] = Field(description="Cell (`cell_of`) → its error.")
+    intervals: dict[str, SignedErrors] = Field(
+        default_factory=dict, description="Interval group (`interval_keys`) → its errors.")
+    releases: dict[str, list[str]] = Field(
+        default_factory=dict, description="Engine → the releases (major.minor) its rows ran.")
 
 
 class BandsFile(BaseModel):
@@ -156,6 +172,42 @@ def band_of_prediction(
         return None, (f"outside every calibrated cell: no published measurement backs {cell}, "
                       "so this prediction has no error band (its error is unknown)")
     return band, None
+
+
+MIN_INTERVAL_ROWS = 20  # fewer held-out rows in a group: pool with the next wider one
+# How far out the wider groups start when the question is outside the calibrated range
+# (a release, an AMD GPU): past the engine's own cells.
+OUTSIDE_LEVEL = 2
+
+
+def interval_keys(engine: str, gpu: GPU, model: ModelSpec, regime: Regime, metric: str,
+                  ) -> list[str]:
+    """The interval groups of a figure, narrowest first: its cell and metric; the engine ×
+    dense/MoE × regime; the regime; every row of the metric."""
+    kind = "moe" if model.is_moe else "dense"
+    return [f"{cell_of(engine, gpu, model, regime)}|{metric}", f"{engine}/{kind}/{regime}|{metric}",
+            f"{regime}|{metric}", f"*|{metric}"]
+
+
+def interval_for(keys: list[str], errors: dict[str, SignedErrors], *, start: int = 0,
+                 ) -> tuple[str, SignedErrors] | None:
+    """The first group from `keys[start:]` with at least MIN_INTERVAL_ROWS rows (the widest
+    one when none has), None when no group has any."""
+    found = [(k, errors[k]) for k in keys[start:] if k in errors]
+    for key, err in found:
+        if err.rows >= MIN_INTERVAL_ROWS:
+            return key, err
+    return found[-1] if found else None
+
+
+def release_known(bands: ProviderBands, engine: str, version: str) -> bool:
+    """Whether rows of `engine` at release `version` (major.minor) back the errors; True
+    when the file lists no releases (then nothing can be said)."""
+    if not bands.releases:
+        return True
+    found = re.search(r"(\d+)\.(\d+)", version)
+    key = f"{found.group(1)}.{found.group(2)}" if found else version
+    return key in bands.releases.get(engine, [])
 
 
 def replay_regime(throughput_rps: float, mean_e2e_s: float | None) -> Regime:

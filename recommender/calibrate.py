@@ -92,6 +92,37 @@ METRICS = {
 }
 
 
+# Who measured a source with which harness (first match wins): one family may span many
+# pages (all of GPUStack's performance lab is one harness, one client, one set of habits),
+# so leave-one-family-out holds them out together. Sources no pattern names fall back to
+# their publisher: a URL's domain, or a repository's owner.
+FAMILY_PATTERNS = (
+    (r"gpustack", "gpustack"),
+    (r"docs\.nvidia\.com/nim", "nvidia-nim"),
+    (r"nvidia/tensorrt-llm docs/source/performance", "nvidia-trtllm-perf-docs"),
+    (r"nvidia/tensorrt-llm.*tech_blog|developer\.nvidia\.com/blog", "nvidia-trtllm-blogs"),
+    (r"amd\.com/.*/rocm-hub", "amd-rocm-results"),
+    (r"rocm\.blogs\.amd\.com|rocm/rocm-blogs", "amd-rocm-blogs"),
+    (r"lm-sys|lmsys\.org", "lmsys"),
+    (r"sgl-project/sglang", "sglang-docs"),
+    (r"blog\.vllm\.ai|vllm-project/vllm-project\.github\.io|vllm-project/recipes",
+     "vllm-blog"),
+    (r"vllm-project/vllm", "vllm-github"),
+    (r"mlcommons|mlperf", "mlperf"),
+)
+
+
+def family_of(source: str) -> str:
+    """The publisher family of a source (`FAMILY_PATTERNS`, else its domain or owner)."""
+    low = source.lower()
+    for pattern, family in FAMILY_PATTERNS:
+        if re.search(pattern, low):
+            return family
+    if m := re.match(r"https?://(?:www\.)?([^/]+)", low):
+        return m.group(1)
+    return low.split("/")[0].split()[0] if low else "unknown"
+
+
 def source_key(source: str) -> str:
     """The publication a row comes from: its `source` without a locale or snapshot note, so
     one page's snapshots and translations (AMD's en/ja/zh-cn results page) are one source and
@@ -254,13 +285,14 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         isl=isl, osl=osl, concurrency=concurrency, num_requests=num_requests, max_num_seqs=seqs,
         gpu_memory_fraction=fraction, metric=field,
         value=float(raw["value"]) * factor, split=_split(raw),
-        source=source_key(str(raw["source"])),
+        source=source_key(str(raw["source"])), family=family_of(str(raw["source"])),
         # vllm bench serve's ShareGPT sampling: the row states its mean lengths, the requests
         # spread around them as the dataset does (recommender.lengths).
         dataset="sharegpt" if "sharegpt" in str(raw["dataset"]).lower() else None,
         harness="in_process" if any(k in str(raw["notes"]) for k in IN_PROCESS_MARKS)
         else "served",
-        engine_version=_version(raw["engine_version"]),
+        # NIM states its own release, not its engine's
+        engine_version=None if nim else _version(raw["engine_version"]),
     )
 
 
@@ -384,4 +416,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["CalRow", "EngineParams", "calibrate", "parse_csv", "source_key"]
+__all__ = ["FAMILY_PATTERNS", "CalRow", "EngineParams", "calibrate", "family_of", "parse_csv",
+           "source_key"]

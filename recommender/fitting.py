@@ -96,6 +96,7 @@ class CalRow:
     value: float
     split: str  # "train" or "test"
     source: str = ""  # the publication (calibrate.source_key); leave-one-source-out groups by it
+    family: str = ""  # who measured it with which harness (calibrate.family_of): LOFO's groups
     # Dataset whose length distribution the run drew from (core.load.DatasetLengths), None:
     # fixed lengths (or a spread not published, e.g. random-dataset outputs cut by EOS).
     dataset: Literal["sharegpt"] | None = None
