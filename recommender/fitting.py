@@ -250,38 +250,79 @@ def _arch(row: CalRow) -> str:
     return get_gpu(row.gpu).architecture
 
 
-def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndarray, *,
-           weight: float, start: np.ndarray | None = None) -> PerfParams:
-    """least_squares on log(pred/measured) over `rows` + weight·(x − prior), from `start`
-    (default: the prior)."""
-    lo, hi = layout.bounds()
+MIN_IDENTIFYING_FAMILIES = 2  # a parameter fewer families move keeps its prior
+IDENTIFY_STEP = 0.05  # log-step a parameter is moved by to see which rows it moves
+IDENTIFY_TOL = 1e-4  # |change of a row's log error| that counts as moved
 
-    def residuals(x: np.ndarray) -> np.ndarray:
+
+def identified(rows: list[CalRow], base: PerfParams, layout: _Layout, x: np.ndarray
+               ) -> np.ndarray:
+    """Which entries of `x` the rows of at least MIN_IDENTIFYING_FAMILIES publisher families
+    move (a row is moved when its log prediction changes by more than IDENTIFY_TOL for a
+    IDENTIFY_STEP log-step of the parameter). A parameter that one family alone identifies
+    would carry that family's habits (its harness, client, builds) to everyone else."""
+    def logs(v: np.ndarray) -> np.ndarray:
+        params = layout.params(base, v)
+        return np.array([math.log(max(predict_row(r, params), 1e-12)) for r in rows])
+
+    families = np.array([r.family for r in rows])
+    at = logs(x)
+    free = np.zeros(len(x), dtype=bool)
+    for j in range(len(x)):
+        step = x.copy()
+        step[j] += IDENTIFY_STEP
+        moved = np.abs(logs(step) - at) > IDENTIFY_TOL
+        free[j] = len(set(families[moved])) >= MIN_IDENTIFYING_FAMILIES
+    return free
+
+
+def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndarray, *,
+           weight: float, start: np.ndarray | None = None, by_family: bool = True,
+           ) -> PerfParams:
+    """least_squares on log(pred/measured) over `rows` + weight·(x − prior), from `start`
+    (default: the prior). With `by_family`, only the parameters at least two publisher
+    families identify (`identified`) move; the others keep their prior."""
+    lo, hi = layout.bounds()
+    x0 = np.clip(prior if start is None else start, lo + 1e-9, hi - 1e-9)
+    fixed = np.clip(prior, lo + 1e-9, hi - 1e-9)
+    free = identified(rows, base, layout, x0) if by_family else np.ones(len(x0), dtype=bool)
+    if not free.any() and start is None:
+        return base  # the prior is `base` itself: nothing to move
+    if not free.any():
+        return layout.params(base, fixed)
+
+    def full(v: np.ndarray) -> np.ndarray:
+        x = fixed.copy()
+        x[free] = v
+        return x
+
+    def residuals(v: np.ndarray) -> np.ndarray:
+        x = full(v)
         params = layout.params(base, x)
         errs = [math.log(max(predict_row(r, params), 1e-12) / r.value) for r in rows]
         return np.concatenate([errs, weight * (x - prior)])
 
-    x0 = np.clip(prior if start is None else start, lo + 1e-9, hi - 1e-9)
-    result = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, loss=LOSS,
-                           f_scale=F_SCALE)
-    return layout.params(base, result.x)
+    result = least_squares(residuals, x0[free], bounds=(lo[free], hi[free]), diff_step=1e-3,
+                           loss=LOSS, f_scale=F_SCALE)
+    return layout.params(base, full(result.x))
 
 
-def _stages(rows: list[CalRow], base: PerfParams, *, weight: float, pooled: bool
-            ) -> tuple[PerfParams, PerfParams]:
+def _stages(rows: list[CalRow], base: PerfParams, *, weight: float, pooled: bool,
+            by_family: bool) -> tuple[PerfParams, PerfParams]:
     """(stage 1, stage 2). Stage 1 (`pooled`): one set shared by the rows' engines +
     per-family GPU scales, prior `base`; stage 2: each engine's own set, prior stage 1."""
     engines = sorted({r.engine for r in rows})
     families = sorted({_arch(r) for r in rows} - {REFERENCE_ARCH})
     if pooled:
         shared = _Layout(engines, families, shared=True)
-        base = _solve(rows, base, shared, shared.start(base), weight=weight)
+        base = _solve(rows, base, shared, shared.start(base), weight=weight,
+                      by_family=by_family)
     own = _Layout(engines, families)
-    return base, _solve(rows, base, own, own.start(base), weight=weight)
+    return base, _solve(rows, base, own, own.start(base), weight=weight, by_family=by_family)
 
 
-def _correct(rows: list[CalRow], prior: PerfParams, fitted: PerfParams, *, weight: float
-             ) -> PerfParams:
+def _correct(rows: list[CalRow], prior: PerfParams, fitted: PerfParams, *, weight: float,
+             by_family: bool) -> PerfParams:
     """One simulator round: every row's measurement corrected by simulated / steady state at
     `fitted`, the per-engine stage refitted to them (prior `prior`, stage 1's result), warm
     from `fitted`."""
@@ -290,31 +331,35 @@ def _correct(rows: list[CalRow], prior: PerfParams, fitted: PerfParams, *, weigh
     families = sorted({_arch(r) for r in targets} - {REFERENCE_ARCH})
     own = _Layout(engines, families)
     return _solve(targets, prior, own, own.start(prior), weight=weight,
-                  start=own.start(fitted))
+                  start=own.start(fitted), by_family=by_family)
 
 
 def fit(rows: list[CalRow], base: PerfParams | None = None, *,
         step_time: str | None = None, weight: float = PRIOR_WEIGHT, pooled: bool = True,
-        sim_rounds: int = SIM_ROUNDS) -> PerfParams:
+        sim_rounds: int = SIM_ROUNDS, by_family: bool = True) -> PerfParams:
     """The fit procedure (module docstring) over `rows`, from `base` (default: the defaults
     of `step_time`, else of base's provider); returns parameters for that provider.
 
     Under a provider other than the fallback (the roofline), the fallback's parameters are
     fitted first (the same rows, the roofline's kernel times) and kept as
     `PerfParams.fallback`, which the rows the provider does not cover are predicted with.
-    Engines and families without rows keep `base`. Deterministic: fixed starts.
+    Engines and families without rows keep `base`; with `by_family` (published rows), so
+    does every parameter fewer than two publisher families identify (`identified`); a refit
+    to one user's own runs (one family by construction) passes False. Deterministic: fixed
+    starts.
     """
     kind = step_time or (base.step_time if base is not None else DEFAULT_KIND)
     base = (base or default_params(kind)).model_copy(update={"step_time": kind})
     if kind != FALLBACK_KIND:
         start = base.fallback or base.model_copy(update={"fallback": None})
         fallback = fit(rows, start, step_time=FALLBACK_KIND, weight=weight, pooled=pooled,
-                       sim_rounds=sim_rounds)
+                       sim_rounds=sim_rounds, by_family=by_family)
         base = base.model_copy(update={"fallback": fallback})
     steady_rows = [r for r in rows if not _transient(r)] or rows
-    prior, fitted = _stages(steady_rows, base, weight=weight, pooled=pooled)
+    prior, fitted = _stages(steady_rows, base, weight=weight, pooled=pooled,
+                            by_family=by_family)
     for _ in range(sim_rounds):
-        fitted = _correct(rows, prior, fitted, weight=weight)
+        fitted = _correct(rows, prior, fitted, weight=weight, by_family=by_family)
     return fitted
 
 
@@ -335,5 +380,18 @@ def errors(rows: list[CalRow], params: PerfParams) -> list[float]:
     return [abs(simulate_row(r, params) / r.value - 1.0) * 100.0 for r in rows]
 
 
-__all__ = ["BOUNDS", "FITTED", "PRIOR_WEIGHT", "PROCEDURE", "SCALES", "SIM_ROUNDS", "CalRow",
-           "errors", "fit", "predict_row", "simulate_row"]
+__all__ = [
+    "BOUNDS",
+    "FITTED",
+    "MIN_IDENTIFYING_FAMILIES",
+    "PRIOR_WEIGHT",
+    "PROCEDURE",
+    "SCALES",
+    "SIM_ROUNDS",
+    "CalRow",
+    "errors",
+    "fit",
+    "identified",
+    "predict_row",
+    "simulate_row",
+]

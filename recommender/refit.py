@@ -130,7 +130,7 @@ def refit_measured(
     rows = read_measured(measured)
     base = load_params(base_path)
     before_err = errors(rows, base)
-    params = fit(rows, base, weight=MEASURED_PRIOR_WEIGHT, pooled=False)
+    params = fit(rows, base, weight=MEASURED_PRIOR_WEIGHT, pooled=False, by_family=False)
     after_err = errors(rows, params)
     old, new = _flat(base), _flat(params)
     moved = {k: {"before": old.get(k, 1.0), "after": v, "ratio": v / old.get(k, 1.0)}

@@ -103,3 +103,21 @@ def test_compare_outside_the_band_and_without_one():
                                             "goodput_rps"]
     assert all(d.within_band is None for d in unbanded)
     assert unbanded[0].error == pytest.approx(-0.2)
+
+
+def test_json_ms_gives_each_figure_its_interval_in_its_units_and_nesting():
+    from core.figures import Interval
+
+    intervals = {"throughput": Interval(metric="throughput", low=0.8, high=1.1, basis="x",
+                                        rows=30, pooled=False),
+                 "ttft": Interval(metric="ttft", low=0.5, high=2.0, basis="*|ttft", rows=83,
+                                  pooled=True)}
+    out = _figures(1.0).model_copy(update={"intervals": intervals}).json_ms()
+    assert out["interval"]["output_throughput_tok_s"] == pytest.approx({"low": 80.0,
+                                                                        "high": 110.0})
+    assert out["interval"]["request_throughput_rps"] == pytest.approx({"low": 1.6, "high": 2.2})
+    assert out["interval"]["ttft_ms"]["p95"] == pytest.approx({"low": 200.0, "high": 800.0})
+    assert out["interval"]["ttft_ms"]["mean"] == pytest.approx({"low": 100.0, "high": 400.0})
+    assert "tpot_ms" not in out["interval"]  # no interval for that group
+    assert out["interval_basis"]["ttft"]["pooled"] is True
+    assert "interval" not in _figures(1.0).json_ms()
