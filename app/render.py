@@ -96,8 +96,10 @@ def prediction_text(prediction: LoadPrediction) -> str:
         return f"  {name:<5} {cells} ms"
 
     p = prediction
+    out_range = p.interval_range("output_throughput_tok_s")
+    spread = f" ({out_range[0]:,.0f}-{out_range[1]:,.0f})" if out_range else ""
     return "\n".join([
-        f"Throughput  {p.output_throughput_tok_s:,.0f} output tok/s, "
+        f"Throughput  {p.output_throughput_tok_s:,.0f}{spread} output tok/s, "
         f"{p.total_throughput_tok_s:,.0f} total tok/s, "
         f"{p.request_throughput_rps:,.2f} req/s",
         f"Latency     simulated {p.requests:,} requests ({p.mode}, "
@@ -108,6 +110,9 @@ def prediction_text(prediction: LoadPrediction) -> str:
         f"max_model_len {p.max_model_len}",
         *([f"Band        {band_text(p.band)}"]
           if p.band is not None else []),
+        *(f"Interval    {name}: x{i.low:.2f}-{i.high:.2f} of the prediction (p10-p90 of "
+          f"{i.rows} held-out rows in {i.basis}{', pooled' if i.pooled else ''})"
+          for name, i in p.intervals.items()),
         *(f"warning: {w}" for w in p.warnings),
     ])
 

@@ -130,6 +130,17 @@ class ServingFigures(_Record):
             out["interval_basis"] = {k: v.model_dump() for k, v in self.intervals.items()}
         return out
 
+    def interval_range(self, figure: str, quantile: str = "mean") -> tuple[float, float] | None:
+        """(low, high) of a predicted figure (a rate, or a latency's `quantile`, seconds),
+        None without an interval or a value."""
+        found = self.intervals.get(INTERVAL_METRIC.get(figure, ""))
+        value = getattr(self, figure, None)
+        if isinstance(value, Latency):
+            value = getattr(value, quantile)
+        if found is None or not isinstance(value, float | int):
+            return None
+        return value * found.low, value * found.high
+
     def _interval_view(self, figures: dict[str, object]) -> dict[str, object]:
         view: dict[str, object] = {}
         for name, group in INTERVAL_METRIC.items():
