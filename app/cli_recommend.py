@@ -103,7 +103,7 @@ def _progress(fraction: float, what: str) -> None:
 def recommendation_text(rec: Recommendation) -> str:
     """The pick, its predicted figures in ms and their band, the reasons, warnings and
     alternatives."""
-    from app.render import band_text  # imported here: `--help` stays instant
+    from app.render import band_text, interval_text  # imported here: `--help` stays instant
 
     pick = rec.pick
     fig = pick.predicted
@@ -114,6 +114,7 @@ def recommendation_text(rec: Recommendation) -> str:
         f"{len(rec.candidates)} candidates on the whole window",
         "Predicted " + _latencies(fig),
         "Band      " + band_text(fig.band, fig.calibration_cell),
+        *(["Interval  " + interval_text(fig)] if fig.intervals else []),
         f"          {fig.output_throughput_tok_s:,.0f} output tok/s, "
         f"{fig.request_throughput_rps:,.2f} req/s"
         + (f", goodput {fig.goodput_rps:,.2f} req/s" if fig.goodput_rps is not None else "")

@@ -124,6 +124,26 @@ def latency_rows(figures: dict[str, Latency]) -> dict[str, list[str]]:
                                   for q in QUANTILES}}
 
 
+def interval_text(figures: ServingFigures) -> str:
+    """The p95 TTFT / TPOT and output throughput as 'value (low-high)', and the interval's
+    basis."""
+    parts = []
+    for label, name, q, unit, scale, fmt in (
+            ("p95 TTFT", "ttft_s", "p95", "ms", 1e3, "{:,.0f}"),
+            ("p95 TPOT", "tpot_s", "p95", "ms", 1e3, "{:,.1f}"),
+            ("output", "output_throughput_tok_s", "mean", "tok/s", 1.0, "{:,.0f}")):
+        found = figures.interval_range(name, q)
+        value = getattr(figures, name)
+        value = getattr(value, q) if isinstance(value, Latency) else value
+        if found is None or value is None:
+            continue
+        parts.append(f"{label} {fmt.format(value * scale)} ({fmt.format(found[0] * scale)}-"
+                     f"{fmt.format(found[1] * scale)}) {unit}")
+    basis = sorted({f"{i.basis} ({i.rows} rows{', pooled' if i.pooled else ''})"
+                    for i in figures.intervals.values()})
+    return "  ".join(parts) + ("; from " + ", ".join(basis) if basis else "")
+
+
 def band_text(band: Band | None, cell: str | None = None) -> str:
     """A prediction's error band for the screen: '±22 % (cell …, 8 held-out rows)', or
     'no calibrated cell' (naming the cell when known) outside every calibrated cell."""

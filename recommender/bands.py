@@ -29,7 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import UsageError
-from core.figures import Band
+from core.figures import Band, Interval
 from core.load import ClosedLoop, Offline, Rate
 from recommender.specs import GPU, ModelSpec
 from recommender.steptime import DEFAULT_KIND
@@ -208,6 +208,60 @@ def release_known(bands: ProviderBands, engine: str, version: str) -> bool:
     found = re.search(r"(\d+)\.(\d+)", version)
     key = f"{found.group(1)}.{found.group(2)}" if found else version
     return key in bands.releases.get(engine, [])
+
+
+INTERVAL_METRICS = ("throughput", "ttft", "tpot", "e2e")
+
+
+def intervals_of(engine: str, gpu: GPU, model: ModelSpec, regime: str, *,
+               bands_file: str | Path, step_time: str, engine_version: str | None,
+               ) -> tuple[dict[str, Interval], list[str]]:
+    """({metric group: interval}, [what the caller should know]): the p10-p90 of the
+    cell's leave-one-family-out signed errors, pooled with wider cells where the cell has
+    too few rows; an unmeasured release or an AMD GPU starts from the wider groups (never a
+    narrower interval than the engine's own data give)."""
+    return _intervals_cached(engine, gpu, model, regime, bands_file=str(bands_file),
+                             step_time=step_time, engine_version=engine_version)
+
+
+@lru_cache(maxsize=4096)
+def _intervals_cached(engine: str, gpu: GPU, model: ModelSpec, regime: str, *,
+                      bands_file: str, step_time: str, engine_version: str | None,
+                      ) -> tuple[dict[str, Interval], list[str]]:
+    if not Path(bands_file).exists():
+        return {}, []
+    errors = load_bands(bands_file).for_provider(step_time)
+    if errors is None or not errors.intervals:
+        return {}, []
+    from engines import ENGINES  # the plug-in's release is the default question
+
+    said: list[str] = []
+    release = engine_version or ENGINES[engine].defaults.engine_version
+    outside = []
+    if not release_known(errors, engine, release):
+        outside.append(f"{engine} {release} was never measured (calibrated on "
+                       f"{', '.join(errors.releases.get(engine, [])) or 'no release'})")
+    if gpu.vendor == "amd":
+        outside.append(f"{gpu.name} is an AMD GPU: its ROCm kernels are priced by the "
+                       "roofline, with few measurements behind them")
+    start = OUTSIDE_LEVEL if outside else 0
+    out: dict[str, Interval] = {}
+    for metric in INTERVAL_METRICS:
+        keys = interval_keys(engine, gpu, model, regime, metric)  # type: ignore[arg-type]
+        found = interval_for(keys, errors.intervals, start=start)
+        if found is None:
+            continue
+        key, err = found
+        out[metric] = Interval(metric=metric, low=math.exp(err.p10), high=math.exp(err.p90),
+                               basis=key, rows=err.rows, pooled=key != keys[0])
+    if outside:
+        said.append("outside the calibrated range: " + "; ".join(outside)
+                    + ": intervals pooled from wider cells")
+    pooled = sorted({i.basis for i in out.values() if i.pooled})
+    if pooled and not outside:
+        said.append(f"too few held-out measurements in {keys[0].split('|')[0]}: intervals "
+                    f"pooled from {', '.join(pooled)}")
+    return out, said
 
 
 def replay_regime(throughput_rps: float, mean_e2e_s: float | None) -> Regime:

@@ -31,20 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.arrivals import renewal_times
 from core.errors import UsageError
-from core.figures import Interval, Latency, ServingFigures, latency_of
+from core.figures import Latency, ServingFigures, latency_of
 from core.load import ClosedLoop, LoadSpec, Offline, Rate
 from engines.config import EngineConfig, EngineKind
-from recommender.bands import (
-    BANDS_FILE,
-    OUTSIDE_LEVEL,
-    band_of_prediction,
-    cell_of,
-    interval_for,
-    interval_keys,
-    load_bands,
-    regime_of,
-    release_known,
-)
+from recommender.bands import BANDS_FILE, band_of_prediction, cell_of, intervals_of, regime_of
 from recommender.defaults import fill
 from recommender.lengths import draw
 from recommender.params import PerfParams, load_params
@@ -256,58 +246,14 @@ def simulate_load(
         i, o = _longest_pair(drawn)
         warnings.append(f"{refused} request(s) of the drawn lengths refused, e.g. "
                         f"{refusal_reason(config, gpu, model, i, o)}")
-    intervals, said = _intervals(config.engine, gpu, model, regime_of(load.arrival),
-                                 bands_file=bands_file, step_time=fitted.step_time,
-                                 engine_version=engine_version)
+    intervals, said = intervals_of(config.engine, gpu, model, regime_of(load.arrival),
+                                   bands_file=bands_file, step_time=fitted.step_time,
+                                   engine_version=engine_version)
     pred = _prediction(config.engine, mode, replicas, runs,
                        max_model_len=config.max_model_len, warnings=warnings + said)
     return pred.model_copy(update={"band": band, "intervals": intervals})
 
 
-INTERVAL_METRICS = ("throughput", "ttft", "tpot", "e2e")
-
-
-def _intervals(engine: EngineKind, gpu: GPU, model: ModelSpec, regime: str, *,
-               bands_file: str | Path, step_time: str, engine_version: str | None,
-               ) -> tuple[dict[str, Interval], list[str]]:
-    """({metric group: interval}, [what the caller should know]): the p10-p90 of the
-    cell's leave-one-family-out signed errors, pooled with wider cells where the cell has
-    too few rows; an unmeasured release or an AMD GPU starts from the wider groups (never a
-    narrower interval than the engine's own data give)."""
-    if not Path(bands_file).exists():
-        return {}, []
-    errors = load_bands(bands_file).for_provider(step_time)
-    if errors is None or not errors.intervals:
-        return {}, []
-    from engines import ENGINES
-
-    said: list[str] = []
-    release = engine_version or ENGINES[engine].defaults.engine_version
-    outside = []
-    if not release_known(errors, engine, release):
-        outside.append(f"{engine} {release} was never measured (calibrated on "
-                       f"{', '.join(errors.releases.get(engine, [])) or 'no release'})")
-    if gpu.vendor == "amd":
-        outside.append(f"{gpu.name} is an AMD GPU: its ROCm kernels are priced by the "
-                       "roofline, with few measurements behind them")
-    start = OUTSIDE_LEVEL if outside else 0
-    out: dict[str, Interval] = {}
-    for metric in INTERVAL_METRICS:
-        keys = interval_keys(engine, gpu, model, regime, metric)  # type: ignore[arg-type]
-        found = interval_for(keys, errors.intervals, start=start)
-        if found is None:
-            continue
-        key, err = found
-        out[metric] = Interval(metric=metric, low=math.exp(err.p10), high=math.exp(err.p90),
-                               basis=key, rows=err.rows, pooled=key != keys[0])
-    if outside:
-        said.append("outside the calibrated range: " + "; ".join(outside)
-                    + ": intervals pooled from wider cells")
-    pooled = sorted({i.basis for i in out.values() if i.pooled})
-    if pooled and not outside:
-        said.append(f"too few held-out measurements in {keys[0].split('|')[0]}: intervals "
-                    f"pooled from {', '.join(pooled)}")
-    return out, said
 
 
 def _longest_pair(drawn: list[tuple[np.ndarray, np.ndarray]]) -> tuple[int, int]:

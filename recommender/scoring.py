@@ -16,7 +16,7 @@ import numpy as np
 
 from engines.config import EngineConfig
 from engines.facts import HardwareFacts, ModelFacts
-from recommender.bands import cell_band, cell_of, replay_regime
+from recommender.bands import BANDS_FILE, cell_band, cell_of, intervals_of, replay_regime
 from recommender.params import PerfParams
 from recommender.recommendation import Objective, PredictedMetrics
 from recommender.simulator import SimOptions, SimRequests, SimResult, simulate
@@ -155,8 +155,12 @@ def with_band(predicted: PredictedMetrics, engine: str, replicas: int, target: T
     mean occupancy (`bands.replay_regime`). A cached dict lookup per candidate."""
     regime = replay_regime(predicted.request_throughput_rps / replicas, predicted.e2e_s.mean)
     cell = cell_of(engine, target.gpu, target.model, regime)
+    intervals, _ = intervals_of(engine, target.gpu, target.model, regime,
+                                bands_file=BANDS_FILE, step_time=target.params.step_time,
+                                engine_version=None)
     return predicted.model_copy(update={
-        "calibration_cell": cell, "band": cell_band(cell, kind=target.params.step_time)})
+        "calibration_cell": cell, "band": cell_band(cell, kind=target.params.step_time),
+        "intervals": intervals})
 
 
 def knobs_set(config: EngineConfig) -> int:

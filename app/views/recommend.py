@@ -11,6 +11,7 @@ from app.render import (
     candidate_points,
     candidate_rows,
     fmt_ms,
+    interval_text,
     latency_rows,
     plain,
 )
@@ -114,6 +115,9 @@ def _pick(rec) -> None:
     cols[5].metric("KV headroom", f"{p.kv_headroom_fraction:.0%}")
     st.markdown(f"**Error band** {band_text(p.band, p.calibration_cell)}: the median error "
                 "of this calibration cell on measurements left out of the fit")
+    if p.intervals:
+        st.text("Interval (p10-p90 on publisher families the fit never saw): "
+                + interval_text(p))
     if not p.slo_met:
         st.warning("The pick does not meet the SLOs: it is the closest candidate.")
     st.dataframe(latency_rows({"TTFT": p.ttft_s, "TPOT": p.tpot_s, "ITL": p.itl_s,
