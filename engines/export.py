@@ -84,6 +84,9 @@ class ExportRequest(BaseModel):
         description="Trace (or profile.json) the benchmark replays; written into bench.sh.")
     predicted: dict[str, float] | None = Field(
         default=None, description="Predicted figures by name (units in the name, e.g. ttft_ms).")
+    predicted_range: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="The interval (low, high) of predicted figures by "
+        "the same names: p10-p90 of the errors seen on publisher families the fit never saw.")
     band: Band | None = Field(
         default=None, description="The predictions' error band: their calibration cell's "
         "cross-validated error and coverage (held-out rows behind it).")
@@ -372,7 +375,10 @@ def _report(request: ExportRequest, plugin: EnginePlugin, files: dict[str, str],
         lines.append("Skipped: the request gave no hardware/model facts.")
     lines += ["", "## Predicted", ""]
     if request.predicted:
-        lines += [f"- {name}: {value:g}" for name, value in request.predicted.items()]
+        lines += [f"- {name}: {value:g}" + (
+            f" ({request.predicted_range[name][0]:g}-{request.predicted_range[name][1]:g})"
+            if name in request.predicted_range else "")
+            for name, value in request.predicted.items()]
         lines += ["", _band_line(request)]
     else:
         lines.append("None were given in the request.")

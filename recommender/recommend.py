@@ -252,6 +252,11 @@ def export_view(rec: Recommendation, *, profile_source: str) -> dict:
         ms = getattr(p, name).ms()
         figures |= {f"{name[:-2]}_{q}_ms": ms[q] for q in ("p50", "p95", "p99")
                     if ms[q] is not None}
+    ranges = {f"{name[:-2]}_{q}_ms": (r[0] * 1e3, r[1] * 1e3) for name in LATENCIES
+              for q in ("p50", "p95", "p99") if (r := p.interval_range(name, q)) is not None}
+    ranges |= {name: r for name in ("output_throughput_tok_s", "total_throughput_tok_s",
+                                     "request_throughput_rps")
+               if (r := p.interval_range(name)) is not None}
     figures |= {"output_throughput_tok_s": p.output_throughput_tok_s,
                 "total_throughput_tok_s": p.total_throughput_tok_s,
                 "request_throughput_rps": p.request_throughput_rps,
@@ -262,7 +267,7 @@ def export_view(rec: Recommendation, *, profile_source: str) -> dict:
     request = ExportRequest(
         config=rec.pick.config, gpu=rec.gpu, gpu_count=rec.gpus,
         hardware=hardware_facts(gpu, rec.gpus), model_facts=model_facts(model),
-        profile=profile_source, predicted=figures, band=p.band,
+        profile=profile_source, predicted=figures, predicted_range=ranges, band=p.band,
         calibration_cell=p.calibration_cell,
         reasons=[r.text for r in rec.reasons], warnings=[w.text for w in rec.warnings],
         capacity=rec.capacity,
