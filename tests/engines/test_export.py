@@ -288,6 +288,14 @@ def test_report_with_facts_predictions_and_reasons(tmp_path: Path) -> None:
         assert f"`{name}`" in report
 
 
+def test_report_gives_a_figure_with_its_interval(tmp_path: Path) -> None:
+    request = _request("vllm", predicted={"ttft_p95_ms": 182.5, "output_tok_s": 5400},
+                       predicted_range={"ttft_p95_ms": (120.0, 310.5)})
+    report = (_export(tmp_path, request) / "REPORT.md").read_text()
+    assert "- ttft_p95_ms: 182.5 (120-310.5)" in report
+    assert "- output_tok_s: 5400\n" in report  # no interval given: the value alone
+
+
 def test_report_without_context_says_so(tmp_path: Path) -> None:
     report = (_export(tmp_path, _request("vllm")) / "REPORT.md").read_text()
     assert "Skipped: the request gave no hardware/model facts." in report
