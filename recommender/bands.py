@@ -184,9 +184,13 @@ def interval_keys(engine: str, gpu: GPU, model: ModelSpec, regime: Regime, metri
                   ) -> list[str]:
     """The interval groups of a figure, narrowest first: its cell and metric; the engine ×
     dense/MoE × regime; the regime; every row of the metric."""
-    kind = "moe" if model.is_moe else "dense"
-    return [f"{cell_of(engine, gpu, model, regime)}|{metric}", f"{engine}/{kind}/{regime}|{metric}",
-            f"{regime}|{metric}", f"*|{metric}"]
+    return _keys(engine, gpu.architecture, model.is_moe, regime, metric)
+
+
+def _keys(engine: str, architecture: str, moe: bool, regime: str, metric: str) -> list[str]:
+    kind = "moe" if moe else "dense"
+    return [f"{engine}/{architecture}/{kind}/{regime}|{metric}",
+            f"{engine}/{kind}/{regime}|{metric}", f"{regime}|{metric}", f"*|{metric}"]
 
 
 def interval_for(keys: list[str], errors: dict[str, SignedErrors], *, start: int = 0,
@@ -220,14 +224,16 @@ def intervals_of(engine: str, gpu: GPU, model: ModelSpec, regime: str, *,
     cell's leave-one-family-out signed errors, pooled with wider cells where the cell has
     too few rows; an unmeasured release or an AMD GPU starts from the wider groups (never a
     narrower interval than the engine's own data give)."""
-    return _intervals_cached(engine, gpu, model, regime, bands_file=str(bands_file),
-                             step_time=step_time, engine_version=engine_version)
+    return _intervals_cached(engine, (gpu.name, gpu.architecture, gpu.vendor), model.is_moe,
+                             regime, bands_file=str(bands_file), step_time=step_time,
+                             engine_version=engine_version)
 
 
 @lru_cache(maxsize=4096)
-def _intervals_cached(engine: str, gpu: GPU, model: ModelSpec, regime: str, *,
+def _intervals_cached(engine: str, gpu: tuple[str, str, str], moe: bool, regime: str, *,
                       bands_file: str, step_time: str, engine_version: str | None,
                       ) -> tuple[dict[str, Interval], list[str]]:
+    gpu_name, architecture, vendor = gpu
     if not Path(bands_file).exists():
         return {}, []
     errors = load_bands(bands_file).for_provider(step_time)
@@ -241,13 +247,13 @@ def _intervals_cached(engine: str, gpu: GPU, model: ModelSpec, regime: str, *,
     if not release_known(errors, engine, release):
         outside.append(f"{engine} {release} was never measured (calibrated on "
                        f"{', '.join(errors.releases.get(engine, [])) or 'no release'})")
-    if gpu.vendor == "amd":
-        outside.append(f"{gpu.name} is an AMD GPU: its ROCm kernels are priced by the "
+    if vendor == "amd":
+        outside.append(f"{gpu_name} is an AMD GPU: its ROCm kernels are priced by the "
                        "roofline, with few measurements behind them")
     start = OUTSIDE_LEVEL if outside else 0
     out: dict[str, Interval] = {}
     for metric in INTERVAL_METRICS:
-        keys = interval_keys(engine, gpu, model, regime, metric)  # type: ignore[arg-type]
+        keys = _keys(engine, architecture, moe, regime, metric)
         found = interval_for(keys, errors.intervals, start=start)
         if found is None:
             continue
