@@ -90,9 +90,12 @@ def test_trace_replay_and_sweep_on_real_vllm(tiny_model_dir, tmp_path):
     else:
         assert levels[-1] == 32 and not flat.any()
     # Queued requests keep the overhead-bound engine busier than one request at a time, and
-    # queueing shows in the tail: the last level waits far longer for its first token.
+    # queueing shows in the tail: the last level waits far longer for its first token. Only
+    # past max_num_seqs=2 does anything queue: a knee found at 1 (a busy machine) ends the
+    # sweep at 2, where nothing waits (CI: 94 vs 85 ms).
     assert tput[-1] > tput[0]
-    assert swept.levels[-1].ttft_p95_s > 1.5 * swept.levels[0].ttft_p95_s
+    if levels[-1] > 2:
+        assert swept.levels[-1].ttft_p95_s > 1.5 * swept.levels[0].ttft_p95_s
     # max_num_seqs=2 caps what the engine runs whenever a scrape lands. Neither "a scrape saw
     # it busy" nor vLLM's waiting gauge is asserted: on a fresh 2-core machine the server's
     # /metrics answers slowly under load (9 scrapes in a 3 s sweep, all between requests), and
