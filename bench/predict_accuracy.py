@@ -41,7 +41,6 @@ import hashlib
 import json
 import math
 import multiprocessing
-import re
 import sys
 import time
 from collections import defaultdict
@@ -67,6 +66,7 @@ from recommender.bands import (
 )
 from recommender.calibrate import DEFAULT_CSV, parse_csv
 from recommender.catalog import get_gpu, get_model
+from recommender.defaults import release_key
 from recommender.fitting import (
     FITTED,
     LATENCY_METRICS,
@@ -242,8 +242,8 @@ def write_bands(rows: list[CalRow], pred: dict[int, float], step_time: str, grou
     overall = list(ape.values())
     releases: dict[str, set[str]] = defaultdict(set)
     for r in rows:
-        if r.engine_version and (m := re.match(r"(\d+)\.(\d+)", r.engine_version)):
-            releases[r.engine].add(f"{m.group(1)}.{m.group(2)}")
+        if (key := release_key(r.engine_version)) is not None:
+            releases[r.engine].add(key)
     errors = {"overall": {"median_ape": round(float(np.median(overall)) / 100, 4),
                           "rows": len(overall)},
               "cells": {c: {"median_ape": round(float(np.median(a)) / 100, 4), "rows": len(a)}

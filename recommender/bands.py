@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -31,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from core.errors import UsageError
 from core.figures import Band, Interval
 from core.load import ClosedLoop, Offline, Rate
+from recommender.defaults import release_key
 from recommender.specs import GPU, ModelSpec
 from recommender.steptime import DEFAULT_KIND
 
@@ -209,9 +209,7 @@ def release_known(bands: ProviderBands, engine: str, version: str) -> bool:
     when the file lists no releases (then nothing can be said)."""
     if not bands.releases:
         return True
-    found = re.search(r"(\d+)\.(\d+)", version)
-    key = f"{found.group(1)}.{found.group(2)}" if found else version
-    return key in bands.releases.get(engine, [])
+    return (release_key(version) or version) in bands.releases.get(engine, [])
 
 
 INTERVAL_METRICS = ("throughput", "ttft", "tpot", "e2e")

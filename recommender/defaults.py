@@ -61,6 +61,12 @@ def release_of(version: str | None) -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
+def release_key(version: str | None) -> str | None:
+    """"major.minor" of an engine version string (`release_of`), None when it names none."""
+    release = release_of(version)
+    return f"{release[0]}.{release[1]}" if release is not None else None
+
+
 def memory_fraction(config: EngineConfig, engine_version: str | None = None
                     ) -> tuple[float, str]:
     """(the engine's memory-fraction knob, where it came from: config, engine_release,
@@ -166,6 +172,7 @@ __all__ = [
     "SchedulerCaps",
     "fill",
     "memory_fraction",
+    "release_key",
     "release_of",
     "scheduler_caps",
     "size_max_model_len",

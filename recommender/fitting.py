@@ -34,7 +34,7 @@ from engines.config import EngineConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.params import GpuScales, PerfParams, default_params
 from recommender.perf import weight_quantization
-from recommender.resolve import Harness, resolve
+from recommender.resolve import Harness, resolve, scheduler_replicas
 from recommender.specs import ModelSpec
 from recommender.steady import steady_state
 from recommender.steptime import DEFAULT_KIND, FALLBACK_KIND
@@ -186,8 +186,7 @@ def predict_row(row: CalRow, params: PerfParams) -> float:
     config = row.engine_config(model)
     res = resolve(config, gpu, model, params, longest_tokens=row.isl + row.osl,
                   harness=row.harness, engine_version=row.engine_version)
-    replicas = row.gpus // config.gpus_per_instance * config.dp
-    pred = steady_state(res, row.load(), replicas=replicas)
+    pred = steady_state(res, row.load(), replicas=scheduler_replicas(config, row.gpus))
     return float(getattr(pred, row.metric))
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from core.errors import UsageError
 from engines.config import EngineConfig, WeightQuantization
 from recommender import sim_kernel
-from recommender.memory import plan_memory
+from recommender.memory import MemoryPlan, plan_memory
 from recommender.params import EngineParams, GpuScales
 from recommender.specs import GPU, ModelSpec
 from recommender.speculative import SpecDraft, draft_for
@@ -121,16 +121,18 @@ def _peak_flops(gpu: GPU, weight_format: str) -> float:
 def deployment(
     config: EngineConfig, gpu: GPU, model: ModelSpec, *, acceptance: float | None = None,
     scales: GpuScales | None = None, step_time: str = DEFAULT_KIND,
+    plan: MemoryPlan | None = None,
 ) -> Deployment:
     """Shapes, memory plan and hardware peaks for `config` on its GPU group of `gpu`.
 
     `acceptance` overrides the speculative method's default per-token acceptance rate;
     `scales` corrects the GPU's peaks (PerfParams.scales, fitted per architecture);
     `step_time` names the step-time provider (`steptime.PROVIDERS`), the roofline where it
-    does not cover the cell.
+    does not cover the cell; `plan` is `config`'s memory plan when the caller has it
+    (`recommender.resolve`), else it is made here.
     """
     scales = scales or GpuScales()
-    plan = plan_memory(config, gpu, model)
+    plan = plan or plan_memory(config, gpu, model)
     spec = None
     if config.speculative is not None:
         spec = draft_for(config.speculative, model, acceptance)

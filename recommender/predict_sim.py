@@ -38,7 +38,7 @@ from recommender.bands import BANDS_FILE, band_of_prediction, cell_of, intervals
 from recommender.defaults import fill
 from recommender.lengths import draw
 from recommender.params import PerfParams, load_params
-from recommender.resolve import Harness, resolve
+from recommender.resolve import Harness, resolve, scheduler_replicas
 from recommender.simulator import (
     SimOptions,
     SimRequests,
@@ -169,15 +169,6 @@ def predict(request: PredictRequest, *, params: PerfParams | None = None,
                          engine_version=request.engine_version)
 
 
-def _replicas(config: EngineConfig, gpus: int | None) -> int:
-    """Scheduler replicas (DP ranks) over `gpus` GPUs (default one instance)."""
-    per = config.gpus_per_instance
-    gpus = gpus or per
-    if gpus % per:
-        raise UsageError(f"gpus={gpus} is not a multiple of one instance's tp x pp x dp = {per}")
-    return gpus // per * config.dp
-
-
 def simulate_load(
     config: EngineConfig, model: ModelSpec, gpu: GPU, load: LoadSpec, *,
     gpus: int | None = None, params: PerfParams | None = None,
@@ -211,7 +202,7 @@ def simulate_load(
                          "`recommend`'s")
     lengths = load.lengths
     isl, osl = lengths.input_tokens, lengths.output_tokens
-    replicas = _replicas(config, gpus)
+    replicas = scheduler_replicas(config, gpus)
     mode, groups = _groups(replicas, load.arrival, load.num_requests, load.seed)
     drawn = [draw(lengths, len(arrival), load.seed + j)
              for j, (arrival, _, _) in enumerate(groups)]

@@ -60,21 +60,18 @@ HARNESSES: dict[str, Callable[[EngineParams], EngineParams]] = {
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
-    """One replica (one DP rank of an instance) of a deployment, fully resolved."""
+    """One replica (one DP rank of an instance) of a deployment, fully resolved (the
+    harness applied to `params`; max_model_len sizing is said by `defaults.fill`)."""
 
     config: EngineConfig  # every knob the engine would choose, written in
-    gpu: GPU
-    model: ModelSpec
     caps: SchedulerCaps
     policy: SchedulerPolicy
     memory: MemoryPlan
-    step: Deployment
+    step: Deployment  # the model, GPU and shapes one step is priced with
     params: EngineParams  # the engine's fitted parameters, the harness applied
     coefficients: StepCoefficients
     table: np.ndarray  # the measured provider's kernel table; empty on the roofline
     step_time: str  # the provider that prices the step ("roofline" where it fell back)
-    harness: Harness
-    warnings: tuple[str, ...]
 
     def step_seconds(self, batch: Batch) -> float:
         """Seconds one step of `batch` takes on this deployment (the one step formula)."""
@@ -123,31 +120,44 @@ def resolve(
             update={"gpu_memory_fraction": memory.gpu_memory_fraction})
     else:
         filled_config = filled.config
-    step, used = _step(filled_config, gpu, model, perf_params, acceptance)
+    step, used = _step(filled_config, gpu, model, perf_params, acceptance, memory)
     engine = HARNESSES[harness](used.engines[config.engine])
     kernels = step.kernels
     return Resolved(
-        config=filled_config, gpu=gpu, model=model, caps=filled.caps,
+        config=filled_config, caps=filled.caps,
         policy=policy_for(filled_config), memory=memory, step=step, params=engine,
         coefficients=step_coefficients(step, engine),
         table=kernels.table() if kernels is not None else np.zeros(0),
         step_time=kernels.kind if kernels is not None else FALLBACK_KIND,
-        harness=harness, warnings=filled.warnings,
     )
 
 
-def _step(config: EngineConfig, gpu: GPU, model: ModelSpec, params: PerfParams,
-          acceptance: float | None) -> tuple[Deployment, PerfParams]:
+def scheduler_replicas(config: EngineConfig, gpus: int | None) -> int:
+    """Scheduler replicas (attention DP ranks, each a `Resolved`) over `gpus` GPUs, default
+    one instance of tp × pp × dp.
+
+    Raises:
+        UsageError: gpus not a multiple of one instance.
+    """
+    per = config.gpus_per_instance
+    gpus = gpus or per
+    if gpus % per:
+        raise UsageError(f"gpus={gpus} is not a multiple of one instance's tp x pp x dp = {per}")
+    return gpus // per * config.dp
+
+
+def _step(config: EngineConfig, gpu: GPU, model: ModelSpec, params: PerfParams,  # noqa: PLR0917
+          acceptance: float | None, plan: MemoryPlan) -> tuple[Deployment, PerfParams]:
     """The step's deployment under the parameters' provider, and the parameters that apply:
     the fallback's fit where the provider does not cover the cell."""
     dep = deployment(config, gpu, model, acceptance=acceptance, scales=params.scales(gpu),
-                     step_time=params.step_time)
+                     step_time=params.step_time, plan=plan)
     kind = dep.kernels.kind if dep.kernels is not None else FALLBACK_KIND
     used = params.for_kernels(kind)
     if used is not params:
         dep = deployment(config, gpu, model, acceptance=acceptance, scales=used.scales(gpu),
-                         step_time=FALLBACK_KIND)
+                         step_time=FALLBACK_KIND, plan=plan)
     return dep, used
 
 
-__all__ = ["HARNESSES", "Harness", "Resolved", "resolve"]
+__all__ = ["HARNESSES", "Harness", "Resolved", "resolve", "scheduler_replicas"]

@@ -245,9 +245,9 @@ def _itl_bin(gap):
 
 # Per-request state: one int64 row and one float64 row per request (serving order), named
 # columns. Two arrays instead of twenty keep the compiled loop free of reference counting.
-(S_INP, S_OUT, S_HOFF, S_NFULL, S_COMPUTED, S_NTOK, S_ODONE, S_HELD, S_PRIV, S_SCHED,
- S_STATUS, S_NPRE, S_LAST_STEP) = range(13)
-N_S = 13
+(S_OUT, S_HOFF, S_NFULL, S_COMPUTED, S_NTOK, S_ODONE, S_HELD, S_PRIV, S_SCHED, S_STATUS,
+ S_NPRE, S_LAST_STEP) = range(12)
+N_S = 12
 # arrival (closed loop: release time, written as users finish), first token, finish,
 # speculative tokens accrued, last emission, largest gap between two emissions
 F_ARR, F_FIRST, F_FIN, F_ACC, F_LAST, F_MAXGAP = range(6)
@@ -555,7 +555,6 @@ def _state(req, cap, max_seqs):
     """(S, F, cache, queues) at t = 0: nothing computed, everything pending."""
     n, n_ids = req.arrival.shape[0], req.n_ids
     S = np.zeros((n, N_S), np.int64)
-    S[:, S_INP] = req.inp
     S[:, S_OUT] = req.out
     S[:, S_HOFF] = req.hoff
     S[:, S_NFULL] = req.nfull
