@@ -144,6 +144,20 @@ def parallel_layout(config: EngineConfig) -> Literal["TP", "TEP", "DEP"]:
     return "TEP" if config.ep > 1 else "TP"
 
 
+def check_moe_layout(config: EngineConfig, *, is_moe: bool) -> None:
+    """Expert and attention data parallelism only for MoE models (the rule every engine and
+    the performance model share).
+
+    Raises:
+        CapabilityError: TEP or DEP asked of a dense model.
+    """
+    if (config.ep > 1 or config.dp > 1) and not is_moe:
+        raise CapabilityError(
+            f"{parallel_layout(config)} (ep={config.ep}, dp={config.dp}) splits MoE experts "
+            "over GPUs; the model is dense (not mixture-of-experts)"
+        )
+
+
 def check_parallelism(config: EngineConfig, hardware: HardwareFacts, model: ModelFacts, *,
                       kv_heads_must_divide: bool) -> None:
     """GPU count (`gpus_per_instance` per instance), expert/attention data parallelism only
@@ -154,11 +168,7 @@ def check_parallelism(config: EngineConfig, hardware: HardwareFacts, model: Mode
         CapabilityError: the first problem found.
     """
     _check_gpu_count(config, hardware)
-    if (config.ep > 1 or config.dp > 1) and not model.is_moe:
-        raise CapabilityError(
-            f"{parallel_layout(config)} (ep={config.ep}, dp={config.dp}) splits MoE experts "
-            "over GPUs; the model is dense (not mixture-of-experts)"
-        )
+    check_moe_layout(config, is_moe=model.is_moe)
     if model.num_attention_heads % config.tp:
         raise CapabilityError(
             f"tp={config.tp} must divide the model's {model.num_attention_heads} attention heads"

@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 
 from core.errors import UsageError
+from engines.common import check_moe_layout
 from engines.config import EngineConfig
 from recommender.defaults import SchedulerCaps, fill
 from recommender.memory import MemoryPlan, plan_memory
@@ -106,9 +107,11 @@ def resolve(
     Raises:
         UsageError: an unknown harness, a config that does not fit in memory, or a
             max_model_len beyond the model's context.
+        CapabilityError: expert or attention data parallelism asked of a dense model.
     """
     if harness not in HARNESSES:
         raise UsageError(f"unknown harness {harness!r}; use one of {', '.join(HARNESSES)}")
+    check_moe_layout(config, is_moe=model.is_moe)
     perf_params = _engine_params(params, config)
     filled = fill(config, gpu, model, longest_tokens=longest_tokens)
     memory = plan_memory(filled.config, gpu, model, block_size_tokens=kv_block_tokens,

@@ -142,3 +142,12 @@ def test_moe_search_grid_keeps_dep_and_tp_candidates_of_every_engine_on_8_h200()
         mine = [c for c in kept if c.engine == engine]
         assert any(c.dp == 8 and c.ep == 8 and c.tp == 1 for c in mine), engine
         assert any(c.dp == 1 and c.ep == 1 and c.tp == 8 for c in mine), engine
+
+
+@pytest.mark.parametrize("layout", [("--tp", "2", "--ep", "2"), ("--dp", "8", "--ep", "8")])
+def test_predict_refuses_expert_parallelism_of_a_dense_model_in_one_line(capsys, layout):
+    assert main(["predict", "--engine", "vllm", "--model", "meta-llama/Llama-3.1-8B-Instruct",
+                 "--gpu", "H200", "--isl", "100", "--osl", "10", "--concurrency", "1",
+                 *layout]) == 2
+    err = capsys.readouterr().err
+    assert "the model is dense" in err and err.count("\n") == 1 and "Traceback" not in err
