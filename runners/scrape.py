@@ -15,6 +15,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from time import perf_counter
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -212,6 +213,28 @@ def spec_measured(samples: list[MetricSample]) -> SpecMeasured | None:
                         acceptance=None, source="mean of the accept-length gauge")
 
 
+class Pacer(Protocol):
+    """The scraper's clock: `now` stamps samples and schedules scrapes, `wait` sleeps until a
+    deadline or the stop event. Tests pass a scripted one; runs use `RealPacer`."""
+
+    def now(self) -> float: ...
+
+    def wait(self, stop: threading.Event, timeout_s: float) -> None: ...
+
+
+class RealPacer:
+    """`time.perf_counter` (the request stamps' clock) and the stop event's own timed wait."""
+
+    def now(self) -> float:
+        return perf_counter()
+
+    def wait(self, stop: threading.Event, timeout_s: float) -> None:
+        stop.wait(timeout_s)
+
+
+Fetch = Callable[[], tuple[str, float]]
+
+
 class Scraper:
     """Scrapes `url` every `interval_s` until stopped; each scrape's samples go to `sink`.
 
@@ -221,13 +244,19 @@ class Scraper:
     takes longer than its period delays the next, which starts at once, instead of queueing.
     Failed scrapes are counted (`failures`, `last_error`), never raised: a server without
     metrics must not stop a benchmark. `sink` is called from the scraper's thread.
+
+    `pacer` (the clock and the wait) and `fetch` (one GET: the body and the time its reply
+    began) default to the real ones; tests script them to check the cadence exactly.
     """
 
     def __init__(self, url: str, metric_names: Mapping[str, tuple[str, ...]], *,
                  sink: Callable[[list[MetricSample]], None],
-                 interval_s: float = DEFAULT_INTERVAL_S, timeout_s: float = 5.0) -> None:
+                 interval_s: float = DEFAULT_INTERVAL_S, timeout_s: float = 5.0,
+                 pacer: Pacer | None = None, fetch: Fetch | None = None) -> None:
         self.url, self.metric_names, self.sink = url, metric_names, sink
         self.interval_s, self.timeout_s = interval_s, timeout_s
+        self.pacer: Pacer = pacer or RealPacer()
+        self._fetch: Fetch = fetch or self._get
         self.scrapes = 0
         self.failures = 0
         self.last_error: str | None = None
@@ -236,7 +265,7 @@ class Scraper:
     def scrape_once(self) -> list[MetricSample]:
         """One GET + parse (blocking); the samples (also handed to `sink`), [] on failure."""
         try:
-            body, at = self._get()
+            body, at = self._fetch()
             samples = extract(parse_exposition(body), self.metric_names, at)
         except (ExpositionError, http.client.HTTPException, OSError, ValueError) as exc:
             self._close()
@@ -248,7 +277,7 @@ class Scraper:
         return samples
 
     def _get(self) -> tuple[str, float]:
-        """The body and the perf_counter at which the reply began (the server renders the page
+        """The body and the time at which the reply began (the server renders the page
         before it answers, so that is when the values were read)."""
         parts = urlsplit(self.url)
         if self._conn is None:
@@ -258,7 +287,7 @@ class Scraper:
         path = parts.path or "/"
         self._conn.request("GET", path + (f"?{parts.query}" if parts.query else ""))
         resp = self._conn.getresponse()
-        at = perf_counter()
+        at = self.pacer.now()
         body = resp.read().decode("utf-8", errors="replace")
         if resp.status != 200:
             raise ExpositionError(f"HTTP {resp.status} from {self.url}")
@@ -269,12 +298,14 @@ class Scraper:
             self._conn.close()
             self._conn = None
 
-    def _loop(self, stop: threading.Event, last: threading.Event) -> None:
+    def scrape_until(self, stop: threading.Event, last: threading.Event) -> None:
+        """The scraper thread's loop (blocking): scrape, wait out the rest of the period (none
+        when the scrape took longer), repeat until `stop`; then once more if `last` is set."""
         try:
             while not stop.is_set():
-                started = perf_counter()
+                started = self.pacer.now()
                 self.scrape_once()
-                stop.wait(max(0.0, started + self.interval_s - perf_counter()))
+                self.pacer.wait(stop, max(0.0, started + self.interval_s - self.pacer.now()))
             if last.is_set():
                 self.scrape_once()
         finally:
@@ -285,7 +316,7 @@ class Scraper:
         then once more. Cancelled (the run failed), it takes no last scrape and does not wait
         for the one in flight, which ends within `timeout_s` on its own."""
         halt, last = threading.Event(), threading.Event()
-        thread = threading.Thread(target=self._loop, args=(halt, last), name="scraper",
+        thread = threading.Thread(target=self.scrape_until, args=(halt, last), name="scraper",
                                   daemon=True)
         thread.start()
         try:

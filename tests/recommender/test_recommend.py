@@ -150,7 +150,7 @@ def test_multi_turn_conversations_get_prefix_caching_with_its_effect() -> None:
     the conversation so far, so prefix caching stays on and the reason quotes its effect."""
     sharegpt = ROOT / "tests" / "data" / "traces" / "sharegpt_head1000.json.gz"
     rec = recommend(RecommendRequest(source=str(sharegpt), gpu="H100-SXM", model=MODEL,
-                                     arrival_rate_rps=2.0, max_requests=1500))
+                                     arrival_rate_rps=2.0, max_requests=500))
     assert rec.pick.config.prefix_caching is not False
     [reason] = [r for r in rec.reasons if r.figure == "prefix_reuse_infinite"]
     assert reason.value > 0.3

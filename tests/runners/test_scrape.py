@@ -7,9 +7,7 @@ import asyncio
 import http.server
 import math
 import threading
-import time
 from time import perf_counter
-from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -87,9 +85,109 @@ def test_extract_older_name_and_label_sum():
     assert got["queue_depth"].value == 7  # a count: summed over engines
 
 
-@pytest.fixture
-def metrics_server():
+class ScriptedPacer:
+    """Virtual time for the scraper: `wait` jumps to its deadline, and at `stop_at_s` sets the
+    stop (and the last-scrape) events as `Scraper.run` would; `fetch` is a /metrics reply that
+    takes `reply_s` and records when it was asked (start, end)."""
+
+    def __init__(self, reply_s: float, stop_at_s: float) -> None:
+        self.t = 0.0
+        self.reply_s, self.stop_at_s = reply_s, stop_at_s
+        self.fetches: list[tuple[float, float]] = []
+        self.waits: list[float] = []
+        self.last = threading.Event()
+
+    def now(self) -> float:
+        return self.t
+
+    def wait(self, stop: threading.Event, timeout_s: float) -> None:
+        self.waits.append(timeout_s)
+        self.t += timeout_s
+        if self.t >= self.stop_at_s:
+            self.last.set()
+            stop.set()
+
+    def fetch(self) -> tuple[str, float]:
+        start = self.t
+        self.t += self.reply_s
+        self.fetches.append((start, self.t))
+        n = len(self.fetches)
+        return (f'vllm:num_requests_waiting{{model_name="m"}} {n}\n'
+                f'vllm:prefix_cache_queries_total{{model_name="m"}} {100 * n}\n'
+                f'vllm:prefix_cache_hits_total{{model_name="m"}} {60 * n}\n'), self.t
+
+
+def _scripted(reply_s: float, interval_s: float, stop_at_s: float
+              ) -> tuple[Scraper, ScriptedPacer, list]:
+    got: list = []
+    pacer = ScriptedPacer(reply_s, stop_at_s)
+    scraper = Scraper("http://127.0.0.1:9/metrics", get_engine("vllm").metric_names,
+                      sink=got.extend, interval_s=interval_s, pacer=pacer, fetch=pacer.fetch)
+    scraper.scrape_until(threading.Event(), pacer.last)
+    return scraper, pacer, got
+
+
+def test_scrapes_keep_their_period_and_take_one_last_after_the_stop():
+    # Replies of 10 ms, a 100 ms period, stopped at 0.45 s: scrapes start at 0, 0.1, ..., 0.4;
+    # the wait after the 0.4 one ends at 0.5, past the stop, and the last scrape starts there.
+    scraper, pacer, got = _scripted(reply_s=0.01, interval_s=0.1, stop_at_s=0.45)
+    starts = [start for start, _end in pacer.fetches]
+    assert starts == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.5])
+    assert pacer.waits == pytest.approx([0.09] * 5)
+    waits = [s for s in got if s.key == "queue_depth"]
+    assert [s.value for s in waits] == [1, 2, 3, 4, 5, 6] and scraper.scrapes == 6
+    # each sample carries the time its reply began, on the pacer's clock
+    assert [s.at_s for s in waits] == pytest.approx([end for _start, end in pacer.fetches])
+    assert hit_rate(got) == pytest.approx(0.6)
+    assert scraper.failures == 0
+
+
+def test_slow_scrapes_do_not_pile_up():
+    """A reply slower than the period (0.25 s vs 0.05 s): one scrape at a time, back to back,
+    never one per period (20 in a second)."""
+    scraper, pacer, _got = _scripted(reply_s=0.25, interval_s=0.05, stop_at_s=1.0)
+    assert pacer.fetches == [(0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0), (1.0, 1.25)]
+    assert all(w == 0.0 for w in pacer.waits)  # no wait: the next starts as one ends
+    assert scraper.scrapes == 5
+
+
+def test_no_last_scrape_without_the_last_flag():
+    """Cancelled runs set the stop but not `last`: the loop ends without another scrape."""
+    got: list = []
+    pacer = ScriptedPacer(reply_s=0.01, stop_at_s=0.25)
+    scraper = Scraper("http://127.0.0.1:9/metrics", get_engine("vllm").metric_names,
+                      sink=got.extend, interval_s=0.1, pacer=pacer, fetch=pacer.fetch)
+    scraper.scrape_until(threading.Event(), threading.Event())  # `last` never set
+    assert [round(start, 9) for start, _end in pacer.fetches] == [0.0, 0.1, 0.2]
+
+
+def test_failures_are_counted_never_raised():
+    def refused() -> tuple[str, float]:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    got: list = []
+    pacer = ScriptedPacer(reply_s=0.0, stop_at_s=0.35)
+    scraper = Scraper("http://127.0.0.1:9/metrics", get_engine("vllm").metric_names,
+                      sink=got.extend, interval_s=0.1, pacer=pacer, fetch=refused)
+    scraper.scrape_until(threading.Event(), pacer.last)
+    assert scraper.failures == 5 and scraper.scrapes == 0 and got == []  # 0 .. 0.3, and last
+    assert scraper.last_error is not None and "ConnectionRefusedError" in scraper.last_error
+
+
+def test_the_real_transport_counts_a_refused_connection():
+    # Port 9 (discard) is closed on loopback: each scrape fails at once with a clear reason.
+    scraper = Scraper("http://127.0.0.1:9/metrics", get_engine("vllm").metric_names,
+                      sink=lambda _s: None, timeout_s=5.0)
+    assert scraper.scrape_once() == [] and scraper.scrape_once() == []
+    assert scraper.failures == 2 and scraper.scrapes == 0
+    assert scraper.last_error is not None and "Connection" in scraper.last_error
+
+
+def test_scraper_reads_a_real_server_until_stopped():
+    """A real aiohttp /metrics whose counters move: consecutive values, one sample set per
+    scrape, stamped on the request stamps' clock, hit rate from the token counters."""
     state = {"n": 0}
+    got: list = []
 
     async def handler(_request: web.Request) -> web.Response:
         state["n"] += 1
@@ -99,14 +197,7 @@ def metrics_server():
                 f'vllm:prefix_cache_hits_total{{model_name="m"}} {60 * n}\n')
         return web.Response(text=body, content_type="text/plain")
 
-    return handler, state
-
-
-def test_scraper_interval_and_hit_rate(metrics_server):
-    handler, state = metrics_server
-    got = []
-
-    async def main() -> tuple[float, float]:
+    async def main() -> tuple[float, float, Scraper]:
         app = web.Application()
         app.router.add_get("/metrics", handler)
         runner = web.AppRunner(app)
@@ -114,153 +205,119 @@ def test_scraper_interval_and_hit_rate(metrics_server):
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        loop, stop = asyncio.get_running_loop(), asyncio.Event()
+
+        def sink(samples: list) -> None:
+            got.extend(samples)
+            if sum(s.key == "queue_depth" for s in got) >= 4:
+                loop.call_soon_threadsafe(stop.set)
+
         scraper = Scraper(f"http://127.0.0.1:{port}/metrics", get_engine("vllm").metric_names,
-                          sink=got.extend, interval_s=0.1)
-        stop = asyncio.Event()
+                          sink=sink, interval_s=0.02)
         before = perf_counter()
-        task = asyncio.create_task(scraper.run(stop))
-        await asyncio.sleep(0.45)
-        stop.set()
-        await task
+        await scraper.run(stop)
         after = perf_counter()
         await runner.cleanup()
-        assert scraper.failures == 0 and scraper.scrapes == state["n"]
-        return before, after
+        return before, after, scraper
 
-    before, after = asyncio.run(main())
+    before, after, scraper = asyncio.run(main())
     waits = [s for s in got if s.key == "queue_depth"]
-    assert 4 <= len(waits) == state["n"] <= 8
+    assert len(waits) >= 5  # four, then the last one after the stop
     assert [s.value for s in waits] == list(range(1, len(waits) + 1))
+    assert scraper.failures == 0 and scraper.scrapes == state["n"] == len(waits)
     assert all(before <= s.at_s <= after for s in got)  # the request stamps' clock
     assert hit_rate(got) == pytest.approx(0.6)
 
 
-def test_scraper_counts_failures_without_raising():
-    got = []
-
-    async def main() -> Scraper:
-        scraper = Scraper("http://127.0.0.1:9/metrics", get_engine("vllm").metric_names,
-                          sink=got.extend, interval_s=0.05, timeout_s=1.0)
-        stop = asyncio.Event()
-        task = asyncio.create_task(scraper.run(stop))
-        await asyncio.sleep(0.12)
-        stop.set()
-        await task
-        return scraper
-
-    scraper = asyncio.run(main())
-    assert scraper.failures >= 2 and scraper.scrapes == 0 and got == []
-    assert scraper.last_error
-
-
-class _SlowMetrics(http.server.BaseHTTPRequestHandler):
-    """/metrics that takes `delay_s` to answer and counts how many scrapes overlap."""
-
-    delay_s = 0.25
-    state: ClassVar[dict[str, int]] = {"active": 0, "max_active": 0, "n": 0}
+def _gated_server(gate: threading.Event | None) -> tuple[http.server.ThreadingHTTPServer, dict]:
+    """A /metrics server (its own handler class: nothing shared between tests) that answers
+    each GET once `gate` is set (at once without a gate) and records each GET as it arrives."""
+    state: dict = {"n": 0, "entered": threading.Event()}
     lock = threading.Lock()
 
-    def do_GET(self) -> None:
-        with self.lock:
-            self.state["active"] += 1
-            self.state["n"] += 1
-            self.state["max_active"] = max(self.state["max_active"], self.state["active"])
-            n = self.state["n"]
-        time.sleep(self.delay_s)
-        body = f'vllm:num_requests_waiting{{model_name="m"}} {n}\n'.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-        with self.lock:
-            self.state["active"] -= 1
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            with lock:
+                state["n"] += 1
+                n = state["n"]
+            state["entered"].set()
+            if gate is not None:
+                gate.wait(30)
+            body = f'vllm:num_requests_waiting{{model_name="m"}} {n}\n'.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
-    def log_message(self, *_args: object) -> None:
-        pass
+        def log_message(self, *_args: object) -> None:
+            pass
 
-
-@pytest.fixture
-def slow_metrics():
-    _SlowMetrics.state = {"active": 0, "max_active": 0, "n": 0}
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowMetrics)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/metrics", _SlowMetrics.state
-    server.shutdown()
-    server.server_close()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, state
 
 
-def test_slow_scrapes_do_not_pile_up(slow_metrics):
-    """A reply slower than the period (0.25 s vs 0.05 s): one scrape at a time, back to back."""
-    url, state = slow_metrics
-    scraper = Scraper(url, get_engine("vllm").metric_names, sink=lambda _s: None,
-                      interval_s=0.05)
-
-    async def main() -> float:
-        stop = asyncio.Event()
-        t0 = perf_counter()
-        task = asyncio.create_task(scraper.run(stop))
-        await asyncio.sleep(1.0)
-        stop.set()
-        await task
-        return perf_counter() - t0
-
-    elapsed = asyncio.run(main())
-    assert state["max_active"] == 1
-    assert scraper.failures == 0
-    # back to back: at most elapsed / delay scrapes (one more after the stop), never one per
-    # period (20); fewer only when a loaded machine stretches the replies (seen once in the
-    # fast suite on 2 cores)
-    back_to_back = elapsed / _SlowMetrics.delay_s
-    assert back_to_back / 2 <= scraper.scrapes <= back_to_back + 1.5
+def _url(server: http.server.ThreadingHTTPServer) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}/metrics"
 
 
-def test_scrapes_land_while_the_event_loop_is_busy(slow_metrics):
-    """The load's loop blocked for 1 s (as when it parses thousands of streams): the scraper,
-    on its own thread, still samples on time."""
-    url, _state = slow_metrics
-    _SlowMetrics.delay_s = 0.0
+def test_scrapes_land_while_the_event_loop_is_busy():
+    """The load's loop blocked (as when it parses thousands of streams): the scraper, on its
+    own thread, keeps sampling; the old on-loop scraper took none until the loop was free."""
+    server, _state = _gated_server(None)
+    three = threading.Event()
     got: list = []
-    scraper = Scraper(url, get_engine("vllm").metric_names, sink=got.extend, interval_s=0.1)
 
-    async def main() -> tuple[float, float]:
+    def sink(samples: list) -> None:
+        got.extend(samples)
+        if len(got) >= 3:
+            three.set()
+
+    scraper = Scraper(_url(server), get_engine("vllm").metric_names, sink=sink, interval_s=0.01)
+
+    async def main() -> bool:
         stop = asyncio.Event()
         task = asyncio.create_task(scraper.run(stop))
-        await asyncio.sleep(0)
-        t0 = perf_counter()
-        time.sleep(1.0)  # the loop does nothing else for a second
-        t1 = perf_counter()
+        await asyncio.sleep(0)  # the scraper's thread starts
+        landed = three.wait(60)  # blocks the loop: nothing on it runs meanwhile
         stop.set()
         await task
-        return t0, t1
+        return landed
 
     try:
-        t0, t1 = asyncio.run(main())
+        assert asyncio.run(main())
     finally:
-        _SlowMetrics.delay_s = 0.25
-    during = [s for s in got if t0 <= s.at_s <= t1]
-    assert len(during) >= 7  # ~10 at 0.1 s; the old on-loop scraper got none
+        server.shutdown()
+        server.server_close()
 
 
-def test_a_cancelled_scraper_takes_no_last_scrape_and_does_not_wait(slow_metrics):
-    """A run that failed cancels its helpers: no last scrape of a failing server, and no wait
-    for the reply in flight (here 0.25 s)."""
-    url, state = slow_metrics
-    scraper = Scraper(url, get_engine("vllm").metric_names, sink=lambda _s: None,
-                      interval_s=10.0)
+def test_a_cancelled_scraper_takes_no_last_scrape_and_does_not_wait():
+    """A run that failed cancels its helpers: the cancel returns while the reply in flight is
+    still held by the server, and no scrape follows it once the server answers."""
+    gate = threading.Event()
+    server, state = _gated_server(gate)
+    scraper = Scraper(_url(server), get_engine("vllm").metric_names, sink=lambda _s: None,
+                      interval_s=0.01)
 
-    async def main() -> float:
+    async def main() -> bool:
         task = asyncio.create_task(scraper.run(asyncio.Event()))
-        await asyncio.sleep(0.1)  # the first scrape is in flight
-        t0 = perf_counter()
+        assert await asyncio.to_thread(state["entered"].wait, 30)  # first scrape in flight
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        return perf_counter() - t0
+        return gate.is_set()
 
-    waited = asyncio.run(main())
-    time.sleep(0.4)  # the scrape in flight ends; nothing follows it
-    assert waited < 0.1 and state["n"] == 1
+    try:
+        assert asyncio.run(main()) is False  # returned without the reply
+        gate.set()
+        for thread in threading.enumerate():
+            if thread.name == "scraper":
+                thread.join(30)
+        assert state["n"] == 1 and scraper.scrapes == 1
+    finally:
+        gate.set()
+        server.shutdown()
+        server.server_close()
 
 
 def _spec_text(drafts: float, drafted: float, accepted: float) -> str:
