@@ -8,8 +8,6 @@ answer, computed in the test), not against the provider's own helpers.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -266,10 +264,8 @@ def test_block_scaled_fp8_checkpoints_run_the_block_kernels():
 
 def test_measured_tables_are_built_once_per_cell(measured):
     dep, _ = measured
-    t0 = time.perf_counter()
     again = _dep("measured")
-    assert time.perf_counter() - t0 < 0.5  # a build makes ~200 calls and takes ~1 s
-    assert again.kernels is dep.kernels
+    assert again.kernels is dep.kernels  # the same tables: no second build (~200 calls)
 
 
 def test_a_cell_the_tables_lack_is_predicted_with_the_roofline_fit():

@@ -214,10 +214,8 @@ def popen_pids(monkeypatch) -> list[int]:
 
 def test_engine_never_healthy_times_out_and_is_killed(tmp_path, engine, popen_pids):
     spec = _spec(tmp_path, engine, mode="never", ready_timeout_s=1.0)
-    started = time.monotonic()
     with pytest.raises(LaunchError, match=r"not ready after 1 s") as info, launched(spec):
         pytest.fail("must not get here")
-    assert time.monotonic() - started < 8
     assert "log line 29" in str(info.value) and "--port" in info.value.command
     assert len(popen_pids) == 1 and _gone(popen_pids[0])
 
@@ -246,11 +244,9 @@ def test_crashed_engine_mid_run_leaves_no_orphan(tmp_path, engine):
 
 def test_engine_ignoring_sigterm_gets_sigkill(tmp_path, engine):
     spec = _spec(tmp_path, engine, mode="stubborn", stop_timeout_s=0.5)
-    started = time.monotonic()
     with launched(spec) as ep:
         pass
-    assert _gone(ep.pid)
-    assert time.monotonic() - started < 15
+    assert _gone(ep.pid)  # it ignores SIGTERM: only the SIGKILL after 0.5 s ends it
 
 
 def test_plugin_argv_in_a_venv(tmp_path, engine):
