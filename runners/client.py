@@ -3,6 +3,10 @@
 `send()` never raises for a request-level failure; it returns a `RequestResult` with
 `success=False` and a one-line `error`. Timing follows DESIGN §3: TTFT at the first chunk that
 carries content, E2E at the last such chunk (not the usage chunk, not `[DONE]`).
+
+Test seam: `send`/`send_body` read time only through their keyword-only `clock` (default
+`time.perf_counter`): once before the POST, once per body read as it is handed over, once at
+the end. A test passes a scripted clock and a fake session and asserts the stamps exactly.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.parse
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -25,6 +30,7 @@ _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-strea
 _MAX_ERROR_BODY = 4096
 _loads = orjson.loads
 URL_SCHEMES = ("http", "https")  # a server is reached over HTTP; file://, ftp://… are refused
+Clock = Callable[[], float]  # seconds; every stamp of one result comes from the same clock
 
 
 def check_http_url(url: str | None) -> str | None:
@@ -271,17 +277,19 @@ class SSEFeed:
                 return
 
 
-async def _consume(resp: aiohttp.ClientResponse, acc: StreamState) -> None:
-    """Read the SSE body, stamping each read once; stop at the first error event."""
+async def _consume(resp: aiohttp.ClientResponse, acc: StreamState, clock: Clock) -> None:
+    """Read the SSE body, stamping each read once (`clock()` as it is handed over); stop at
+    the first error event."""
     feed = SSEFeed(acc)
     async for piece in resp.content.iter_any():
-        if not feed.feed(piece, perf_counter()):
+        if not feed.feed(piece, clock()):
             return
-    feed.close(perf_counter())
+    feed.close(clock())
 
 
 async def send(
-    session: aiohttp.ClientSession, url: str, spec: RequestSpec, *, timeout_s: float
+    session: aiohttp.ClientSession, url: str, spec: RequestSpec, *, timeout_s: float,
+    clock: Clock = perf_counter,
 ) -> RequestResult:
     """Send `spec` as one streaming request and return its timed result.
 
@@ -290,18 +298,21 @@ async def send(
         url: a server base (`http://h:p` or `.../v1`) or a full `/completions` endpoint.
         spec: what to send.
         timeout_s: bound on the whole request, connect to end of stream, in seconds.
+        clock: the source of every stamp (tests script it; see the module docstring).
 
     Returns:
-        A `RequestResult`; stamps are `time.perf_counter()` seconds. Never raises for an
-        HTTP error, timeout, connection error, in-stream error, malformed data or an empty
-        stream: those are `success=False` rows. Cancellation still propagates.
+        A `RequestResult`; stamps are `clock()` seconds (`time.perf_counter()` by default).
+        Never raises for an HTTP error, timeout, connection error, in-stream error, malformed
+        data or an empty stream: those are `success=False` rows. Cancellation still propagates.
     """
     body = json.dumps(build_payload(spec)).encode()
-    return await send_body(session, endpoint_url(url, spec.api), body, timeout_s=timeout_s)
+    return await send_body(session, endpoint_url(url, spec.api), body, timeout_s=timeout_s,
+                           clock=clock)
 
 
 async def send_body(
-    session: aiohttp.ClientSession, target: str, body: bytes, *, timeout_s: float
+    session: aiohttp.ClientSession, target: str, body: bytes, *, timeout_s: float,
+    clock: Clock = perf_counter,
 ) -> RequestResult:
     """`send()` for a pre-encoded JSON body posted to the full endpoint URL `target`.
 
@@ -309,7 +320,7 @@ async def send_body(
     """
     acc = StreamState()
     status: int | None = None
-    sent_at = perf_counter()
+    sent_at = clock()
     try:
         async with asyncio.timeout(timeout_s):
             async with session.post(target, data=body, headers=_JSON_HEADERS) as resp:
@@ -318,11 +329,11 @@ async def send_body(
                     raw = await resp.read()
                     acc.fail("http", http_error_text(status, resp.reason, raw))
                 else:
-                    await _consume(resp, acc)
+                    await _consume(resp, acc, clock)
     except TimeoutError:
         acc.fail("timeout", f"no complete response within {timeout_s:g} s")
     except aiohttp.ClientError as exc:
         acc.fail("connection", f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # a request never raises; keep the surprise as data
         acc.fail("client", f"{type(exc).__name__}: {exc}")
-    return acc.result(sent_at, perf_counter(), status)
+    return acc.result(sent_at, clock(), status)

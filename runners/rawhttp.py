@@ -7,21 +7,29 @@ bytes operations, each read stamped with the time the kernel received it
 results mean exactly the same. Scope: `http://`,
 keep-alive connections reused from an idle pool, chunked, Content-Length or close-delimited
 bodies. Anything else (https) uses `client.send_body`.
+
+Test seam: `RawClient(target, clock=..., connect=...)` (keyword-only). `clock` (default
+`time.perf_counter`) stamps the write and the end of a request; the reads keep the stamp their
+connection hands over. `connect` (default `open_stamped`) opens a connection for a `Receiver`;
+a fake one delivers scripted reads with scripted stamps and records what was written when.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Awaitable, Callable
 from time import perf_counter
 from urllib.parse import urlsplit
 
-from runners.client import SSEFeed, StreamState, http_error_text
+from runners.client import Clock, SSEFeed, StreamState, http_error_text
 from runners.schemas import RequestResult
-from runners.stamped_socket import StampedSocket, open_stamped
+from runners.stamped_socket import Receiver, StampedSocket, open_stamped
 
 _MAX_HEAD = 64 * 1024
 _MAX_ERROR_BODY = 4096
+# Opens a connection to (host, port) reporting to the receiver; `open_stamped`'s signature.
+Connect = Callable[[str, int, Receiver], Awaitable[StampedSocket]]
 
 
 class _Batch:
@@ -64,8 +72,8 @@ class _Conn:
     # only used once its connection is open.
     transport: StampedSocket
 
-    def __init__(self, batch: _Batch) -> None:
-        self.batch = batch
+    def __init__(self, batch: _Batch, clock: Clock) -> None:
+        self.batch, self.clock = batch, clock
         self.closed = False
         self.skip = b""  # what of the previous response's final CRLF has not arrived yet
         self.reset(None)
@@ -96,7 +104,8 @@ class _Conn:
             self.waiter.set_result(error)
 
     def received(self, now: float, data: bytes) -> None:
-        """A read that reached this host at `now` (the kernel's stamp, on perf_counter)."""
+        """A read that reached this host at `now` (the connection's stamp: the kernel's, on
+        perf_counter, for `open_stamped`)."""
         self.got_bytes = True
         self.batch.add(self, now, data)
 
@@ -234,16 +243,21 @@ class _Conn:
         return pos, pieces, False
 
     def _done(self) -> None:
-        now = perf_counter()
+        now = self.clock()
         if self.status == 200 and self.feed is not None:
             self.feed.close(now)
         self._finish(None)
 
 
 class RawClient:
-    """Streaming POSTs to one `http://` endpoint over a pool of kept-alive connections."""
+    """Streaming POSTs to one `http://` endpoint over a pool of kept-alive connections.
 
-    def __init__(self, target: str) -> None:
+    `clock` and `connect` are the test seam (module docstring); results' stamps are on
+    `clock`'s scale, so a `connect` other than `open_stamped` must stamp reads on it too.
+    """
+
+    def __init__(self, target: str, *, clock: Clock = perf_counter,
+                 connect: Connect | None = None) -> None:
         parts = urlsplit(target)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"the raw transport takes http:// URLs only, not {target!r}")
@@ -255,6 +269,10 @@ class RawClient:
                      "Content-Length: ").encode()
         self.idle: deque[_Conn] = deque()
         self.batch: _Batch | None = None
+        self.clock = clock
+        # Looked up here, not bound as a default: a test may replace the module's
+        # `open_stamped` for clients built deep inside a run.
+        self.connect = open_stamped if connect is None else connect
 
     async def _conn(self) -> tuple[_Conn, bool]:
         while self.idle:
@@ -268,8 +286,8 @@ class RawClient:
         loop = asyncio.get_running_loop()
         if self.batch is None or self.batch.loop is not loop:
             self.batch = _Batch(loop)
-        conn = _Conn(self.batch)
-        await open_stamped(self.host, self.port, conn)
+        conn = _Conn(self.batch, self.clock)
+        await self.connect(self.host, self.port, conn)
         return conn
 
     async def warm(self, n: int) -> None:
@@ -295,7 +313,7 @@ class RawClient:
             conn.reset(feed)
             conn.waiter = loop.create_future()
             data = b"%s%d\r\n\r\n%s" % (self.head, len(body), body)
-            stamp[0] = perf_counter()  # TTFT runs from the send, not from connection setup
+            stamp[0] = self.clock()  # TTFT runs from the send, not from connection setup
             conn.transport.write(data)
             try:
                 error = await conn.waiter
@@ -310,7 +328,7 @@ class RawClient:
         acc = StreamState()
         used: list[_Conn] = []
         error: str | None = None
-        stamp = [perf_counter()]  # moved to the write; stays here if no write happens
+        stamp = [self.clock()]  # moved to the write; stays here if no write happens
         try:
             async with asyncio.timeout(timeout_s):
                 error = await self._exchange(body, SSEFeed(acc), used, stamp)
@@ -318,7 +336,7 @@ class RawClient:
             acc.fail("timeout", f"no complete response within {timeout_s:g} s")
         except OSError as exc:
             acc.fail("connection", f"{type(exc).__name__}: {exc}")
-        end = perf_counter()
+        end = self.clock()
         sent_at = stamp[0]
         if not used:
             return acc.result(sent_at, end, None)
