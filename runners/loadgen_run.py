@@ -4,30 +4,50 @@ in time, open- and closed-loop dispatch, stop and drain) and its `WorkloadOutcom
 
 `runners.loadgen` (one process) and `runners.loadgen_workers` (many) both drive a `Run`; it
 lives here so neither imports the other's internals. Hot path: see `runners.loadgen`.
+
+Test seam: a `Run` reads time only through its `clock`, waits for a send offset only through
+its `sleep`, and sends through its `transport` (keyword-only; the defaults are perf_counter,
+asyncio.sleep and the transport `LoadOptions.transport` names). Tests pass a virtual clock
+and a recording fake transport, so the timing rules (never early, stop at the duration, a stop
+cancels what is in flight) are checked without reading the wall clock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from time import perf_counter
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import aiohttp
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runners import prompts
-from runners.client import check_http_url, endpoint_url, send_body
+from runners.client import Clock, check_http_url, endpoint_url, send_body
 from runners.rawhttp import RawClient
 from runners.schemas import Api, RequestResult
 from runners.workloads import Schedule
 
 OnResult = Callable[[int, RequestResult], None]
+Sleep = Callable[[float], Awaitable[None]]
 PromptMode = Literal["auto", "token_ids", "text"]
 WARM_OPEN = 16  # connections opened ahead of an open-loop run without a concurrency bound
 WARM_TIMEOUT_S = 10.0
+
+
+class Transport(Protocol):
+    """What a `Run` sends through: `runners.rawhttp.RawClient`'s interface."""
+
+    async def warm(self, n: int) -> None:
+        """Open `n` connections before the run's clock starts."""
+
+    async def send(self, body: bytes, *, timeout_s: float) -> RequestResult:
+        """POST one request body and stream its answer; a failure is a failed result."""
+
+    def close(self) -> None:
+        """Close the open connections."""
 
 
 class LoadOptions(BaseModel):
@@ -124,15 +144,24 @@ class _Bodies:
 
 
 class Run:
-    """One process's share of a run: the in-flight tasks, results and the stop wiring."""
+    """One process's share of a run: the in-flight tasks, results and the stop wiring.
+
+    `clock`, `sleep` and `transport` are the test seam (module docstring); `transport=None`
+    is the raw client for `http://` with `options.transport == "raw"`, else aiohttp.
+    """
 
     def __init__(self, schedule: Schedule, options: LoadOptions, prep: Prepared,
-                 on_result: OnResult | None, part: tuple[int, int]) -> None:
+                 on_result: OnResult | None, part: tuple[int, int], *,
+                 clock: Clock = perf_counter, sleep: Sleep = asyncio.sleep,
+                 transport: Transport | None = None) -> None:
         self.schedule, self.options, self.on_result = schedule, options, on_result
+        self.clock, self.sleep = clock, sleep
         self.bodies = _Bodies(schedule, options, prep)
         self.target = endpoint_url(options.url, options.api)
-        self.raw = RawClient(self.target) if (
-            options.transport == "raw" and self.target.startswith("http://")) else None
+        if transport is None and options.transport == "raw" and self.target.startswith(
+                "http://"):
+            transport = RawClient(self.target)
+        self.raw = transport
         self.worker, self.n_workers = part
         self.results: dict[int, tuple[RequestResult, str]] = {}
         self.inflight: set[asyncio.Task[None]] = set()
@@ -151,13 +180,13 @@ class Run:
 
     async def one(self, session: aiohttp.ClientSession, index: int, phase: str | None) -> None:
         body = self.bodies.body(index)
-        sent_at = perf_counter()
+        sent_at = self.clock()
         try:
             timeout_s = self.options.timeout_s
             result = await (self.raw.send(body, timeout_s=timeout_s) if self.raw is not None
                             else send_body(session, self.target, body, timeout_s=timeout_s))
         except asyncio.CancelledError:
-            now = perf_counter()
+            now = self.clock()
             self._record(index, RequestResult.model_construct(
                 success=False, error="run stopped while the request was in flight",
                 error_kind="cancelled", http_status=None, sent_at_s=sent_at,
@@ -184,9 +213,9 @@ class Run:
             req = reqs[i]
             at_s = req.at_s
             assert at_s is not None  # open loop: the schedule gives every request an offset
-            delay = self.t0 + at_s - perf_counter()
+            delay = self.t0 + at_s - self.clock()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await self.sleep(delay)
             if sem is not None:
                 await sem.acquire()
             task = loop.create_task(self.one(session, i, req.phase))
@@ -202,7 +231,7 @@ class Run:
 
         async def lane() -> None:
             for i in indices:
-                if self.stopping or perf_counter() >= end:
+                if self.stopping or self.clock() >= end:
                     return
                 await self.one(session, i, None if cycle else self.schedule.request(i).phase)
 
@@ -218,7 +247,7 @@ class Run:
         share = _share(limit, self.worker, self.n_workers) if limit else 0
         async with client_session(share) as session:
             await self._warm(share or WARM_OPEN)
-            self.t0 = perf_counter() if t0 is None else t0
+            self.t0 = self.clock() if t0 is None else t0
             dispatch = asyncio.create_task(
                 self.open_loop(session) if self.schedule.open_loop else self.closed_loop(session))
             watch = asyncio.create_task(stop.wait()) if stop is not None else None
@@ -273,12 +302,13 @@ def _share(total: int, worker: int, n_workers: int) -> int:
 
 
 def outcome(schedule: Schedule, results: dict[int, tuple[RequestResult, str]], t0: float,
-            interrupted: bool) -> WorkloadOutcome:
-    """The outcome of a run whose results (index -> (result, phase)) began at `t0`."""
+            interrupted: bool, *, clock: Clock = perf_counter) -> WorkloadOutcome:
+    """The outcome of a run whose results (index -> (result, phase)) began at `t0` (on
+    `clock`, which also stamps its end)."""
     order = sorted(results)
     sent = len(order)
     unsent = 0 if schedule.cycle else len(schedule.requests) - sent
     return WorkloadOutcome.model_construct(
         results=[results[i][0] for i in order], indices=order,
-        phases=[results[i][1] for i in order], started_at_s=t0, ended_at_s=perf_counter(),
+        phases=[results[i][1] for i in order], started_at_s=t0, ended_at_s=clock(),
         sent=sent, unsent=unsent, interrupted=interrupted)

@@ -1,7 +1,12 @@
 """The load generator against a real local streaming server (tests/runners/loadgen_server.py)
-that records when each request arrived and how many were in flight: open-loop arrival times
-against an independent numpy schedule, concurrency caps, phases, stop semantics, callbacks,
-text prompts over chat, the sync entry point; one slow test against real vLLM.
+that records what each request carried and how many were in flight: every scheduled request
+sent and answered, concurrency caps, stop semantics over real sockets, callbacks, worker
+processes, text prompts over chat, the sync entry point; slow tests against real vLLM.
+
+No test here asserts a time: when requests go out (at their offsets, never early, phases, the
+duration, stops) is tested on virtual time in test_loadgen_timing.py, and how late they are on
+a real clock is measured by bench/loadgen_lag.py. Stops here are triggered by what the server
+saw, not by timers.
 """
 
 from __future__ import annotations
@@ -9,9 +14,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-import numpy as np
 import pytest
 
 from core.loop import run_outside_loop
@@ -34,22 +38,26 @@ def _options(srv: LoadServer, **kw) -> LoadOptions:
     return LoadOptions(url=srv.url, vocab_size=32000, **kw)
 
 
-def test_poisson_arrivals_follow_the_schedule(server):
-    spec = WorkloadSpec(kind="poisson", rate_rps=150.0, num_requests=300, prompt_tokens=32,
+def _once(condition: Callable[[], bool], action: Callable[[], None]) -> None:
+    """Call `action` from a thread as soon as `condition` holds (polled every 5 ms)."""
+    def watch() -> None:
+        while not condition():
+            time.sleep(0.005)
+        action()
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def test_open_loop_sends_every_request_over_real_sockets(server):
+    spec = WorkloadSpec(kind="poisson", rate_rps=600.0, num_requests=300, prompt_tokens=32,
                         output_tokens=3, seed=4)
     out = run_workload_sync(build_schedule(spec), _options(server))
-    expected = np.cumsum(np.random.default_rng(4).exponential(1 / 150.0, 300))
-    recv = np.sort([t for t, _ in server.received]) - out.started_at_s
     assert out.sent == 300 and out.unsent == 0 and not out.interrupted
-    assert out.indices == list(range(300))
-    lag = recv - expected
-    # Never early (beyond clock-read noise of a few ms on a loaded machine); late only by
-    # scheduling noise (bounds loose: CI machines are shared).
-    assert lag.min() > -0.003 and np.median(lag) < 0.02
-    span_ratio = (recv[-1] - recv[0]) / (expected[-1] - expected[0])
-    assert span_ratio == pytest.approx(1.0, abs=0.05)  # delivered rate within 5 %
+    assert out.indices == list(range(300)) and len(server.received) == 300
     assert all(r.success for r in out.results)
     assert {(r.prompt_tokens, r.output_tokens) for r in out.results} == {(32, 3)}
+    assert all(out.started_at_s <= r.sent_at_s <= r.end_at_s <= out.ended_at_s
+               for r in out.results)  # one clock for the run and its stamps
 
 
 def test_closed_loop_keeps_exactly_the_concurrency(server):
@@ -76,16 +84,6 @@ def test_open_loop_concurrency_cap(server):
     assert all(r.success for r in out.results)
 
 
-def test_closed_loop_duration_bound(server):
-    server.itl_s = 0.005
-    spec = WorkloadSpec(kind="concurrency", concurrency=3, duration_s=0.6, prompt_tokens=8,
-                        output_tokens=4)
-    out = run_workload_sync(build_schedule(spec), _options(server))
-    sent_offsets = [r.sent_at_s - out.started_at_s for r in out.results]
-    assert max(sent_offsets) < 0.6 and out.sent > 10 and out.unsent == 0
-    assert out.indices == list(range(out.sent)) and all(r.success for r in out.results)
-
-
 def test_stop_keeps_finished_and_cancels_in_flight(server):
     server.itl_s = 0.05  # 10 tokens: about half a second per request
     spec = WorkloadSpec(kind="concurrency", concurrency=4, duration_s=60.0, prompt_tokens=8,
@@ -94,55 +92,37 @@ def test_stop_keeps_finished_and_cancels_in_flight(server):
 
     async def go():
         stop = asyncio.Event()
-        asyncio.get_running_loop().call_later(1.2, stop.set)
-        return await run_workload(build_schedule(spec), _options(server), stop=stop,
-                                  on_result=lambda i, r: calls.append(i))
 
-    t0 = time.monotonic()
+        async def second_wave_arrived() -> None:  # the first 4 done, their successors in flight
+            while not (len(server.received) >= 8 and server.inflight == 4):
+                await asyncio.sleep(0.005)
+            stop.set()
+
+        watcher = asyncio.create_task(second_wave_arrived())
+        try:
+            return await run_workload(build_schedule(spec), _options(server), stop=stop,
+                                      on_result=lambda i, r: calls.append(i))
+        finally:
+            watcher.cancel()
+
     out = asyncio.run(go())
-    assert time.monotonic() - t0 < 5
-    assert out.interrupted and out.sent == len(out.results) == len(calls)
+    assert out.interrupted and out.sent == len(out.results) == len(calls) == 8
     cancelled = [r for r in out.results if not r.success]
     assert len(cancelled) == 4  # exactly the requests in flight at the stop
     assert {r.error_kind for r in cancelled} == {"cancelled"}
     done = [r for r in out.results if r.success]
-    assert len(done) >= 4 and all(r.output_tokens == 10 for r in done)
-    assert out.indices == list(range(out.sent))
+    assert len(done) == 4 and all(r.output_tokens == 10 for r in done)
+    assert out.indices == list(range(out.sent)) and len(server.received) == 8
 
 
-def test_stop_in_open_loop_counts_unsent(server):
-    spec = WorkloadSpec(kind="poisson", rate_rps=20.0, num_requests=200, prompt_tokens=8,
+def test_thread_stop_in_open_loop_counts_unsent(server):
+    spec = WorkloadSpec(kind="poisson", rate_rps=20.0, num_requests=2000, prompt_tokens=8,
                         output_tokens=2)
     stop = threading.Event()
-    threading.Timer(1.0, stop.set).start()
-    out = run_workload_sync(build_schedule(spec), _options(server), stop=stop)
-    assert out.interrupted and 5 < out.sent < 60 and out.unsent == 200 - out.sent
+    out = run_workload_sync(build_schedule(spec), _options(server), stop=stop,
+                            on_result=lambda i, r: stop.set() if i >= 2 else None)
+    assert out.interrupted and 3 <= out.sent < 2000 and out.unsent == 2000 - out.sent
     assert out.indices == list(range(out.sent))
-
-
-def test_burst_phases_are_reported(server):
-    spec = WorkloadSpec(kind="burst", base_rate_rps=20.0, peak_rate_rps=200.0, steady_s=0.5,
-                        burst_s=0.5, prompt_tokens=8, output_tokens=2)
-    sched = build_schedule(spec)
-    out = run_workload_sync(sched, _options(server))
-    assert out.phases == [sched.requests[i].phase for i in out.indices]
-    counts = {p: out.phases.count(p) for p in ("steady", "burst", "recovery")}
-    assert counts["burst"] > 3 * max(counts["steady"], counts["recovery"])
-    recv = np.array([t for t, _ in server.received]) - out.started_at_s
-    in_burst = ((recv >= 0.5) & (recv < 1.0 + 0.01)).sum()
-    assert in_burst >= counts["burst"]
-
-
-def test_soak_closed_loop_phases_by_send_time(server):
-    server.itl_s = 0.01
-    spec = WorkloadSpec(kind="soak", concurrency=2, duration_s=1.0, window_s=0.5,
-                        prompt_tokens=8, output_tokens=3)
-    sched = build_schedule(spec)
-    out = run_workload_sync(sched, _options(server))
-    for r, phase in zip(out.results, out.phases, strict=True):
-        offset = r.sent_at_s - out.started_at_s
-        assert phase == ("w0" if offset < 0.5 else "w1")
-    assert set(out.phases) == {"w0", "w1"}
 
 
 def test_callback_error_stops_and_is_raised(server):
@@ -236,9 +216,7 @@ def test_workers_split_the_schedule_and_merge_results(server):
                             on_result=lambda i, r: seen.append(i))
     assert out.indices == list(range(240)) and sorted(seen) == out.indices
     assert all(r.success and r.output_tokens == 3 for r in out.results)
-    expected = np.cumsum(np.random.default_rng(9).exponential(1 / 300.0, 240))
-    recv = np.sort([t for t, _ in server.received]) - out.started_at_s
-    assert np.median(recv - expected) < 0.02 and (recv - expected).min() > -0.003
+    assert len(server.received) == 240 and out.unsent == 0
     firsts = {tuple(b["prompt"][:8]) for _, b in server.received}
     assert len(firsts) == 240  # prompts come from the global index, not the worker
 
@@ -248,7 +226,9 @@ def test_workers_share_the_concurrency_and_stop(server):
     spec = WorkloadSpec(kind="concurrency", concurrency=5, duration_s=60.0, prompt_tokens=8,
                         output_tokens=10)
     stop = threading.Event()
-    threading.Timer(3.0, stop.set).start()
+    # Stop once the second wave is in flight (the first 5 done): the workers started and
+    # shared the 5 lanes, whatever spawning them took.
+    _once(lambda: len(server.received) >= 10 and server.inflight == 5, stop.set)
     out = run_workload_sync(build_schedule(spec), _options(server, workers=2), stop=stop)
     assert server.max_inflight == 5 and out.interrupted
     cancelled = [r for r in out.results if not r.success]
