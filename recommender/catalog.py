@@ -1,16 +1,20 @@
 """The bundled hardware and model catalogs over `data/catalog/`: loading, validation, lookup.
 
 Reads and validates the YAML (at call time, cached per directory), resolves names and aliases
-case-insensitively, and hands local paths to `hf_config.load_model`. The records themselves
-live in `specs.py`.
+case-insensitively, and hands local paths, and the Hugging Face configs aiconfigurator-core
+bundles (`model_configs/<org>--<name>_config.json`, found by HF id), to
+`hf_config.load_model`. The records themselves live in `specs.py`.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
+import importlib.util
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,12 +25,15 @@ from core.errors import CatalogError, UnknownCatalogEntryError
 from recommender.hf_config import load_model
 from recommender.specs import GPU, ModelSpec, estimate_params_b
 
-__all__ = ["GPU", "ModelSpec", "estimate_params_b", "get_gpu", "get_model", "load_gpus",
+__all__ = ["GPU", "BundledConfig", "ModelSpec", "bundled_configs", "bundled_model",
+           "estimate_params_b", "find_bundled", "get_gpu", "get_model", "load_gpus",
            "load_model", "load_models"]
 
 DEFAULT_CATALOG_DIR = Path(__file__).resolve().parent.parent / "data" / "catalog"
 GPUS_FILE = "gpus.yaml"
 MODELS_FILE = "models.yaml"
+BUNDLED_PACKAGE = "aiconfigurator_core"  # its model_configs/ holds HF configs by HF id
+BUNDLED_SUFFIX, BUNDLED_QUANT_SUFFIX = "_config.json", "_hf_quant_config.json"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,15 +158,23 @@ def load_models(catalog_dir: str | Path | None = None) -> dict[str, ModelSpec]:
     return dict(_models_cached(_catalog_dir(catalog_dir))[0])
 
 
+def _suggest(name: str, index: Mapping[str, str]) -> list[str]:
+    """Up to three canonical names whose keys are closest to `name`."""
+    close = difflib.get_close_matches(_normalize(name), list(index), n=6, cutoff=0.5)
+    return list(dict.fromkeys(index[c] for c in close))[:3]
+
+
+def _hint(suggestions: list[str]) -> str:
+    return f"did you mean {', '.join(suggestions)}?" if suggestions else "no close match"
+
+
 def _lookup(name: str, index: dict[str, str], what: str) -> str:
     canonical = index.get(_normalize(name))
     if canonical is not None:
         return canonical
-    close = difflib.get_close_matches(_normalize(name), list(index), n=6, cutoff=0.5)
-    suggestions = list(dict.fromkeys(index[c] for c in close))[:3]
-    hint = f"did you mean {', '.join(suggestions)}?" if suggestions else "no close match"
     raise UnknownCatalogEntryError(
-        f"unknown {what} {name!r}: {hint} (known: {', '.join(sorted(set(index.values())))})"
+        f"unknown {what} {name!r}: {_hint(_suggest(name, index))} "
+        f"(known: {', '.join(sorted(set(index.values())))})"
     )
 
 
@@ -174,19 +189,114 @@ def get_gpu(name: str, catalog_dir: str | Path | None = None) -> GPU:
     return records[_lookup(name, index, "GPU")]
 
 
-def get_model(name_or_path: str | Path, catalog_dir: str | Path | None = None) -> ModelSpec:
-    """A catalog model by HF id or alias (case-insensitive), or a local config.json / folder.
+# ---------------------------------------------------------------------------------------------
+# aiconfigurator-core's bundled Hugging Face configs
 
-    An existing path, or any name ending in '.json', is read with `load_model`; a name is
-    looked up in the catalog otherwise (a downloaded snapshot folder named like its HF id is
-    therefore read from disk, which describes the same model).
+
+@dataclass(frozen=True, slots=True)
+class BundledConfig:
+    """One HF config aiconfigurator-core bundles, and ModelOpt's quant config beside it."""
+
+    hf_id: str  # 'org/name' as the file spells it
+    config: Path
+    quant: Path | None
+
+
+@functools.cache
+def _bundled() -> tuple[dict[str, BundledConfig], dict[str, str], str]:
+    """(HF id → config, normalized id or unique name part → HF id, source label); empty when
+    aiconfigurator-core is not installed. Found without importing the package."""
+    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    folder = Path(roots[0]) / "model_configs" if roots else None
+    if folder is None or not folder.is_dir():
+        return {}, {}, ""
+    configs: dict[str, BundledConfig] = {}
+    for file in sorted(folder.glob(f"*--*{BUNDLED_SUFFIX}")):
+        if file.name.endswith(BUNDLED_QUANT_SUFFIX):
+            continue
+        hf_id = file.name.removesuffix(BUNDLED_SUFFIX).replace("--", "/", 1)
+        quant = file.with_name(file.name.removesuffix(BUNDLED_SUFFIX) + BUNDLED_QUANT_SUFFIX)
+        configs[hf_id] = BundledConfig(hf_id, file, quant if quant.is_file() else None)
+    index = {_normalize(hf_id): hf_id for hf_id in configs}
+    short: dict[str, list[str]] = {}
+    for hf_id in configs:
+        short.setdefault(_normalize(hf_id.split("/", 1)[1]), []).append(hf_id)
+    index |= {k: ids[0] for k, ids in short.items() if len(ids) == 1 and k not in index}
+    try:
+        label = f"aiconfigurator-core {version('aiconfigurator-core')} bundled config"
+    except PackageNotFoundError:
+        label = "aiconfigurator-core bundled config"
+    return configs, index, label
+
+
+def bundled_configs() -> dict[str, BundledConfig]:
+    """Every HF config aiconfigurator-core bundles, by HF id (none when it is not installed).
+    Some describe models `get_model` refuses (hybrid Mamba, linear attention, ...)."""
+    return dict(_bundled()[0])
+
+
+def find_bundled(name: str) -> BundledConfig | None:
+    """The bundled config for HF id `name` (case-insensitive; the part after the org when
+    only one org has it), or None."""
+    configs, index, _ = _bundled()
+    hf_id = index.get(_normalize(name))
+    return configs[hf_id] if hf_id is not None else None
+
+
+@functools.cache
+def _bundled_model(hf_id: str) -> ModelSpec:
+    configs, _, label = _bundled()
+    entry = configs[hf_id]
+    return load_model(entry.config, name=hf_id, source=label, quant_path=entry.quant)
+
+
+def bundled_model(name: str) -> ModelSpec:
+    """The spec read from aiconfigurator-core's bundled config for `name` (matched as by
+    `find_bundled`), whether or not the catalog has the model too (read once, cached).
 
     Raises:
-        UnknownCatalogEntryError: no entry matches; the message names the closest ones.
-        CatalogError: the catalog is broken, or the local config cannot be used.
+        UnknownCatalogEntryError: no bundled config has that id.
+        CatalogError: the config cannot be used; one line naming the id and the reason.
+    """
+    found = find_bundled(name)
+    if found is None:
+        raise UnknownCatalogEntryError(f"no aiconfigurator-core bundled config for {name!r}")
+    return _bundled_model(found.hf_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+def get_model(name_or_path: str | Path, catalog_dir: str | Path | None = None) -> ModelSpec:
+    """A model by HF id, alias or path, looked up in this order: a `Path` or a name ending in
+    '.json' is a local config; else the catalog (HF id or alias, case-insensitive); else an
+    existing local config.json or folder; else the HF config aiconfigurator-core bundles for
+    that id (`find_bundled`), all read with `load_model` (shapes, estimated parameters).
+
+    Raises:
+        UnknownCatalogEntryError: nothing describes the name; one line naming the closest
+            catalog models and bundled configs, and how many of each there are.
+        CatalogError: the catalog is broken, or the config cannot be used (a local one's
+            file, or a bundled one's id, named with the reason: e.g. hybrid Mamba layers).
     """
     text = str(name_or_path)
-    if isinstance(name_or_path, Path) or text.endswith(".json") or Path(text).exists():
+    if isinstance(name_or_path, Path) or text.endswith(".json"):
         return load_model(text)
     records, index = _models_cached(_catalog_dir(catalog_dir))
-    return records[_lookup(text, index, "model")]
+    canonical = index.get(_normalize(text))
+    if canonical is not None:
+        return records[canonical]
+    if Path(text).exists():
+        return load_model(text)
+    bundled = find_bundled(text)
+    if bundled is not None:
+        return _bundled_model(bundled.hf_id)
+    configs, bundled_index, _ = _bundled()
+    suggestions = _suggest(text, index | {k: v for k, v in bundled_index.items()
+                                          if k not in index})
+    known = f"{len(records)} catalog models, {len(configs)} aiconfigurator-core configs"
+    raise UnknownCatalogEntryError(
+        f"unknown model {text!r}: {_hint(suggestions)} ({known}; or pass a config.json path)"
+    )

@@ -187,7 +187,9 @@ def simulate_load(
     queued at t = 0).
 
     The prediction's `band` is its cell's cross-validated error (`recommender.bands`, from
-    `bands_file`); outside every calibrated cell it is None and a warning says so.
+    `bands_file`); outside every calibrated cell it is None and a warning says so. A model
+    outside the catalog (a config.json read by `hf_config`, parameters estimated) is warned
+    about too, with where its shapes came from and what they approximate.
     Unset knobs are the engine's (`recommender.defaults.fill`, for the workload's longest
     request: max_model_len sized to it, said in the prediction's `warnings`).
 
@@ -213,6 +215,8 @@ def simulate_load(
                             kv_block_tokens=SimOptions().kv_block_tokens)
     if reason is not None:  # the mean request refused: every (fixed) or most (dataset) are
         raise UsageError(f"every request refused: {reason}")
+    if model.params_source == "estimated":  # a user's or aiconfigurator's config.json
+        warnings.append(_uncatalogued(model))
     fitted = params or load_params()
     ramp = 0.0
     if isinstance(load.arrival, ClosedLoop):
@@ -245,6 +249,14 @@ def simulate_load(
     return pred.model_copy(update={"band": band, "intervals": intervals})
 
 
+
+
+def _uncatalogued(model: ModelSpec) -> str:
+    """The warning for a model outside the catalog: where its shapes came from, and what they
+    only approximate."""
+    notes = f"; {model.notes}" if model.notes else ""
+    return (f"model {model.name} is not in the catalog: shapes from {model.source}, parameter "
+            f"count estimated from them, no published measurement of this model{notes}")
 
 
 def _longest_pair(drawn: list[tuple[np.ndarray, np.ndarray]]) -> tuple[int, int]:

@@ -21,9 +21,13 @@ None → the roofline for that cell, never a crash later), and cached per cell. 
 is imported only here, only when this provider is used.
 
 Quantization is set explicitly from ServeFit's memory plan (aiconfigurator's default follows
-the HF config, not what the engine runs). Dense models it does not bundle (Qwen3-14B, a user's
-own config.json) are built from a config.json synthesized from the ModelSpec's shapes when
-their block is Llama-style (`synthesized_config`). One table per
+the HF config, not what the engine runs). A model named by one of its bundled HF ids (a
+catalog model through `MODELS`, or one `catalog.get_model` read from that bundled config) is
+its bundled config; one its SDK does not list as pre-downloaded (Mixtral-8x7B-v0.1) is
+handed to it as a local folder of those files, so nothing is fetched from the Hub. Dense
+models it does not bundle (Qwen3-14B, a user's own config.json) are built from a config.json
+synthesized from the ModelSpec's shapes when their block is Llama-style
+(`synthesized_config`). One table per
 (GPU, engine, model, tp, dp, ep, weight format, KV format) at the backend's `current` version
 (trtllm 1.3, vLLM 0.24, SGLang 0.5.14 on Hopper/Blackwell; older ones on A100).
 """
@@ -152,10 +156,15 @@ def synthesized_config(model: ModelSpec) -> dict[str, Any] | None:
 
 
 def model_reference(model: ModelSpec) -> str | None:
-    """aiconfigurator's bundled model path for `model`, else a synthesized config
-    (`SYNTH_PREFIX` + JSON), else None (not covered)."""
+    """aiconfigurator's bundled model path for `model` (`MODELS`, else the bundled config of
+    that HF id), else a synthesized config (`SYNTH_PREFIX` + JSON), else None (not covered)."""
     if model.name in MODELS:
         return MODELS[model.name]
+    from recommender.catalog import find_bundled
+
+    bundled = find_bundled(model.name)
+    if bundled is not None and bundled.hf_id == model.name:  # the id itself, not a short name
+        return bundled.hf_id
     config = synthesized_config(model)
     return SYNTH_PREFIX + json.dumps(config, sort_keys=True) if config is not None else None
 
@@ -167,6 +176,24 @@ def _config_dir(reference: str) -> str:
     directory = tempfile.mkdtemp(prefix="servefit-aic-")
     atexit.register(shutil.rmtree, directory, True)
     (Path(directory) / "config.json").write_text(reference.removeprefix(SYNTH_PREFIX))
+    return directory
+
+
+@functools.lru_cache(maxsize=64)
+def _bundled_dir(hf_id: str) -> str | None:
+    """A folder holding the bundled config (and ModelOpt quant config) of `hf_id` as
+    config.json / hf_quant_config.json, for an id aiconfigurator's SDK would otherwise fetch
+    from the Hub; None for an id it is not bundled under. One per process, removed at exit."""
+    from recommender.catalog import find_bundled
+
+    bundled = find_bundled(hf_id)
+    if bundled is None:
+        return None
+    directory = tempfile.mkdtemp(prefix="servefit-aic-")
+    atexit.register(shutil.rmtree, directory, True)
+    shutil.copyfile(bundled.config, Path(directory) / "config.json")
+    if bundled.quant is not None:
+        shutil.copyfile(bundled.quant, Path(directory) / "hf_quant_config.json")
     return directory
 
 
@@ -193,10 +220,13 @@ def handle(key: tuple[str, ...]) -> Any:  # aiconfigurator's EngineHandle
         Exception: whatever aiconfigurator raises for a configuration it cannot build.
     """
     from aiconfigurator_core.sdk import EngineHandle
+    from aiconfigurator_core.sdk.common import DefaultHFModels
 
     system, backend, path, tp, dp, ep, gemm, moe, kv = key
     if path.startswith(SYNTH_PREFIX):
         path = _config_dir(path)
+    elif path not in DefaultHFModels:  # bundled, but its SDK would download it: a local copy
+        path = _bundled_dir(path) or path
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
     ranks = int(tp) * int(dp)  # MoE: experts over every GPU of the instance, by TP or EP
     return EngineHandle.compile(
