@@ -1,7 +1,8 @@
 """The CLI: parse arguments, call one library function per command, print the result.
 
 No figures are computed here. Errors a user can cause (ServeFitError) print one line on stderr
-and exit 2; heavy libraries are imported inside the commands so `--help` stays instant.
+and exit 2; Ctrl-C prints one line and exits 130, and SIGTERM likewise with 143, in every
+command; heavy libraries are imported inside the commands so `--help` stays instant.
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any, get_args
 
-from app.cli_common import COMMAND_HELP, key_values, usage_error, write_output
+from app.cli_common import (
+    COMMAND_HELP,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    key_values,
+    usage_error,
+    write_output,
+)
 from core.errors import ServeFitError, UsageError
 from profiler.formats import ALL_KINDS
 from profiler.formats.base import FIELDS
@@ -28,17 +36,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(command if command in COMMAND_HELP else "")
     args = parser.parse_args(argv)
     args.argv = argv  # the command line as given (bench stores it with the run)
-    try:
-        return int(args.handler(args) or 0)
-    except ServeFitError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # the reader (e.g. `| head`) went away: nothing left to say
-        sys.stderr.close()
-        return 0
+    from runners.shutdown import sigterm_interrupts  # light: signal and ctypes only
+
+    with sigterm_interrupts() as term:  # SIGTERM takes Ctrl-C's path, in every command
+        try:
+            return int(args.handler(args) or 0)
+        except ServeFitError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt:
+            if term.received:
+                print(f"{PROG}: terminated", file=sys.stderr)
+                return EXIT_TERMINATED
+            print(f"{PROG}: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:  # the reader (e.g. `| head`) went away: nothing left to say
+            sys.stderr.close()
+            return 0
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from app.cli_common import COMMAND_HELP
+from app.cli_common import COMMAND_HELP, EXIT_TERMINATED
 
 PROG = "python -m app"
 
@@ -89,7 +89,6 @@ def options_of(args: argparse.Namespace) -> Any:
 
 
 EXIT_FAILED_RUN = 1  # the run ended and was stored, but failed (its report says why)
-EXIT_TERMINATED = 128 + 15  # SIGTERM, as a shell reports a process it ended
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
-"""What more than one CLI module needs: each command's one-line help, one-line usage errors
-from pydantic validation, and the atomic write of a command's output file (`app.cli`,
-`app.cli_bench` and `app.cli_recommend` import from here, never from each other)."""
+"""What more than one CLI module needs: each command's one-line help, the exit codes of a
+stopped command, one-line usage errors from pydantic validation, and the atomic write of a
+command's output file (`app.cli`, `app.cli_bench` and `app.cli_recommend` import from here,
+never from each other)."""
 
 from __future__ import annotations
 
@@ -25,16 +26,22 @@ COMMAND_HELP = {
     "recommend": "rank engines and configs for a trace on a GPU",
 }
 
+# A command stopped by a signal exits as a shell reports a process that signal ended.
+EXIT_INTERRUPTED = 128 + 2  # SIGINT (Ctrl-C)
+EXIT_TERMINATED = 128 + 15  # SIGTERM
+
 
 def usage_error(exc: ValidationError, *, option: bool = False) -> UsageError:
     """The first validation error as one line, `where: message`; `option` names the field as
     a command-line option (`--slo-ttft-p95-s`)."""
     first = exc.errors()[0]
     where = ".".join(str(x) for x in first["loc"])
-    if option:  # the field as its option, then the dict key / list index it concerns
+    if option and first["loc"]:  # the field as its option, then the key / index it concerns
         field, *inner = (str(x) for x in first["loc"])
         where = " ".join(["--" + field.replace("_", "-"), *(x for x in inner if x != "[key]")])
-    return UsageError(f"{where}: {first['msg']}")
+    # a model-level check has no field; its message is ours ("Value error, " is pydantic's)
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return UsageError(f"{where}: {message}" if where else message)
 
 
 def key_values(items: list[str], option: str, shape: str) -> list[tuple[str, str]]:

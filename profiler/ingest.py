@@ -37,7 +37,7 @@ from profiler.ingest_text import stage_text, text_format
 from profiler.schema import REQUEST_COLUMNS, REQUESTS_TABLE, FormatInfo
 from profiler.sources import OpenedTrace, open_trace
 from profiler.timestamps import TimeSpec
-from profiler.workspace import Workspace
+from profiler.workspace import Workspace, is_interrupt
 
 META_DDL = """CREATE OR REPLACE TABLE trace_meta (
     format_json VARCHAR, warnings_json VARCHAR, n_requests BIGINT, fingerprint VARCHAR)"""
@@ -80,6 +80,8 @@ def ingest(path: str, workspace: Workspace, options: IngestOptions | None = None
         try:
             return _ingest(con, opened, options, fingerprint)
         except duckdb.Error as exc:
+            if is_interrupt(exc):  # Ctrl-C, not a bad trace: the workspace re-raises it
+                raise
             raise map_duckdb_error(exc, opened) from None
 
 

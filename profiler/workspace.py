@@ -7,6 +7,9 @@ file again, so bad input leaves no trace.
 Within one process DuckDB shares one database instance per file, and refuses a second connection
 whose configuration differs ("read-only" against "read-write"), so connections to one file are
 admitted here one configuration at a time: the app's sessions are threads of one process.
+
+A Ctrl-C (or the CLI's SIGTERM) that stops a query comes out of DuckDB as its own error; every
+query on a workspace connection re-raises it as the KeyboardInterrupt it was (`is_interrupt`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,18 @@ ENV_VAR = "SERVEFIT_WORKSPACE"
 # default, 80 % of RAM.
 MEMORY_ENV_VAR = "SERVEFIT_MEMORY_LIMIT"
 _MEMORY_RE = re.compile(r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+# What DuckDB's Python client raises when a signal handler raised while a query ran (it polls
+# PyErr_CheckSignals and throws std::runtime_error, so KeyboardInterrupt becomes RuntimeError).
+_QUERY_INTERRUPTED = "Query interrupted"
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` is DuckDB's report of an interrupted query: its Python client's
+    RuntimeError("Query interrupted") after Ctrl-C, or DuckDB's own InterruptException."""
+    import duckdb
+
+    return (isinstance(exc, RuntimeError) and str(exc) == _QUERY_INTERRUPTED) \
+        or isinstance(exc, duckdb.InterruptException)
 
 
 class _Admission:
@@ -91,6 +106,7 @@ class Workspace:
 
     @contextmanager
     def _connect(self, read_only: bool) -> Iterator[Any]:
+        """The connection; an interrupted query (`is_interrupt`) leaves as KeyboardInterrupt."""
         import duckdb
 
         if read_only and not self.exists():
@@ -102,6 +118,10 @@ class Workspace:
             con = duckdb.connect(str(self.path), read_only=read_only)
         except (duckdb.Error, OSError) as exc:
             raise WorkspaceError(f"cannot open workspace {self.path}: {exc}") from None
+        except BaseException:  # Ctrl-C while DuckDB was creating the file: leave none behind
+            if created:
+                self._remove(created_dir)
+            raise
         try:
             con.execute("SET TimeZone = 'UTC'")
             con.execute("SET enable_progress_bar = false")
@@ -109,10 +129,12 @@ class Workspace:
             if limit:
                 con.execute(f"SET memory_limit = '{_memory_limit(limit)}'")
             yield con
-        except BaseException:
+        except BaseException as exc:
             con.close()
             if created:
                 self._remove(created_dir)
+            if is_interrupt(exc):
+                raise KeyboardInterrupt from None
             raise
         else:
             con.close()

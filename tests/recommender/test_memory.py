@@ -102,9 +102,20 @@ def test_engine_default_fraction_is_used_and_flagged() -> None:
     assert plan.fits  # a warning at most, never a blocker
 
 
-def test_unset_engine_default_falls_back_to_0_9() -> None:
-    if ENGINES["sglang"].defaults.gpu_memory_fraction is not None:
-        pytest.skip("SGLang plug-in now states a default fraction")
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_unset_engine_default_falls_back_to_0_9(engine: str, monkeypatch) -> None:
+    plugin = ENGINES[engine]
+    unset = plugin.defaults.model_copy(update={"gpu_memory_fraction": None})
+    monkeypatch.setattr(plugin, "defaults", unset)  # a plug-in that states no fraction
+    plan = _plan(engine)
+    assert plan.fraction_source == "fallback" and plan.gpu_memory_fraction == 0.9
+
+
+def test_sglang_states_no_default_fraction_and_gets_the_fallback() -> None:
+    # SGLang derives mem-fraction-static from the memory it reserves on each GPU at start-up
+    # (its docs quote about 0.9), so the plug-in leaves it unset. A plug-in that starts stating
+    # one fails here: check the fallback's users (memory plans, exports) against it.
+    assert ENGINES["sglang"].defaults.gpu_memory_fraction is None
     plan = _plan("sglang")
     assert plan.fraction_source == "fallback" and plan.gpu_memory_fraction == 0.9
 

@@ -1,0 +1,169 @@
+"""Ctrl-C and SIGTERM during `python -m app profile`: one line on stderr, exit 130 (128 +
+SIGINT) or 143 (128 + SIGTERM), no output file, and a workspace that holds the whole trace or
+none of it. DuckDB turns a Ctrl-C that stops a query into its own error (RuntimeError "Query
+interrupted"); the workspace turns it back.
+
+The first test is that mapping in this process. The others run the real command on a trace
+built here: 200,000 requests of 50 prompt blocks each, so that the figures spend a few seconds
+in DuckDB (the prefix-reuse query joins 10 M block hashes) before the LRU simulation. The
+signals come a short while after the process opened the workspace (read from /proc), while
+those queries run: numba's first compile of the LRU kernels, which comes next, calls back into
+Python through ctypes, and a KeyboardInterrupt raised inside such a callback is dropped
+("Exception ignored on calling ctypes callback function"), so that stretch is avoided here.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from profiler.ingest import IngestOptions, ingest
+from profiler.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parents[2]
+REQUESTS, BLOCKS = 200_000, 50
+INTERRUPTED = "python -m app: interrupted\n"
+TERMINATED = "python -m app: terminated\n"
+
+# About 1.5 s of DuckDB work on two cores; Ctrl-C comes 0.3 s in. DuckDB looks for it between
+# the tasks it runs on the calling thread, so it may stop the query at once or near its end.
+LONG_QUERY = "SELECT sum(a.range * b.range) FROM range(4000000) a, range(100) b"
+needs_proc = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
+
+
+def test_ctrl_c_during_a_workspace_query_is_a_keyboard_interrupt(tmp_path):
+    ws = Workspace(tmp_path / "fresh" / "w.duckdb")
+    ctrl_c = threading.Timer(0.3, _thread.interrupt_main)  # SIGINT's path: the Python handler
+    with pytest.raises(KeyboardInterrupt) as caught, ws.connect() as con:
+        ctrl_c.start()
+        con.execute(LONG_QUERY).fetchall()
+    ctrl_c.join()
+    # It stands for the error DuckDB raised (not a Ctrl-C Python delivered after the query).
+    assert isinstance(caught.value.__context__, RuntimeError)
+    assert not ws.path.parent.exists()  # the workspace this connection created is removed
+
+
+def _write_trace(path: Path) -> None:
+    rng = np.random.default_rng(0)
+    hashes = rng.integers(0, REQUESTS * BLOCKS // 2, REQUESTS * BLOCKS, dtype=np.uint64)
+    offsets = np.arange(0, REQUESTS * BLOCKS + 1, BLOCKS, dtype=np.int32)
+    pq.write_table(pa.table({
+        "arrival_s": np.cumsum(rng.exponential(0.01, REQUESTS)),
+        "input_tokens": rng.integers(10, 4000, REQUESTS),
+        "output_tokens": rng.integers(1, 500, REQUESTS),
+        "hash_ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(hashes)),
+    }), path)
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("trace") / "trace.parquet"
+    _write_trace(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ingested(trace, tmp_path_factory) -> Path:
+    """A workspace that already holds `trace`, read with the CLI's default options: `profile`
+    finds it there and goes straight to computing the figures."""
+    ws = tmp_path_factory.mktemp("ws") / "w.duckdb"
+    ingest(str(trace), Workspace(ws), IngestOptions())
+    return ws
+
+
+def _holds_open(pid: int, path: Path) -> bool:
+    target = str(path.resolve())
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # the process is gone
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) == target:
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
+
+
+def _signal_while_working(trace: Path, ws: Path, out: Path, sig: int, after_s: float
+                          ) -> tuple[int, str]:
+    """Run `profile`, send `sig` `after_s` after it opened the workspace; (exit code, stderr)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "profile", str(trace), "--workspace", str(ws),
+         "-o", str(out / "profile.json")],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 60
+        while not _holds_open(proc.pid, ws):
+            assert proc.poll() is None, "profile ended before it opened the workspace"
+            assert time.monotonic() < deadline, "profile never opened the workspace"
+            time.sleep(0.005)
+        time.sleep(after_s)
+        assert proc.poll() is None, "profile finished before the signal: make the trace bigger"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err
+
+
+def _requests_held(ws: Path) -> int | None:
+    """Requests in the workspace's trace (checked two ways); None when there is no workspace."""
+    if not ws.exists():
+        assert not ws.parent.exists()  # nor the folder this run created for it
+        return None
+    with Workspace(ws).connect(read_only=True) as con:
+        (meta,) = con.execute("SELECT n_requests FROM trace_meta").fetchone()
+        (rows,) = con.execute("SELECT count(*) FROM requests").fetchone()
+    assert meta == rows
+    return int(rows)
+
+
+@pytest.mark.slow
+@needs_proc
+@pytest.mark.parametrize("after_s", [0.2, 0.6, 1.2])
+def test_ctrl_c_while_computing_is_one_line_exit_130_and_no_output(trace, ingested, tmp_path,
+                                                                   after_s):
+    out = tmp_path / "out"
+    out.mkdir()
+    code, err = _signal_while_working(trace, ingested, out, signal.SIGINT, after_s)
+    assert (code, err) == (130, INTERRUPTED)
+    assert list(out.iterdir()) == []  # neither the profile nor a temporary sibling
+    assert _requests_held(ingested) == REQUESTS
+
+
+@pytest.mark.slow
+@needs_proc
+def test_sigterm_while_computing_is_one_line_exit_143_and_no_output(trace, ingested, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    code, err = _signal_while_working(trace, ingested, out, signal.SIGTERM, 0.6)
+    assert (code, err) == (143, TERMINATED)
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.slow
+@needs_proc
+@pytest.mark.parametrize("after_s", [0.0, 0.1])
+def test_ctrl_c_while_ingesting_leaves_the_whole_trace_or_no_workspace(trace, tmp_path, after_s):
+    out, ws = tmp_path / "out", tmp_path / "fresh" / "w.duckdb"
+    out.mkdir()
+    code, err = _signal_while_working(trace, ws, out, signal.SIGINT, after_s)
+    assert (code, err) == (130, INTERRUPTED)
+    assert list(out.iterdir()) == []
+    assert _requests_held(ws) in (None, REQUESTS)
