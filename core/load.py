@@ -11,7 +11,6 @@ A trace window carries its own arrivals, so it takes no arrival process.
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -21,12 +20,24 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# What one deployment's load can mean, checked up front so that a typo (an extra three zeros)
+# is one line, not a simulation that fills the host's memory (19 GB in 30 s for 10^9 queued
+# requests): a context window no model has, more users or requests than one prediction can
+# hold, a rate no cluster serves.
+MAX_TOKENS = 10_000_000  # Llama-4-Scout's 10 M-token window, the longest published
+MAX_CONCURRENCY = 100_000
+MAX_REQUESTS = 10_000_000  # ~1 min and ~200 MB of simulation
+MAX_RATE_RPS = 1_000_000.0
+MAX_TIME_SCALE = 1_000_000.0
+
+
 class FixedLengths(_Record):
     """Every request has `input_tokens` prompt and `output_tokens` generated tokens."""
 
     kind: Literal["fixed"] = "fixed"
-    input_tokens: int = Field(ge=1, description="Prompt tokens per request (ISL).")
-    output_tokens: int = Field(ge=1, description="Generated tokens per request (OSL).")
+    input_tokens: int = Field(ge=1, le=MAX_TOKENS, description="Prompt tokens per request (ISL).")
+    output_tokens: int = Field(ge=1, le=MAX_TOKENS,
+                               description="Generated tokens per request (OSL).")
 
 
 class DatasetLengths(_Record):
@@ -37,8 +48,9 @@ class DatasetLengths(_Record):
 
     kind: Literal["dataset"] = "dataset"
     dataset: Literal["sharegpt"] = Field(description="Whose length distribution.")
-    input_tokens: int = Field(ge=1, description="Mean prompt tokens per request.")
-    output_tokens: int = Field(ge=1, description="Mean generated tokens per request.")
+    input_tokens: int = Field(ge=1, le=MAX_TOKENS, description="Mean prompt tokens per request.")
+    output_tokens: int = Field(ge=1, le=MAX_TOKENS,
+                               description="Mean generated tokens per request.")
 
 
 class TraceWindow(_Record):
@@ -47,17 +59,19 @@ class TraceWindow(_Record):
 
     kind: Literal["trace"] = "trace"
     path: str = Field(min_length=1, description="Trace file (any format ingest reads).")
-    start_s: float = Field(default=0.0, ge=0, description="Window start, trace seconds.")
-    duration_s: float | None = Field(default=None, gt=0,
+    start_s: float = Field(default=0.0, ge=0, allow_inf_nan=False,
+                           description="Window start, trace seconds.")
+    duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
                                      description="Window length, trace seconds (None: to the end).")
-    time_scale: float = Field(default=1.0, gt=0, description="Arrival-rate multiplier.")
+    time_scale: float = Field(default=1.0, gt=0, le=MAX_TIME_SCALE, allow_inf_nan=False,
+                              description="Arrival-rate multiplier.")
 
 
 class ClosedLoop(_Record):
     """`concurrency` users, each sending its next request when the last one ends."""
 
     kind: Literal["closed_loop"] = "closed_loop"
-    concurrency: int = Field(ge=1, description="Requests in flight at once.")
+    concurrency: int = Field(ge=1, le=MAX_CONCURRENCY, description="Requests in flight at once.")
 
 
 class Rate(_Record):
@@ -65,15 +79,11 @@ class Rate(_Record):
     variation `cv` (1 = Poisson; > 1 burstier)."""
 
     kind: Literal["rate"] = "rate"
-    rate_rps: float = Field(gt=0, description="Mean arrival rate, requests/s.")
+    rate_rps: float = Field(gt=0, le=MAX_RATE_RPS, allow_inf_nan=False,
+                            description="Mean arrival rate, requests/s.")
     process: Literal["poisson", "gamma"] = "poisson"
-    cv: float = Field(default=1.0, gt=0, description="Gamma gaps' coefficient of variation.")
-
-    @model_validator(mode="after")
-    def _finite(self) -> Rate:
-        if not math.isfinite(self.rate_rps):
-            raise ValueError("rate_rps must be finite")
-        return self
+    cv: float = Field(default=1.0, gt=0, le=100.0, allow_inf_nan=False,
+                      description="Gamma gaps' coefficient of variation.")
 
 
 class Offline(_Record):
@@ -93,8 +103,9 @@ class LoadSpec(_Record):
     lengths: Lengths
     arrival: Arrival | None = Field(default=None, description="None only for a trace "
                                     "window, which carries its own arrivals.")
-    num_requests: int | None = Field(default=None, ge=1, description="Requests in all (None: "
-                                     "the consumer's default for the arrival kind).")
+    num_requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS,
+                                     description="Requests in all (None: the consumer's "
+                                     "default for the arrival kind).")
     seed: int = Field(default=0, description="Seed of every random choice.")
 
     @model_validator(mode="after")

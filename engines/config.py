@@ -74,6 +74,11 @@ class DisaggregationConfig(BaseModel):
     decode_instances: int = Field(ge=1, description="Engine instances serving decode.")
 
 
+# GPUs one engine instance may span: RecommendRequest's cap on GPUs in all. Past it a typo
+# (--tp 1000000000) was predicted and exported as a deployment.
+MAX_GPUS_PER_INSTANCE = 1024
+
+
 class EngineConfig(BaseModel):
     """One serving configuration, engine-neutral; None = the engine's own default."""
 
@@ -143,6 +148,9 @@ class EngineConfig(BaseModel):
         # The layouts the three engines serve MoE models with: TP, TEP (experts over the TP
         # group) and DEP (attention DP + experts over all ranks). Attention DP with
         # tensor-sharded experts, or EP over part of the ranks, is not modelled.
+        if self.gpus_per_instance > MAX_GPUS_PER_INSTANCE:
+            raise ValueError(f"tp x pp x dp = {self.gpus_per_instance:,} GPUs in one instance: "
+                             f"at most {MAX_GPUS_PER_INSTANCE:,} (the recommender's own cap)")
         group = self.tp * self.dp
         if self.ep not in (1, group):
             raise ValueError(f"ep={self.ep} must be 1 or tp x dp = {group} (experts over "

@@ -134,7 +134,7 @@ class PredictRequest(BaseModel):
     config: EngineConfig = Field(description="The deployment; unset knobs = the engine's.")
     gpu: str = Field(min_length=1, description="Catalog GPU name.")
     model: str = Field(min_length=1, description="Catalog name, HF id or config.json path.")
-    gpus: int | None = Field(default=None, ge=1, description="GPUs in all (default: one "
+    gpus: int | None = Field(default=None, ge=1, le=1024, description="GPUs in all (default: one "
                              "instance, tp × pp × dp).")
     load: LoadSpec = Field(description="Lengths and arrivals.")
     harness: Harness = Field(default="served", description="How the load reaches the "

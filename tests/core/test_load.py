@@ -94,3 +94,20 @@ def test_fixed_helper_takes_exactly_one_arrival():
     for kwargs in ({}, {"concurrency": 2, "rate_rps": 1.0}, {"offline": True, "concurrency": 1}):
         with pytest.raises(ValueError, match="exactly one"):
             fixed(10, 5, **kwargs)
+
+
+@pytest.mark.parametrize(("make", "field"), [
+    (lambda: fixed(10_000_001, 10, concurrency=1), "input_tokens"),
+    (lambda: fixed(10, 10, concurrency=100_001), "concurrency"),
+    (lambda: fixed(10, 10, offline=True, num_requests=1_000_000_000), "num_requests"),
+    (lambda: fixed(10, 10, rate_rps=float("inf")), "rate_rps"),
+    (lambda: fixed(10, 10, rate_rps=2e6), "rate_rps"),
+    (lambda: TraceWindow(path="t.csv", time_scale=float("inf")), "time_scale"),
+    (lambda: TraceWindow(path="t.csv", duration_s=float("inf")), "duration_s"),
+])
+def test_sizes_no_deployment_means_are_refused_up_front(make, field):
+    """A typo of three zeros used to fill the host's memory (10^9 queued requests: 19 GB in
+    30 s) or never end (an infinite rate or time scale)."""
+    with pytest.raises(ValidationError) as info:
+        make()
+    assert info.value.errors()[0]["loc"][-1] == field

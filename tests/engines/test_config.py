@@ -107,3 +107,13 @@ def test_unknown_engine_lists_known_kinds() -> None:
         get_engine("tgi")
     assert str(info.value) == "unknown engine 'tgi'; known engines: sglang, trtllm, vllm"
     assert isinstance(info.value, EngineError)
+
+
+def test_an_instance_of_more_gpus_than_any_deployment_is_refused():
+    # --tp 1000000000 was predicted ("±4 %") and exported as nvidia.com/gpu: 1000000000
+    with pytest.raises(ValidationError, match="1,000,000,000 GPUs in one instance: at most "
+                       "1,024"):
+        EngineConfig(engine="vllm", model="m", tp=1_000_000_000)
+    with pytest.raises(ValidationError, match="2,048 GPUs"):
+        EngineConfig(engine="vllm", model="m", tp=8, pp=8, dp=32, ep=256)
+    assert EngineConfig(engine="vllm", model="m", tp=8, dp=128, ep=1024).gpus_per_instance == 1024
