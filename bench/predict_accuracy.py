@@ -18,12 +18,14 @@ fitted (`recommender.fitting.fit`, the one procedure, as `python -m recommender.
 does) on the rows of all other families and that family's rows are predicted. The absolute
 percentage error (APE) of each held-out row is reported per family, per cell
 (`recommender.bands.cell_of`: engine × GPU family × dense/MoE × regime), per metric (TTFT,
-TPOT/ITL, throughput, each on its own line) and overall. Intervals: the p10-p90 of the
-held-out signed errors log(measured / predicted) per interval group
-(`recommender.bands.interval_keys`: cell × metric, pooled with wider groups below 20 rows);
-coverage is the share of rows inside the interval built from the other families' errors
-only. `--group source` runs leave-one-source-out instead (the secondary line). Secondary
-too: the shipped fit on every row (in-sample).
+TPOT/ITL, throughput, each on its own line) and overall. Intervals: per interval group
+(`recommender.bands.interval_keys`: cell × metric, pooled with wider groups below 20 rows or
+3 families) the p10-p90 of the signed error log(measured / predicted) a family never seen
+should expect (`recommender.bands.predictive_interval`: each family's median shift, their
+spread with Student's t, plus the scatter within families); coverage is the share of rows
+inside the interval built from the other families' errors only. `--group source` runs
+leave-one-source-out instead (the secondary line). Secondary too: the shipped fit on every
+row (in-sample).
 
 `--write-bands` stores each cell's median APE, each interval group's signed errors and the
 releases the rows ran in data/calibration/bands.json (`recommender.bands`), which `predict`
@@ -46,6 +48,7 @@ import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -58,10 +61,10 @@ from core.figures import INTERVAL_METRIC
 from recommender.bands import (
     BANDS_FILE,
     LOW_BATCH_MAX_CONCURRENCY,
-    SignedErrors,
     cell_of,
     interval_for,
     interval_keys,
+    predictive_interval,
     regime_of,
 )
 from recommender.calibrate import DEFAULT_CSV, parse_csv
@@ -169,13 +172,15 @@ def signed(row: CalRow, predicted: float) -> float:
     return math.log(row.value / predicted)
 
 
-def interval_groups(rows: list[CalRow], pred: dict[int, float]) -> dict[str, list[float]]:
-    """Every interval group (`interval_keys`) → the signed errors of its held-out rows."""
-    out: dict[str, list[float]] = defaultdict(list)
+def interval_groups(rows: list[CalRow], pred: dict[int, float]
+                    ) -> dict[str, dict[str, list[float]]]:
+    """Every interval group (`interval_keys`) → family → the signed errors of its held-out
+    rows (an interval is built for a family never seen: `bands.predictive_interval`)."""
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r.index in pred:
             for key in _keys(r):
-                out[key].append(signed(r, pred[r.index]))
+                out[key][r.family].append(signed(r, pred[r.index]))
     return out
 
 
@@ -184,25 +189,28 @@ def _keys(row: CalRow) -> list[str]:
                          regime_of(None, row.concurrency), INTERVAL_METRIC[row.metric])
 
 
-def _signed_errors(errors: list[float]) -> SignedErrors:
-    return SignedErrors(p10=float(np.percentile(errors, 10)), p90=float(np.percentile(errors, 90)),
-                        rows=len(errors))
+class Covered(NamedTuple):
+    """A held-out row against its interval."""
+
+    inside: bool
+    width: float  # high / low of the interval: coverage means little without it
 
 
 def coverage(rows: list[CalRow], pred: dict[int, float], group: str
-             ) -> dict[int, bool]:
+             ) -> dict[int, Covered]:
     """{row: measured inside its interval}, each row's interval built from the held-out errors
     of the other groups (families) only, as `predict` picks it (`bands.interval_for`)."""
-    inside: dict[int, bool] = {}
+    inside: dict[int, Covered] = {}
     for held in sorted({getattr(r, group) for r in rows}):
         others = [r for r in rows if getattr(r, group) != held]
-        errors = {k: _signed_errors(v) for k, v in interval_groups(others, pred).items()}
+        errors = {k: predictive_interval(v) for k, v in interval_groups(others, pred).items()}
         for r in rows:
             if getattr(r, group) == held and r.index in pred:
                 found = interval_for(_keys(r), errors)
                 if found is not None:
                     e = signed(r, pred[r.index])
-                    inside[r.index] = found[1].p10 <= e <= found[1].p90
+                    lo, hi = found[1].p10, found[1].p90
+                    inside[r.index] = Covered(lo <= e <= hi, math.exp(hi - lo))
     return inside
 
 
@@ -214,16 +222,19 @@ def grouped(rows: list[CalRow], ape: dict[int, float], key) -> dict[str, list[fl
     return dict(sorted(out.items()))
 
 
-def _mean(values: list[bool]) -> float:
-    return float(np.mean(values)) if values else float("nan")
-
-
-def _share(rows: list[CalRow], inside: dict[int, bool], key) -> dict[str, str]:
-    out: dict[str, list[bool]] = defaultdict(list)
+def _share(rows: list[CalRow], inside: dict[int, Covered], key) -> dict[str, str]:
+    out: dict[str, list[Covered]] = defaultdict(list)
     for r in rows:
         if r.index in inside:
             out[key(r)].append(inside[r.index])
-    return {k: f"{np.mean(v):.0%} of {len(v)}" for k, v in sorted(out.items())}
+    return {k: _covered(v) for k, v in sorted(out.items())}
+
+
+def _covered(v: list[Covered]) -> str:
+    if not v:
+        return "no rows"
+    return (f"{np.mean([c.inside for c in v]):.0%} of {len(v)} (median width high/low "
+            f"x{np.median([c.width for c in v]):.2f})")
 
 
 def _table(title: str, groups: dict[str, list[float]]) -> None:
@@ -248,15 +259,17 @@ def write_bands(rows: list[CalRow], pred: dict[int, float], step_time: str, grou
                           "rows": len(overall)},
               "cells": {c: {"median_ape": round(float(np.median(a)) / 100, 4), "rows": len(a)}
                         for c, a in grouped(rows, ape, row_cell).items()},
-              "intervals": {k: _signed_errors(v).model_dump()
+              "intervals": {k: predictive_interval(v).model_dump()
                             for k, v in sorted(interval_groups(rows, pred).items())},
               "releases": {e: sorted(v) for e, v in sorted(releases.items())}}
     csv_sha = hashlib.sha256(DEFAULT_CSV.read_bytes()).hexdigest()
     method = (f"leave-one-{group}-out: fit (recommender.fitting.fit) on every other {group}, "
               f"predict this {group}'s rows through the CLI's path (app.cli.predict_request of "
               "each row's predict flags -> predict_sim.predict); median absolute relative "
-              "error per cell (engine/gpu family/dense|moe/regime); p10-p90 of the signed "
-              "errors log(measured/predicted) per interval group (bands.interval_keys)")
+              "error per cell (engine/gpu family/dense|moe/regime); per interval group "
+              "(bands.interval_keys) the p10-p90 of the signed error log(measured/predicted) "
+              "a family never seen should expect (bands.predictive_interval: the families' "
+              "median shifts with Student's t spread plus the scatter within families)")
     providers = {step_time: errors}
     if BANDS_FILE.exists():
         old = json.loads(BANDS_FILE.read_text(encoding="utf-8"))
@@ -293,7 +306,7 @@ def in_sample(rows: list[CalRow], step_time: str) -> None:
     print(f"\nsecondary: shipped fit.json on all rows (in-sample) {_stats(apes)}")
 
 
-def _report(rows: list[CalRow], pred: dict[int, float], inside: dict[int, bool],
+def _report(rows: list[CalRow], pred: dict[int, float], inside: dict[int, Covered],
             group: str) -> None:
     ape = {i: ape_of(r, pred[i]) for r in rows if (i := r.index) in pred}
     _table("per cell (engine/gpu family/dense|moe/regime; low_batch = closed loop at <= "
@@ -302,8 +315,11 @@ def _report(rows: list[CalRow], pred: dict[int, float], inside: dict[int, bool],
     _table(f"per {group} and metric",
            grouped(rows, ape, lambda r: f"{getattr(r, group)[:30]} {METRIC_GROUPS[r.metric]}"))
     plural = {"family": "families", "source": "sources"}[group]
-    print(f"\ninterval coverage (each row's p10-p90 interval from the other {plural}' errors;"
-          f" goal >= 80 %): overall {_mean(list(inside.values())):.0%} of {len(inside)}")
+    print(f"\ninterval coverage (each row's p10-p90 interval for an unseen family, from the "
+          f"other {plural}' errors;"
+          f" goal >= 80 %): overall {_covered(list(inside.values()))}; "
+          f"{sum(r.index in pred and r.index not in inside for r in rows)} held-out rows have "
+          "no interval (no group of 20 rows from 3 families)")
     for title, key in ((group, lambda r: getattr(r, group)),
                        ("metric", lambda r: METRIC_GROUPS[r.metric])):
         for name, share in _share(rows, inside, key).items():
@@ -352,7 +368,7 @@ def main() -> int:
           f"% over {len(overall)} held-out rows (p90 {np.percentile(overall, 90):.1f} %; TTFT "
           f"{np.median(ttft) if ttft else float('nan'):.1f} %) vs goal "
           f"{BUDGET_MEDIAN_PCT:.0f} %: {verdict}; interval coverage "
-          f"{_mean(list(inside.values())):.0%}")
+          f"{_covered(list(inside.values()))}")
     if args.rows_out:
         write_atomic(args.rows_out, json.dumps(
             {str(i): {"predicted": v, "measured": by_row.value, "metric": by_row.metric,

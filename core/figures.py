@@ -78,10 +78,11 @@ class Band(_Record):
 
 class Interval(_Record):
     """Where a predicted figure's measurement is expected: the prediction × [low, high], the
-    p10-p90 of the cross-validated signed errors (measured / predicted) of the figure's cell
-    and metric, measured leaving whole publisher families out; pooled with wider cells
-    (`basis`) where the cell has too few rows or the question is outside the calibrated
-    range."""
+    p10-p90 of measured / predicted that a publisher family never seen should expect, from
+    the cross-validated errors of the figure's cell and metric measured leaving whole
+    families out (the families' shifts and the scatter within them); pooled with wider cells
+    (`basis`) where the cell has too few rows or families or the question is outside the
+    calibrated range."""
 
     metric: str = Field(description="Metric group: throughput, ttft, tpot, e2e.")
     low: float = Field(gt=0, description="Lower factor on the prediction (p10 of measured / "

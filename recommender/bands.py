@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from core.errors import UsageError
+from core.errors import CatalogError
 from core.figures import Band, Interval
 from core.load import ClosedLoop, Offline, Rate
 from recommender.defaults import release_key
@@ -75,13 +77,15 @@ class CellError(BaseModel):
 
 
 class SignedErrors(BaseModel):
-    """The p10-p90 of one group's held-out signed errors, log(measured / predicted)."""
+    """One interval group's p10-p90 of the signed error log(measured / predicted) a publisher
+    family never seen should expect (`predictive_interval`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     p10: float = Field(description="10th percentile of log(measured / predicted).")
     p90: float = Field(description="90th percentile of log(measured / predicted).")
     rows: int = Field(ge=1, description="Held-out measurements behind it.")
+    families: int = Field(ge=1, description="Publisher families those rows come from.")
 
 
 class ProviderBands(BaseModel):
@@ -130,13 +134,20 @@ def load_bands(path: str | Path = BANDS_FILE) -> BandsFile:
     """The bands file (cached per path; it only changes when the bench rewrites it).
 
     Raises:
-        UsageError: the file is missing or malformed.
+        CatalogError: the file is missing or malformed (data the tool ships, not the
+            question: no search may take it for one candidate's failure).
     """
     try:
         return BandsFile.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
-    except (OSError, ValueError, ValidationError) as exc:
-        raise UsageError(f"{path}: cannot load error bands ({exc}); regenerate with "
-                         "`python bench/predict_accuracy.py --write-bands`") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise CatalogError(f"{path}: cannot load error bands ({exc.error_count()} errors, "
+                           f"first {where}: {first['msg']}); regenerate with "
+                           "`python bench/predict_accuracy.py --write-bands`") from None
+    except (OSError, ValueError) as exc:
+        raise CatalogError(f"{path}: cannot load error bands ({exc}); regenerate with "
+                           "`python bench/predict_accuracy.py --write-bands`") from None
 
 
 def band_for(cell: str, bands: BandsFile | None = None, kind: str | None = None,
@@ -175,6 +186,54 @@ def band_of_prediction(
 
 
 MIN_INTERVAL_ROWS = 20  # fewer held-out rows in a group: pool with the next wider one
+# Fewer families in a group: no spread between publishers can be estimated there, so pool
+# with the next wider one (two give one degree of freedom: a t quantile of 3.1 at p90).
+MIN_INTERVAL_FAMILIES = 3
+_T_GRID = 199  # quantiles of the between-family shift the interval integrates over
+
+
+def predictive_interval(errors_by_family: Mapping[str, Sequence[float]]) -> SignedErrors:
+    """The p10-p90 of the signed error a new publisher family should expect, from the
+    held-out signed errors of the families measured.
+
+    Held-out errors are a family's shift (its harness, client and builds) plus scatter
+    within the family; a p10-p90 of the pooled rows covers the second only, and the largest
+    family's at that (the last round's intervals held 57 % of unseen families' rows). So:
+    each family's shift is its median error; a new family's shift is drawn from the shifts
+    seen (their mean, and their spread × sqrt(1 + 1/F) with Student's t at F - 1 degrees of
+    freedom: the prediction interval of one more draw); its scatter is the residuals about
+    each family's median, every family weighted equally. The interval is the p10 and p90 of
+    their sum. With one family there is no spread of shifts: its own p10-p90.
+    """
+    groups = [np.asarray(v, dtype=np.float64) for v in errors_by_family.values() if len(v)]
+    if not groups:
+        raise ValueError("no errors")
+    rows, families = sum(len(g) for g in groups), len(groups)
+    if families == 1:
+        low, high = _weighted_quantiles(groups[0], np.ones(len(groups[0])), (0.1, 0.9))
+        return SignedErrors(p10=low, p90=high, rows=rows, families=1)
+    from scipy.stats import t as student_t  # import here: predict never needs it
+
+    medians = np.array([float(np.median(g)) for g in groups])
+    resid = np.concatenate([g - m for g, m in zip(groups, medians, strict=True)])
+    weight = np.concatenate([np.full(len(g), 1.0 / len(g)) for g in groups])
+    spread = float(np.std(medians, ddof=1)) * math.sqrt(1 + 1 / families)
+    shifts = spread * student_t.ppf((np.arange(_T_GRID) + 0.5) / _T_GRID, df=families - 1)
+    total = (resid[:, None] + shifts[None, :]).ravel()
+    low, high = _weighted_quantiles(total, np.repeat(weight, _T_GRID), (0.1, 0.9))
+    center = float(medians.mean())
+    return SignedErrors(p10=center + low, p90=center + high, rows=rows, families=families)
+
+
+def _weighted_quantiles(x: np.ndarray, w: np.ndarray, qs: tuple[float, float]
+                        ) -> tuple[float, float]:
+    """Quantiles of weighted samples, each at the middle of its weight (Hazen's rule: equal
+    weights give numpy's method="hazen")."""
+    order = np.argsort(x, kind="stable")
+    xs, ws = x[order], w[order]
+    at = (np.cumsum(ws) - 0.5 * ws) / ws.sum()
+    low, high = np.interp(qs, at, xs)
+    return float(low), float(high)
 # How far out the wider groups start when the question is outside the calibrated range
 # (a release, an AMD GPU): past the engine's own cells.
 OUTSIDE_LEVEL = 2
@@ -195,13 +254,16 @@ def _keys(engine: str, architecture: str, moe: bool, regime: str, metric: str) -
 
 def interval_for(keys: list[str], errors: dict[str, SignedErrors], *, start: int = 0,
                  ) -> tuple[str, SignedErrors] | None:
-    """The first group from `keys[start:]` with at least MIN_INTERVAL_ROWS rows (the widest
-    one when none has), None when no group has any."""
-    found = [(k, errors[k]) for k in keys[start:] if k in errors]
-    for key, err in found:
-        if err.rows >= MIN_INTERVAL_ROWS:
+    """The first group from `keys[start:]` with at least MIN_INTERVAL_ROWS rows from
+    MIN_INTERVAL_FAMILIES families; None when none has: a handful of one publisher's rows
+    says nothing of another's (3 E2E rows of one family gave ×1.09-1.26, excluding the
+    prediction itself), so such a figure has no interval rather than a narrow one."""
+    for key in keys[start:]:
+        err = errors.get(key)
+        if err is not None and err.rows >= MIN_INTERVAL_ROWS and (
+                err.families >= MIN_INTERVAL_FAMILIES):
             return key, err
-    return found[-1] if found else None
+    return None
 
 
 def release_known(bands: ProviderBands, engine: str, version: str) -> bool:
@@ -218,9 +280,10 @@ INTERVAL_METRICS = ("throughput", "ttft", "tpot", "e2e")
 def intervals_of(engine: str, gpu: GPU, model: ModelSpec, regime: str, *,
                bands_file: str | Path, step_time: str, engine_version: str | None,
                ) -> tuple[dict[str, Interval], list[str]]:
-    """({metric group: interval}, [what the caller should know]): the p10-p90 of the
-    cell's leave-one-family-out signed errors, pooled with wider cells where the cell has
-    too few rows; an unmeasured release or an AMD GPU starts from the wider groups (never a
+    """({metric group: interval}, [what the caller should know]): the p10-p90 a publisher
+    family never seen should expect from the cell's leave-one-family-out signed errors
+    (`predictive_interval`), pooled with wider cells where the cell has too few rows or
+    families; an unmeasured release or an AMD GPU starts from the wider groups (never a
     narrower interval than the engine's own data give)."""
     return _intervals_cached(engine, (gpu.name, gpu.architecture, gpu.vendor), model.is_moe,
                              regime, bands_file=str(bands_file), step_time=step_time,
@@ -263,8 +326,9 @@ def _intervals_cached(engine: str, gpu: tuple[str, str, str], moe: bool, regime:
                     + ": intervals pooled from wider cells")
     pooled = sorted({i.basis for i in out.values() if i.pooled})
     if pooled and not outside:
-        said.append(f"too few held-out measurements in {keys[0].split('|')[0]}: intervals "
-                    f"pooled from {', '.join(pooled)}")
+        said.append(f"fewer than {MIN_INTERVAL_ROWS} held-out measurements from "
+                    f"{MIN_INTERVAL_FAMILIES} publisher families in {keys[0].split('|')[0]}: "
+                    f"intervals pooled from {', '.join(pooled)}")
     return out, said
 
 
@@ -285,7 +349,7 @@ def cell_band(cell: str, path: str | Path = BANDS_FILE, kind: str | None = None,
     for a provider without bands or without a bands file (`band_of_prediction` says which).
 
     Raises:
-        UsageError: the bands file exists but is malformed.
+        CatalogError: the bands file exists but is malformed.
     """
     return _cell_band(cell, str(path), kind or DEFAULT_KIND)
 

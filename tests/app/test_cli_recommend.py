@@ -85,13 +85,23 @@ def _capacity_is_carried_and_reported(printed: dict, report: str) -> None:
     assert "xychart-beta" in report
 
 
-def test_text_view_shows_the_picks_band_or_no_calibrated_cell(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def human_run(tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[subprocess.CompletedProcess, Path]:
+    """One real `python -m app recommend` of the sample: the human view on stdout, the
+    Recommendation in -o's file (the two view tests share the process: ~10 s each)."""
+    cwd = tmp_path_factory.mktemp("human")
+    out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
+                  "--max-requests", "1000", "-o", "rec.json", cwd=cwd)
+    return out, cwd
+
+
+def test_text_view_shows_the_picks_band_or_no_calibrated_cell(human_run) -> None:
     from app.cli_recommend import recommendation_text
 
-    out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
-                  "--max-requests", "1000", "--json", cwd=tmp_path)
+    out, cwd = human_run
     assert out.returncode == 0, out.stderr
-    rec = Recommendation.model_validate_json(out.stdout)
+    rec = Recommendation.model_validate_json((cwd / "rec.json").read_text())
     cells = json.loads(BANDS_JSON.read_text())["cells"]
     # The view of a covered pick: the best candidate whose cell is calibrated (the sample's
     # own pick need not be: which engine wins is the search's business, not this test's).
@@ -109,15 +119,17 @@ def test_text_view_shows_the_picks_band_or_no_calibrated_cell(tmp_path: Path) ->
             in recommendation_text(uncalibrated).splitlines())
 
 
-def test_human_view_shows_pick_reasons_and_alternatives(tmp_path: Path) -> None:
-    out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
-                  "--max-requests", "1000", cwd=tmp_path)
+def test_human_view_shows_pick_reasons_and_alternatives(human_run) -> None:
+    out, cwd = human_run
     assert out.returncode == 0, out.stderr
     for heading in ("Pick", "Predicted", "Band", "Why", "Alternatives (best per engine)",
                     "Holds     up to", "Growth"):
         assert heading in out.stdout
     assert " ms" in out.stdout
-    assert not list(tmp_path.iterdir())  # no workspace litter without --workspace
+    # the human view printed, the JSON in -o's file; no workspace litter without --workspace
+    assert [p.name for p in cwd.iterdir()] == ["rec.json"]
+    rec = Recommendation.model_validate_json((cwd / "rec.json").read_text())
+    assert rec.pick.label in out.stdout
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -7,18 +7,24 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy import stats
 
+from core.errors import CatalogError, UsageError
 from core.figures import Band
 from core.load import ClosedLoop, Offline, Rate, fixed
 from engines.config import EngineConfig
 from recommender.bands import (
     BANDS_FILE,
+    SignedErrors,
     band_for,
     band_of_prediction,
     cell_band,
     cell_of,
+    interval_for,
     load_bands,
+    predictive_interval,
     regime_of,
 )
 from recommender.catalog import get_gpu, get_model
@@ -147,3 +153,54 @@ def test_shipped_bands_match_the_calibration_csv():
     fit = json.loads((ROOT / "data" / "calibration" / "fit.json").read_text())
     assert fit["provenance"]["csv_sha256"] == bands.csv_sha256
     assert fit["provenance"]["fit_procedure"] == bands.fit_procedure
+
+
+# ---------------------------------------------------------------------------------------------
+# Intervals for a publisher family never seen
+
+
+def test_families_that_only_shift_give_the_t_prediction_interval_of_one_more_family():
+    # Each family measures every row at the same ratio (no scatter within a family): a new
+    # family's error is one more draw of the shift, mean ± t(F-1, 0.9) · sd · sqrt(1 + 1/F).
+    shifts = [-0.3, 0.1, 0.2, 0.6]
+    got = predictive_interval({f"f{i}": [s] * (5 + i) for i, s in enumerate(shifts)})
+    half = stats.t.ppf(0.9, df=3) * np.std(shifts, ddof=1) * np.sqrt(1 + 1 / 4)
+    assert got.p10 == pytest.approx(np.mean(shifts) - half, rel=0.02)
+    assert got.p90 == pytest.approx(np.mean(shifts) + half, rel=0.02)
+    assert (got.rows, got.families) == (26, 4)
+
+
+def test_every_family_counts_once_and_one_family_is_its_own_percentiles():
+    rng = np.random.default_rng(7)
+    small, big = rng.normal(0.0, 0.1, 10), rng.normal(0.0, 0.1, 1000)
+    alone = predictive_interval({"big": big})
+    assert (alone.p10, alone.p90) == pytest.approx(
+        tuple(np.percentile(big, [10, 90], method="hazen")))
+    # two families of equal shift: the big one's 1,000 rows do not drown the small one's
+    shifted = predictive_interval({"small": small + 1.0, "big": big})
+    assert (shifted.p10 + shifted.p90) / 2 == pytest.approx(
+        (np.median(small + 1.0) + np.median(big)) / 2, abs=0.05)
+    assert shifted.p90 - shifted.p10 > 2.0  # a shift of 1 between two families: wide
+
+
+def test_a_group_needs_rows_from_three_families_or_the_wider_one_is_used():
+    narrow = SignedErrors(p10=-0.1, p90=0.1, rows=40, families=2)
+    wide = SignedErrors(p10=-0.5, p90=0.5, rows=60, families=4)
+    assert interval_for(["cell|ttft", "*|ttft"], {"cell|ttft": narrow, "*|ttft": wide}) == (
+        "*|ttft", wide)
+    enough = narrow.model_copy(update={"families": 3})
+    assert interval_for(["cell|ttft", "*|ttft"], {"cell|ttft": enough, "*|ttft": wide}) == (
+        "cell|ttft", enough)
+    # nothing qualifies: no interval, never the widest thin one
+    thin = SignedErrors(p10=0.09, p90=0.23, rows=3, families=1)
+    assert interval_for(["cell|e2e", "*|e2e"], {"*|e2e": thin}) is None
+
+
+def test_a_broken_bands_file_is_one_line_that_no_search_takes_for_a_candidate(tmp_path):
+    broken = tmp_path / "bands.json"
+    broken.write_text(json.dumps({"method": "m", "csv_sha256": "x", "overall": {},
+                                  "cells": {}}))
+    with pytest.raises(CatalogError, match=r"cannot load error bands \(2 errors, first "
+                       r"overall.median_ape: Field required\)") as info:
+        load_bands(broken)
+    assert "\n" not in str(info.value) and not isinstance(info.value, UsageError)
