@@ -89,8 +89,15 @@ def load_parquet_workload(path: str, *, max_requests: int) -> Workload:
     """A canonical-table Parquet file (e.g. written by `profiler.synth`) as a workload."""
     import duckdb
 
+    from profiler.workspace import is_interrupt
+
     with duckdb.connect() as con:
-        return _load(con, PARQUET_RELATION, [path], max_requests)
+        try:
+            return _load(con, PARQUET_RELATION, [path], max_requests)
+        except (RuntimeError, duckdb.Error) as exc:  # Ctrl-C in a query: the CLI's one line
+            if is_interrupt(exc):
+                raise KeyboardInterrupt from None
+            raise
 
 
 def _load(con: Any, relation: str, params: list[Any], max_requests: int) -> Workload:
