@@ -30,7 +30,8 @@ row (in-sample).
 `--write-bands` stores each cell's median APE, each interval group's signed errors and the
 releases the rows ran in data/calibration/bands.json (`recommender.bands`), which `predict`
 reports as its band and intervals. `--only A,B` limits the folds (a quick look; never for
---write-bands); `--rows-out FILE` writes every held-out row's prediction as JSON.
+--write-bands); `--rows-out FILE` writes every held-out row's prediction as JSON, and
+`--rows-in FILE` reports on such a file without fitting again.
 
 Run: .venv/bin/python bench/predict_accuracy.py [--quiet] [--write-bands]
      [--group family|source] [--step-time measured|roofline] [--only SUBSTR,...]
@@ -319,11 +320,25 @@ def _report(rows: list[CalRow], pred: dict[int, float], inside: dict[int, Covere
           f"other {plural}' errors;"
           f" goal >= 80 %): overall {_covered(list(inside.values()))}; "
           f"{sum(r.index in pred and r.index not in inside for r in rows)} held-out rows have "
-          "no interval (no group of 20 rows from 3 families)")
+          "no interval (no group with rows from 3 families: bands.interval_for)")
     for title, key in ((group, lambda r: getattr(r, group)),
                        ("metric", lambda r: METRIC_GROUPS[r.metric])):
         for name, share in _share(rows, inside, key).items():
             print(f"  {title} {name[:50]:50} {share}")
+
+
+def _saved(path: str, rows: list[CalRow], group: str) -> dict[int, float]:
+    """The held-out predictions a --rows-out run wrote, checked against today's rows."""
+    saved = json.loads(Path(path).read_text(encoding="utf-8"))
+    by_index = {r.index: r for r in rows}
+    pred = {}
+    for key, entry in saved.items():
+        row = by_index.get(int(key))
+        if row is None or row.value != entry["measured"] or getattr(row, group) != entry[group]:
+            sys.exit(f"{path}: row {key} is not today's calibration row: rerun without "
+                     "--rows-in")
+        pred[row.index] = float(entry["predicted"])
+    return pred
 
 
 def main() -> int:
@@ -340,9 +355,12 @@ def main() -> int:
     ap.add_argument("--no-in-sample", action="store_true", help="skip the secondary line")
     ap.add_argument("--jobs", type=int, default=2, help="folds fitted at once (processes)")
     ap.add_argument("--rows-out", metavar="JSON", help="write every held-out prediction")
+    ap.add_argument("--rows-in", metavar="JSON", help="report on the held-out predictions "
+                    "a --rows-out run wrote (no refit: the intervals and their coverage "
+                    "after a change to how they are built)")
     args = ap.parse_args()
-    if args.write_bands and args.only:
-        ap.error("--write-bands needs every fold (no --only)")
+    if args.write_bands and (args.only or args.rows_in):
+        ap.error("--write-bands needs every fold fitted here (no --only, no --rows-in)")
     rows, skipped = parse_csv(DEFAULT_CSV)
     shares = {g: sum(getattr(r, args.group) == g for r in rows) / len(rows)
               for g in {getattr(r, args.group) for r in rows}}
@@ -350,9 +368,12 @@ def main() -> int:
           f"{fitted_parameters(rows, args.step_time)}; largest {args.group}: "
           f"{max(shares, key=shares.__getitem__)} ({max(shares.values()):.0%} of the rows)\n")
     t0 = time.perf_counter()
-    pred, refused = cross_validate(rows, group=args.group, step_time=args.step_time,
-                                   quiet=args.quiet, jobs=args.jobs,
-                                   only=args.only.split(",") if args.only else None)
+    if args.rows_in:
+        pred, refused = _saved(args.rows_in, rows, args.group), []
+    else:
+        pred, refused = cross_validate(rows, group=args.group, step_time=args.step_time,
+                                       quiet=args.quiet, jobs=args.jobs,
+                                       only=args.only.split(",") if args.only else None)
     inside = coverage(rows, pred, args.group)
     _report(rows, pred, inside, args.group)
     print(f"\n{len(rows)} rows parsed ({len(skipped)} CSV rows skipped by the parser: "

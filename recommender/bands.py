@@ -255,14 +255,18 @@ def _keys(engine: str, architecture: str, moe: bool, regime: str, metric: str) -
 def interval_for(keys: list[str], errors: dict[str, SignedErrors], *, start: int = 0,
                  ) -> tuple[str, SignedErrors] | None:
     """The first group from `keys[start:]` with at least MIN_INTERVAL_ROWS rows from
-    MIN_INTERVAL_FAMILIES families; None when none has: a handful of one publisher's rows
-    says nothing of another's (3 E2E rows of one family gave ×1.09-1.26, excluding the
-    prediction itself), so such a figure has no interval rather than a narrow one."""
-    for key in keys[start:]:
-        err = errors.get(key)
-        if err is not None and err.rows >= MIN_INTERVAL_ROWS and (
-                err.families >= MIN_INTERVAL_FAMILIES):
+    MIN_INTERVAL_FAMILIES families, else the widest group if it has rows from that many
+    families (nothing wider to pool with; the t spread of few families is wide already);
+    None otherwise: a handful of one publisher's rows says nothing of another's (3 E2E rows
+    of one family gave ×1.09-1.26, excluding the prediction itself), so such a figure has
+    no interval rather than a narrow one."""
+    present = [(k, errors[k]) for k in keys[start:] if k in errors]
+    for key, err in present:
+        if err.rows >= MIN_INTERVAL_ROWS and err.families >= MIN_INTERVAL_FAMILIES:
             return key, err
+    if present and keys[-1] == present[-1][0] and present[-1][1].families >= (
+            MIN_INTERVAL_FAMILIES):
+        return present[-1]
     return None
 
 

@@ -191,9 +191,13 @@ def test_a_group_needs_rows_from_three_families_or_the_wider_one_is_used():
     enough = narrow.model_copy(update={"families": 3})
     assert interval_for(["cell|ttft", "*|ttft"], {"cell|ttft": enough, "*|ttft": wide}) == (
         "cell|ttft", enough)
-    # nothing qualifies: no interval, never the widest thin one
+    # nothing qualifies: no interval, never the widest thin one of one family
     thin = SignedErrors(p10=0.09, p90=0.23, rows=3, families=1)
     assert interval_for(["cell|e2e", "*|e2e"], {"*|e2e": thin}) is None
+    # the widest group with rows from three families serves, however few rows it has
+    few = SignedErrors(p10=-1.5, p90=2.5, rows=17, families=3)
+    assert interval_for(["cell|ttft", "*|ttft"], {"cell|ttft": narrow, "*|ttft": few}) == (
+        "*|ttft", few)
 
 
 def test_a_broken_bands_file_is_one_line_that_no_search_takes_for_a_candidate(tmp_path):
