@@ -263,9 +263,70 @@ def _build(key: tuple[str, ...]) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def _cached(key: tuple[str, ...]) -> MeasuredKernels | None:
     try:
-        return MeasuredKernels(key, _build(key))
+        return MeasuredKernels(key, _stored_or_built(key))
     except Exception:  # any build/probe failure means "not covered": the roofline
         return None
+
+
+# Built tables are kept on disk: a build is ~200 aiconfigurator calls (~0.4 s a cell, half of
+# a `recommend` of the bundled sample), the same in every process. SERVEFIT_CACHE_DIR names
+# the folder ("" turns the cache off); by default the user's cache folder.
+CACHE_ENV = "SERVEFIT_CACHE_DIR"
+TABLE_FORMAT = 1  # bump when `_build` changes what a table holds
+
+
+def cache_dir() -> Path | None:
+    """Where built tables are kept: $SERVEFIT_CACHE_DIR, else $XDG_CACHE_HOME/servefit or
+    ~/.cache/servefit; None when the variable is set empty."""
+    import os
+
+    if CACHE_ENV in os.environ:
+        return Path(os.environ[CACHE_ENV]) if os.environ[CACHE_ENV] else None
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "servefit"
+
+
+def _table_path(key: tuple[str, ...]) -> Path | None:
+    import hashlib
+    from importlib.metadata import version
+
+    folder = cache_dir()
+    if folder is None:
+        return None
+    grid = [TOKENS, PROMPT, DECODES, CONTEXT, np.array([PREFILL_BATCH_TOKENS])]
+    digest = hashlib.sha256(json.dumps(
+        [TABLE_FORMAT, version("aiconfigurator-core"), VERSION, list(key),
+         [g.tolist() for g in grid]]).encode()).hexdigest()[:32]
+    return folder / "aic-tables" / f"{digest}.npy"
+
+
+def _stored_or_built(key: tuple[str, ...]) -> np.ndarray:
+    """The cell's table from the cache folder, else built and stored there (a folder that
+    cannot be written, or a damaged file, only costs the build)."""
+    path = _table_path(key)
+    if path is not None and path.is_file():
+        try:
+            return np.load(path, allow_pickle=False)
+        except (OSError, ValueError):
+            pass
+    table = _build(key)
+    if path is not None:
+        _store(path, table)
+    return table
+
+
+def _store(path: Path, table: np.ndarray) -> None:
+    import io
+
+    from core.atomic import write_atomic
+
+    buffer = io.BytesIO()
+    np.save(buffer, table, allow_pickle=False)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, buffer.getvalue())
+    except OSError:
+        pass
 
 
 def measured_kernels(cell: StepCell) -> MeasuredKernels | None:

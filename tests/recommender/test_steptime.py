@@ -288,3 +288,31 @@ def test_a_cell_the_tables_lack_is_predicted_with_the_roofline_fit():
     assert measured_params.fallback == load_params(step_time="roofline")
     assert got["measured"][0] == got["roofline"][0]
     assert got["measured"][1].tpot_s != pytest.approx(got["roofline"][1].tpot_s, rel=1e-3)
+
+
+def test_built_tables_are_kept_on_disk_and_a_damaged_one_is_rebuilt(tmp_path, monkeypatch):
+    from recommender import steptime_aic
+
+    builds: list[tuple[str, ...]] = []
+    real_build = steptime_aic._build
+
+    def counting(key: tuple[str, ...]) -> np.ndarray:
+        builds.append(key)
+        return real_build(key)
+
+    monkeypatch.setattr(steptime_aic, "_build", counting)
+    monkeypatch.setenv(steptime_aic.CACHE_ENV, str(tmp_path / "cache"))
+    key = steptime_aic.cell_key(steptime.StepCell(
+        engine="vllm", gpu=get_gpu("H100-SXM"), model=get_model(LLAMA_8B), tp=1,
+        weights_format="fp8", kv_cache_dtype="fp8"))
+    assert key is not None
+    first = steptime_aic._stored_or_built(key)
+    [stored] = list((tmp_path / "cache" / "aic-tables").iterdir())
+    again = steptime_aic._stored_or_built(key)
+    assert builds == [key] and np.array_equal(first, again)  # the second came from disk
+    stored.write_bytes(b"not a table")
+    assert np.array_equal(steptime_aic._stored_or_built(key), first) and len(builds) == 2
+    monkeypatch.setenv(steptime_aic.CACHE_ENV, "")  # "" turns the cache off
+    assert steptime_aic.cache_dir() is None
+    steptime_aic._stored_or_built(key)
+    assert len(builds) == 3
