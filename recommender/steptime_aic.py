@@ -282,7 +282,12 @@ def cache_dir() -> Path | None:
 
     if CACHE_ENV in os.environ:
         return Path(os.environ[CACHE_ENV]) if os.environ[CACHE_ENV] else None
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home (a container user without a passwd entry): no cache
+            return None
     return Path(base) / "servefit"
 
 
