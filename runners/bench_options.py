@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.errors import UsageError
+from core.load import MAX_CONCURRENCY, MAX_RATE_RPS, MAX_REQUESTS, MAX_TIME_SCALE, MAX_TOKENS
 from engines.config import EngineKind
 from profiler.workspace import Workspace
 from runners.bench import DEFAULT_SWEEP_CAP, BenchReport, BenchRequest, ProgressSample, run_bench
@@ -39,6 +40,11 @@ DEFAULT_PEAK_FACTOR = 4.0
 SOAK_WINDOWS = 10
 
 
+# What one client machine can mean (the rest are core.load's): a typo of three zeros used to
+# spawn processes without limit or grow memory by 500 MB every 3 s while ignoring Ctrl-C.
+MAX_WORKERS = 64  # load-generator processes
+MAX_RUN_S = 7 * 24 * 3600.0  # a week: a soak test's longest meaning
+
 class BenchOptions(BaseModel):
     """What a user asks `bench` for; see `python -m app bench --help`."""
 
@@ -56,26 +62,28 @@ class BenchOptions(BaseModel):
                                       "scraped (default: the config's engine, else vllm).")
     workload: BenchWorkload
     trace: str | None = None
-    time_scale: float = Field(default=1.0, gt=0)
-    concurrency: int | None = Field(default=None, ge=1)
-    rate_rps: float | None = Field(default=None, gt=0)
-    peak_rate_rps: float | None = Field(default=None, gt=0)
-    gamma_cv: float | None = Field(default=None, gt=0)
-    duration_s: float | None = Field(default=None, gt=0)
-    burst_s: float | None = Field(default=None, gt=0)
-    num_requests: int | None = Field(default=None, ge=1)
-    prompt_tokens: int | None = Field(default=None, ge=1)
-    output_tokens: int | None = Field(default=None, ge=1)
+    time_scale: float = Field(default=1.0, gt=0, le=MAX_TIME_SCALE, allow_inf_nan=False)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
+    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False)
+    peak_rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS,
+                                        allow_inf_nan=False)
+    gamma_cv: float | None = Field(default=None, gt=0, le=100.0, allow_inf_nan=False)
+    duration_s: float | None = Field(default=None, gt=0, le=MAX_RUN_S, allow_inf_nan=False)
+    burst_s: float | None = Field(default=None, gt=0, le=MAX_RUN_S, allow_inf_nan=False)
+    num_requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
+    prompt_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    output_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     api: Api = "completions"
-    slo_ttft_p95_ms: float | None = Field(default=None, gt=0)
-    slo_tpot_p95_ms: float | None = Field(default=None, gt=0)
-    workers: int = Field(default=1, ge=1)
-    vocab_size: int | None = Field(default=None, gt=0)
-    timeout_s: float = Field(default=600.0, gt=0)
-    warmup_s: float = Field(default=0.0, ge=0)
-    step_factor: float | None = Field(default=None, gt=1, description="boundary: load "
-                                      "multiplier per step.")
-    max_steps: int | None = Field(default=None, ge=1, description="boundary: most steps.")
+    slo_ttft_p95_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    slo_tpot_p95_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    vocab_size: int | None = Field(default=None, gt=0, le=10_000_000)
+    timeout_s: float = Field(default=600.0, gt=0, le=MAX_RUN_S, allow_inf_nan=False)
+    warmup_s: float = Field(default=0.0, ge=0, le=MAX_RUN_S, allow_inf_nan=False)
+    step_factor: float | None = Field(default=None, gt=1, le=1000.0, allow_inf_nan=False,
+                                      description="boundary: load multiplier per step.")
+    max_steps: int | None = Field(default=None, ge=1, le=1000,
+                                  description="boundary: most steps.")
     seed: int = 0
 
     _endpoint = field_validator("endpoint")(check_http_url)

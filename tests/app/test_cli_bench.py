@@ -97,6 +97,17 @@ def test_warmup_requests_are_sent_first_and_left_out(cli, fake, tmp_path):
     (["--endpoint", "http://127.0.0.1:9", "--workload", "trace"], "needs --trace"),
     (["--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "3",
       "--warmup-s", "-1"], "--warmup-s: Input should be greater than or equal to 0"),
+    # sizes no client machine means (each used to run away with the host or never end)
+    *[(["--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "3",
+        flag, value], f"{flag}: Input should be {what}") for flag, value, what in [
+        ("--num-requests", "1000000000", "less than or equal to 10000000"),
+        ("--concurrency", "1000000000", "less than or equal to 100000"),
+        ("--workers", "100000", "less than or equal to 64"),
+        ("--duration-s", "1e9", "less than or equal to 604800"),
+        ("--warmup-s", "inf", "a finite number"),
+        ("--time-scale", "inf", "a finite number")]],
+    (["--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "inf"],
+     "--rate: Input should be a finite number"),
 ])
 def test_bad_input_is_one_line_exit_2(cli, args, message, tmp_path):
     ws = tmp_path / "w.duckdb"
