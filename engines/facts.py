@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
 
@@ -30,6 +30,12 @@ class HardwareFacts(BaseModel):
     )
     gpu_count: int = Field(ge=1, description="GPUs available to this deployment.")
     memory_per_gpu_gib: float = Field(gt=0, description="Memory of one GPU, GiB.")
+
+    @field_serializer("native_dtypes")
+    def _sorted(self, value: frozenset[str]) -> list[str]:
+        # a set's order changes with each process's string hashing: the same recommendation
+        # would write a different rec.json each run
+        return sorted(value)
 
 
 class ModelFacts(BaseModel):

@@ -117,3 +117,13 @@ def test_an_instance_of_more_gpus_than_any_deployment_is_refused():
     with pytest.raises(ValidationError, match="2,048 GPUs"):
         EngineConfig(engine="vllm", model="m", tp=8, pp=8, dp=32, ep=256)
     assert EngineConfig(engine="vllm", model="m", tp=8, dp=128, ep=1024).gpus_per_instance == 1024
+
+
+def test_hardware_facts_serialize_their_dtypes_in_one_order():
+    # a frozenset's order follows each process's string hashing: rec.json differed run to run
+    from engines.facts import HardwareFacts
+
+    facts = HardwareFacts(gpu_name="H100-SXM", native_dtypes=frozenset({"int8", "fp8", "bf16"}),
+                          gpu_count=1, memory_per_gpu_gib=74.5)
+    assert facts.model_dump(mode="json")["native_dtypes"] == ["bf16", "fp8", "int8"]
+    assert HardwareFacts.model_validate_json(facts.model_dump_json()) == facts
