@@ -13,17 +13,24 @@ from pathlib import Path
 import pytest
 
 CACHE_ENV = "SERVEFIT_CACHE_DIR"  # recommender.steptime_aic.CACHE_ENV (not imported: light)
+# Set by the process that starts the run; its xdist workers inherit it and share the folder.
+_RUN_ENV = "SERVEFIT_TEST_RUN"
 _FOLDER = pytest.StashKey[Path]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    worker = getattr(config, "workerinput", None)
-    run = worker["testrunuid"] if worker else uuid.uuid4().hex
+    run = os.environ.get(_RUN_ENV)
+    owner = run is None
+    if run is None:
+        run = uuid.uuid4().hex
+        os.environ[_RUN_ENV] = run
     folder = Path(tempfile.gettempdir()) / f"servefit-test-cache-{run}"
     os.environ[CACHE_ENV] = str(folder)
-    config.stash[_FOLDER] = folder
+    if owner:
+        config.stash[_FOLDER] = folder
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if getattr(config, "workerinput", None) is None and _FOLDER in config.stash:
+    if _FOLDER in config.stash:
         shutil.rmtree(config.stash[_FOLDER], ignore_errors=True)
+        os.environ.pop(_RUN_ENV, None)
