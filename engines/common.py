@@ -8,6 +8,7 @@ branch on an engine's name.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -55,6 +56,26 @@ def image_ref(repository: str, tag: str, pattern: re.Pattern[str], refusal: str,
     return f"{repository}:{tag}"
 
 
+# Host folders a model cache must never be: mounted read-write into an engine container,
+# "/" handed the container the whole host. Under these nothing is a cache; these exact
+# folders hold other people's data.
+_SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/sbin",
+                 "/sys", "/usr")
+_SYSTEM_FOLDERS = frozenset({"/", "/home", "/root", "/var", "/run", "/tmp", "/opt", "/srv",
+                             "/mnt", "/media"})
+
+
+def system_path_reason(path: str) -> str | None:
+    """Why `path` (an absolute host path) must not be mounted as a model cache, None when it
+    may: "/" and the system's own folders, however written ("//", "/data/..")."""
+    normal = posixpath.normpath(re.sub("/+", "/", path))
+    if normal in _SYSTEM_FOLDERS or any(
+            normal == tree or normal.startswith(tree + "/") for tree in _SYSTEM_TREES):
+        return (f"model_cache_dir {path!r} is a system folder ({normal}): the engine "
+                "container would mount it read-write; give the Hugging Face cache folder")
+    return None
+
+
 def docker_target(kind: str, host_port: int, model_cache_dir: str,
                   container_name: str | None) -> str:
     """Validate the `docker run` target and return the container name (default per port).
@@ -66,6 +87,8 @@ def docker_target(kind: str, host_port: int, model_cache_dir: str,
         raise EngineError(f"host_port must be 1-65535, got {host_port}")
     if not model_cache_dir or ":" in model_cache_dir:
         raise EngineError(f"model_cache_dir must be a path without ':', got {model_cache_dir!r}")
+    if model_cache_dir.startswith("/") and (why := system_path_reason(model_cache_dir)):
+        raise EngineError(why)
     name = container_name or f"servefit-{kind}-{host_port}"
     if not CONTAINER_NAME.fullmatch(name):
         raise EngineError(f"invalid container name {name!r}")

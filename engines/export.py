@@ -25,7 +25,7 @@ from core.capacity import LIMIT_TEXT, Capacity, boundary_text, growth_table
 from core.figures import Band
 from engines import get_engine
 from engines.base import EnginePlugin
-from engines.common import parallel_layout
+from engines.common import parallel_layout, system_path_reason
 from engines.config import EngineConfig
 from engines.errors import ExportError
 from engines.facts import HardwareFacts, ModelFacts
@@ -137,6 +137,8 @@ class ExportRequest(BaseModel):
         if not (is_path or _VOLUME_NAME.fullmatch(value)):
             raise ValueError("model_cache_dir must be an absolute path (no ':' or ',') "
                              "or a docker volume name")
+        if is_path and (why := system_path_reason(value)):
+            raise ValueError(why)
         return value
 
     @model_validator(mode="after")

@@ -300,3 +300,12 @@ def test_scheduler_defaults_are_positive_and_grow_with_memory(kind):
     assert (small_seqs is None) == (big_seqs is None)
     if small_seqs is not None:
         assert 1 <= small_seqs <= big_seqs
+
+
+def test_launching_a_container_never_mounts_a_system_folder_as_the_cache():
+    from engines.common import docker_target
+    from engines.errors import EngineError
+
+    with pytest.raises(EngineError, match="is a system folder"):
+        docker_target("vllm", 8000, "/", None)
+    assert docker_target("vllm", 8000, "/data/hf", None) == "servefit-vllm-8000"

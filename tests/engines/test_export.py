@@ -423,6 +423,9 @@ def test_bare_config_and_wrapped_request_load_alike(tmp_path: Path) -> None:
      '"decode_instances": 1}}}', "disaggregated"),
     ('{"config": {"engine": "vllm", "model": "m"}, "reasons": ["a\\nb"]}', "one line"),
     ('{"config": {"engine": "vllm", "model": "m"}, "model_cache_dir": "a:b"}', "absolute"),
+    # the host's root or system folders, however written, would be mounted read-write
+    *[(f'{{"config": {{"engine": "vllm", "model": "m"}}, "model_cache_dir": "{d}"}}',
+       "is a system folder") for d in ("/", "//", "/etc", "/usr/lib", "/data/..", "/home")],
     ('{"config": {"engine": "vllm", "model": "m"}, "predicted": {"x y": 1}}', "figure name"),
 ])
 def test_bad_requests_name_file_and_field(tmp_path: Path, content: str, needle: str) -> None:
@@ -504,3 +507,8 @@ def test_out_must_be_a_folder(tmp_path: Path) -> None:
     target.write_text("x")
     with pytest.raises(ExportError, match="not a folder"):
         export_bundle(_request("vllm"), target)
+
+
+def test_a_cache_under_a_home_or_data_folder_is_mounted() -> None:
+    for folder in ("/home/me/.cache/huggingface", "/root/.cache/huggingface", "/data/hf"):
+        assert _request("vllm", model_cache_dir=folder).model_cache_dir == folder
