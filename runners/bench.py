@@ -16,8 +16,6 @@ import asyncio
 import contextlib
 import http.client
 import threading
-import urllib.error
-import urllib.request
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -39,7 +37,7 @@ from runners.boundary import (
     judge_step,
     should_stop,
 )
-from runners.client import check_http_url
+from runners.client import check_http_url, get_status
 from runners.errors import one_line
 from runners.launch import LaunchSpec, launched
 from runners.loadgen import LoadOptions, WorkloadOutcome, run_workload
@@ -433,9 +431,8 @@ def _on_result(live: _Live, schedule: Schedule, offset: int, start_s: float
 async def _healthy(url: str) -> bool:
     def get() -> bool:
         try:
-            with urllib.request.urlopen(url, timeout=HEALTH_TIMEOUT_S) as resp:
-                return resp.status == 200
-        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
+            return get_status(url, timeout_s=HEALTH_TIMEOUT_S) == 200
+        except (http.client.HTTPException, OSError, ValueError):
             return False  # refused, silent past the timeout, or not speaking HTTP
 
     return await asyncio.to_thread(get)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from time import perf_counter
 from typing import Any
@@ -31,6 +33,29 @@ _MAX_ERROR_BODY = 4096
 _loads = orjson.loads
 URL_SCHEMES = ("http", "https")  # a server is reached over HTTP; file://, ftp://… are refused
 Clock = Callable[[], float]  # seconds; every stamp of one result comes from the same clock
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A 3xx is the server's answer: the tool talks to the server it was given, never to a
+    host a reply names (a 307 to another host was followed for /health)."""
+
+    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+
+def get_status(url: str, *, timeout_s: float) -> int:
+    """The HTTP status a GET of `url` answers, redirects not followed.
+
+    Raises:
+        OSError, ValueError, http.client.HTTPException: no HTTP answer (refused, silent past
+            `timeout_s`, not speaking HTTP).
+    """
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(url, timeout=timeout_s) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:  # 3xx (not followed), 4xx, 5xx
+        return int(exc.code)
 
 
 def check_http_url(url: str | None) -> str | None:
@@ -323,7 +348,8 @@ async def send_body(
     sent_at = clock()
     try:
         async with asyncio.timeout(timeout_s):
-            async with session.post(target, data=body, headers=_JSON_HEADERS) as resp:
+            async with session.post(target, data=body, headers=_JSON_HEADERS,
+                                    allow_redirects=False) as resp:
                 status = resp.status
                 if status != 200:
                     raw = await resp.read()

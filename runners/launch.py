@@ -16,8 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
@@ -31,7 +29,7 @@ from core.errors import RunnerError
 from engines import get_engine
 from engines.base import GpuSelection, ReadinessProbe
 from engines.config import EngineConfig
-from runners.client import send
+from runners.client import get_status, send
 from runners.ports import free_port
 from runners.schemas import RequestSpec
 
@@ -318,10 +316,8 @@ def _wait_ready(spec: LaunchSpec, running: _Running, base: str, probe: Readiness
 def _health(url: str) -> str:
     """'' when GET `url` answers 200, else why not."""
     try:
-        with urllib.request.urlopen(url, timeout=_HEALTH_TIMEOUT_S) as resp:
-            return "" if resp.status == 200 else f"health {resp.status}"
-    except urllib.error.HTTPError as exc:
-        return f"health HTTP {exc.code}"
+        status = get_status(url, timeout_s=_HEALTH_TIMEOUT_S)
+        return "" if status == 200 else f"health HTTP {status}"
     except (OSError, ValueError, http.client.HTTPException) as exc:  # incl. non-HTTP bytes
         return f"health: {type(exc).__name__}: {exc}"
 

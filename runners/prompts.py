@@ -96,7 +96,7 @@ class TokenPrompts:
 
 
 async def _post_json(session: Any, url: str, body: dict[str, Any]) -> dict[str, Any]:
-    async with session.post(url, json=body) as resp:
+    async with session.post(url, json=body, allow_redirects=False) as resp:
         if resp.status != 200:
             text = (await resp.text())[:300]
             raise RunnerError(f"POST {url} answered HTTP {resp.status}: {text}")
@@ -121,7 +121,7 @@ def server_root(url: str) -> str:
 async def served_model(session: Any, url: str) -> str:
     """The first model id in the server's `/v1/models`."""
     target = server_root(url) + "/v1/models"
-    async with session.get(target) as resp:
+    async with session.get(target, allow_redirects=False) as resp:  # never another host
         if resp.status != 200:
             raise RunnerError(f"GET {target} answered HTTP {resp.status}")
         try:

@@ -210,7 +210,9 @@ class FakeSession:
         self.posts: list[tuple[float, str, bytes]] = []
         self.released: list[float] = []
 
-    def post(self, url: str, *, data: bytes, headers: dict[str, str]) -> FakeSession:
+    def post(self, url: str, *, data: bytes, headers: dict[str, str],
+             allow_redirects: bool = True) -> FakeSession:
+        assert allow_redirects is False  # a 3xx is the server's answer, never followed
         self.posts.append((self.clock.now_s, url, data))
         return self
 
