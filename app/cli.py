@@ -21,7 +21,7 @@ from app.cli_common import (
     usage_error,
     write_output,
 )
-from core.errors import ServeFitError, UsageError
+from core.errors import ServeFitError, UsageError, printable
 from profiler.formats import ALL_KINDS
 from profiler.formats.base import FIELDS
 from profiler.timestamps import TIME_UNITS
@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return int(args.handler(args) or 0)
         except ServeFitError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            print(f"{PROG}: error: {printable(str(exc))}", file=sys.stderr)
             return exc.exit_code
         except KeyboardInterrupt:
             if term.received:

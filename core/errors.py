@@ -10,6 +10,17 @@ boundary. Each package raises the family that names its stage: `TraceError` and
 
 from __future__ import annotations
 
+import re
+
+# C0 controls but tab/newline/CR, DEL and C1: an escape sequence in a server's message or a
+# file name would drive the user's terminal (colours, cursor moves, a fake prompt).
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with every terminal control character shown as its escape (`\x1b`)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
 
 class ServeFitError(Exception):
     """Root of every error ServeFit raises on purpose."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from core.errors import printable
+
 ErrorKind = Literal[
     "http",  # non-200 status
     "timeout",  # the whole request exceeded timeout_s
@@ -23,6 +25,7 @@ _MAX_ERROR_CHARS = 300
 
 
 def one_line(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
-    """Collapse whitespace and cut `text` to `limit` characters (an ellipsis marks the cut)."""
-    flat = " ".join(text.split())
+    """Collapse whitespace, show control characters as escapes (`core.errors.printable`) and
+    cut `text` to `limit` characters (an ellipsis marks the cut)."""
+    flat = " ".join(printable(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
