@@ -116,6 +116,7 @@ class StreamState:
         "chunk_times",
         "chunk_tokens",
         "counts_complete",
+        "done",
         "error",
         "error_kind",
         "output_tokens",
@@ -127,6 +128,7 @@ class StreamState:
         self.chunk_times: list[float] = []
         self.chunk_tokens: list[int] = []
         self.counts_complete = True
+        self.done = False  # `data: [DONE]` seen: the stream has ended, whatever follows
         self.prompt_tokens: int | None = None
         self.output_tokens: int | None = None
         self.reported_so_far = 0  # cumulative completion_tokens seen in per-chunk usage
@@ -224,9 +226,14 @@ def http_error_text(status: int, reason: str | None, body: bytes) -> str:
 
 def _on_event(event: SSEEvent, acc: StreamState, now: float) -> bool:
     """Apply one event; False when it ends the request as a failure."""
+    if acc.done and event.kind != "done":  # tokens after the end were counted as output
+        acc.fail("malformed", "data after data: [DONE]")
+        return False
     if event.kind == "data":
         acc.on_chunk(event.data, now)  # type: ignore[arg-type]
-    elif event.kind != "done":
+    elif event.kind == "done":
+        acc.done = True
+    else:
         acc.fail("stream_error" if event.kind == "error" else "malformed", event.error or "")
         return False
     return True
@@ -251,9 +258,10 @@ def _fast_events(data: bytes, acc: StreamState, now: float) -> bool | None:
             obj = _loads(payload)
         except ValueError:
             obj = None
-        if type(obj) is dict and "error" not in obj and obj.get("object") != "error":
+        if (type(obj) is dict and "error" not in obj and obj.get("object") != "error"
+                and not acc.done):
             keep(obj)
-        elif payload != b"[DONE]":
+        else:  # [DONE], an error, or anything after [DONE]: the parser's own path
             acc.on_chunks(objs, now)  # the chunks before it, in order
             objs.clear()
             if not _on_event(decode_payload(payload), acc, now):

@@ -317,6 +317,19 @@ def test_merged_and_split_reads_on_a_scripted_clock():
     assert r.chunk_times_s == [100.5, 100.5, 101.0] and r.itl_s == [0.0, 0.5]
 
 
+@pytest.mark.parametrize("reads", [
+    [(100.5, DONE), (100.75, _text("a"))],  # [DONE] first, in reads of their own
+    [(100.5, DONE + _text("a"))],  # in one read (the fast path)
+    [(100.5, _text("a")), (100.625, b": ping\r\n\r\n" + DONE), (100.75, _text("b"))],
+])
+def test_data_after_done_is_a_malformed_stream_not_output(reads):
+    """`data: [DONE]` ends the stream: a server that sends tokens after it must not have
+    them counted (they were, and a [DONE]-first stream was stored complete)."""
+    r = _scripted(reads, 101.0).result
+    assert not r.success and r.error_kind == "malformed"
+    assert "after data: [DONE]" in (r.error or "")
+
+
 def test_timeout_keeps_the_stamps_and_lets_the_stream_go():
     """The body stops after one content chunk: the row is a timeout, with that chunk's stamp,
     ended at the clock's reading then, and the stream is dropped (not read on)."""
