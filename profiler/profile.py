@@ -14,12 +14,13 @@ by `profiler.spark_sql`; `tests/profiler/test_spark_sql.py` checks each still tr
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.errors import UsageError, WorkspaceError
+from core.errors import TraceError, UsageError, WorkspaceError
 from profiler.ingest import IngestOptions, ingest
 from profiler.schema import REQUESTS_TABLE, FormatInfo, LengthStats, Profile, RateSeries
 from profiler.workspace import Workspace
@@ -27,6 +28,9 @@ from profiler.workspace import Workspace
 DEFAULT_LRU_CAPACITIES: tuple[int, ...] = (1_000, 10_000, 100_000)
 RATE_WINDOWS_S: tuple[int, ...] = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 21600, 86400)
 MAX_RATE_POINTS = 2_000
+# Arrival times spread wider than this are no clock a trace was logged with (1e17 s asked
+# for an 8 TiB array of windows; 1e300 overflows every integer the windows are counted in).
+MAX_SPAN_S = 1e12  # ~31,700 years
 PROFILE_SNIFF_BYTES = 4096
 
 _SPAN_SQL = f"SELECT count(arrival_s), max(arrival_s) - min(arrival_s) FROM {REQUESTS_TABLE}"
@@ -238,8 +242,10 @@ def _timing(
     n_timed, duration = con.execute(_SPAN_SQL).fetchone()
     if not n_timed:
         return dict.fromkeys(keys), None
-    window = next((w for w in RATE_WINDOWS_S if duration / w <= MAX_RATE_POINTS),
-                  RATE_WINDOWS_S[-1])
+    window = _rate_window(float(duration))
+    if duration > 100 * 365.25 * 86400:
+        warnings.append(f"arrival times span {duration / (365.25 * 86400):,.0f} years: "
+                        "timestamps from different clocks or units?")
     rows = scans.rate_windows(con, window, duration)
     if rows is None:  # not in arrival order (an older workspace), or not DuckDB: SQL
         rows = con.execute(_WINDOWS_SQL, [window]).fetchall()
@@ -265,6 +271,24 @@ def _timing(
         output_tokens=[int(r[3]) for r in rows],
     ) if duration else None
     return timing, series
+
+
+def _rate_window(duration_s: float) -> int:
+    """The rate series' window: the shortest of RATE_WINDOWS_S giving at most
+    MAX_RATE_POINTS points, else whole multiples of the longest (a two-row trace dated 1970
+    and 9999 wrote a 142 MB profile of daily windows).
+
+    Raises:
+        TraceError: a span no clock means (non-finite, or beyond MAX_SPAN_S).
+    """
+    if not math.isfinite(duration_s) or duration_s > MAX_SPAN_S:
+        raise TraceError(f"arrival times span {duration_s:.3g} s: no trace's clock; check the "
+                         "time column and its unit (--time-unit)")
+    fitting = next((w for w in RATE_WINDOWS_S if duration_s / w <= MAX_RATE_POINTS), None)
+    if fitting is not None:
+        return fitting
+    longest = RATE_WINDOWS_S[-1]
+    return longest * math.ceil(duration_s / (longest * MAX_RATE_POINTS))
 
 
 def _rate_windows(con: Any, window: int, duration: float) -> list[tuple[int, ...]] | None:

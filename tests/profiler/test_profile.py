@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.errors import TraceError
 from profiler.profile import compute_profile, profile_trace
 from profiler.workspace import Workspace
 from tests import reference as ref
@@ -248,3 +249,27 @@ def test_a_profile_never_imports_pandas(tmp_path):
                          cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
                          timeout=120, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_a_span_of_millennia_keeps_the_rate_series_small_and_says_so(tmp_path):
+    """Two requests dated 1970 and 9999 wrote a 142 MB profile of daily windows."""
+    path = tmp_path / "dates.csv"
+    path.write_text("timestamp,input_tokens,output_tokens\n"
+                    "1970-01-01T00:00:00,10,5\n9999-12-31T00:00:00,12,6\n")
+    prof = profile_trace(str(path), workspace=Workspace(tmp_path / "w.duckdb"),
+                         lru_capacities=[])
+    span = (pd.Timestamp("9999-12-31") - pd.Timestamp("1970-01-01")).total_seconds()
+    assert prof.duration_s == pytest.approx(span)
+    series = prof.rate_series
+    assert series is not None and len(series.t_s) <= 2_000
+    assert series.window_s % 86_400 == 0 and series.window_s * 2_000 >= span
+    assert sum(series.requests) == 2
+    assert any("8,030 years" in w for w in prof.warnings)
+
+
+@pytest.mark.parametrize("late", ["1e17", "1e300"])
+def test_a_span_no_clock_means_is_one_line(tmp_path, late):
+    path = tmp_path / "t.csv"
+    path.write_text(f"arrival_s,input_tokens,output_tokens\n0,10,5\n{late},12,6\n")
+    with pytest.raises(TraceError, match=r"arrival times span 1e\+(17|300) s: no trace's clock"):
+        profile_trace(str(path), workspace=Workspace(tmp_path / "w.duckdb"), lru_capacities=[])
