@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from core.errors import TraceError
+from core.load import MAX_TOKENS
 from profiler.columns import scan_sql
 from profiler.formats import TABLE_FORMATS, TEXT_FORMATS
 from profiler.formats.base import quote_ident
@@ -23,7 +24,9 @@ from profiler.timestamps import TimeSpec, detect_numeric, epoch_class
 if TYPE_CHECKING:
     from profiler.ingest_options import IngestOptions
 
-INT32_MAX = 2**31 - 1
+# A request's token count: at most the longest context any model has (core.load.MAX_TOKENS);
+# 2^31 - 1 fit the INTEGER column but overflowed the profile's sums of it.
+MAX_TOKENS_PER_REQUEST = MAX_TOKENS
 _BAD_COUNT = "({v} IS NULL OR isnan({v}) OR {v} < 0 OR {v} <> floor({v}) OR {v} > {m})"
 
 
@@ -38,8 +41,8 @@ def validate(con: Any, opened: OpenedTrace, info: FormatInfo) -> int:
     n, bad_time, bad_in, bad_out = con.execute(
         f"""SELECT count(*),
                min(src_row) FILTER (WHERE {bad_t}),
-               min(src_row) FILTER (WHERE {_BAD_COUNT.format(v="in_v", m=INT32_MAX)}),
-               min(src_row) FILTER (WHERE {_BAD_COUNT.format(v="out_v", m=INT32_MAX)})
+               min(src_row) FILTER (WHERE {_BAD_COUNT.format(v="in_v", m=MAX_TOKENS_PER_REQUEST)}),
+               min(src_row) FILTER (WHERE {_BAD_COUNT.format(v="out_v", m=MAX_TOKENS_PER_REQUEST)})
             FROM stage"""
     ).fetchone()
     if n == 0:
@@ -52,7 +55,8 @@ def validate(con: Any, opened: OpenedTrace, info: FormatInfo) -> int:
         row, fld = min(problems)
         column = info.columns.get(fld, fld)
         raw = _raw_value(con, opened, info, fld, row)
-        what = "a valid timestamp" if fld == "time" else "a whole, non-negative token count"
+        what = ("a valid timestamp" if fld == "time" else
+                f"a whole token count from 0 to {MAX_TOKENS_PER_REQUEST:,}")
         raise TraceError(f"{raw} is not {what}", path=opened.source, row=row, column=column,
                          hint="fix or drop that row")
     return int(n)

@@ -273,3 +273,12 @@ def test_a_span_no_clock_means_is_one_line(tmp_path, late):
     path.write_text(f"arrival_s,input_tokens,output_tokens\n0,10,5\n{late},12,6\n")
     with pytest.raises(TraceError, match=r"arrival times span 1e\+(17|300) s: no trace's clock"):
         profile_trace(str(path), workspace=Workspace(tmp_path / "w.duckdb"), lru_capacities=[])
+
+
+def test_a_request_longer_than_any_context_is_its_row_named(tmp_path):
+    """2^31 - 1 tokens fit the column but overflowed the profile's sums (a traceback, rc 1)."""
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,input_tokens,output_tokens\n0,10,5\n1,2147483647,6\n")
+    with pytest.raises(TraceError, match=r"row 2, column 'input_tokens': '2147483647' is not a "
+                       r"whole token count from 0 to 10,000,000"):
+        profile_trace(str(path), workspace=Workspace(tmp_path / "w.duckdb"), lru_capacities=[])
