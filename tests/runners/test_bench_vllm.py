@@ -89,11 +89,11 @@ def test_trace_replay_and_sweep_on_real_vllm(tiny_model_dir, tmp_path):
         assert flat.tolist() == [False] * (len(flat) - 1) + [True]  # only the last step is flat
     else:
         assert levels[-1] == 32 and not flat.any()
-    # Queued requests keep the overhead-bound engine busier than one request at a time, and
-    # queueing shows in the tail: the last level waits far longer for its first token. Only
-    # past max_num_seqs=2 does anything queue: a knee found at 1 (a busy machine) ends the
-    # sweep at 2, where nothing waits (CI: 94 vs 85 ms).
-    assert tput[-1] > tput[0]
+    # Past max_num_seqs=2 requests queue, and queueing shows in the tail: the last level
+    # waits far longer for its first token. A knee found at 1 (a busy machine) ends the sweep
+    # at 2, where nothing waits (CI: 94 vs 85 ms). Whether throughput grows with concurrency
+    # is the engine's performance on a shared CPU, not the sweep's behaviour: beside two busy
+    # loops level 2 made 343 tok/s against level 1's 485, and the sweep rightly stopped there.
     if levels[-1] > 2:
         assert swept.levels[-1].ttft_p95_s > 1.5 * swept.levels[0].ttft_p95_s
     # max_num_seqs=2 caps what the engine runs whenever a scrape lands. Neither "a scrape saw
