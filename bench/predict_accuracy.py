@@ -92,7 +92,7 @@ METRIC_GROUPS = {"ttft_s": "TTFT", "tpot_s": "TPOT/ITL", "itl_s": "TPOT/ITL",
 
 def row_cell(row: CalRow) -> str:
     return cell_of(row.engine, get_gpu(row.gpu), get_model(row.model),
-                   regime_of(None, row.concurrency))
+                   regime_of(row.load().arrival))
 
 
 def cli_request(row: CalRow, step_time: str) -> PredictRequest:
@@ -187,7 +187,7 @@ def interval_groups(rows: list[CalRow], pred: dict[int, float]
 
 def _keys(row: CalRow) -> list[str]:
     return interval_keys(row.engine, get_gpu(row.gpu), get_model(row.model),
-                         regime_of(None, row.concurrency), INTERVAL_METRIC[row.metric])
+                         regime_of(row.load().arrival), INTERVAL_METRIC[row.metric])
 
 
 class Covered(NamedTuple):

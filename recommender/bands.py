@@ -48,8 +48,8 @@ def regime_of(arrival: ClosedLoop | Rate | Offline | None, concurrency: int | No
               ) -> Regime:
     """The load regime: offline (max throughput), low batch (closed loop at ≤
     LOW_BATCH_MAX_CONCURRENCY users), fixed concurrency (closed loop above) or rate (open
-    loop; no published row measures one). `arrival` None: closed loop at `concurrency`,
-    offline when that is None too (a calibration row's shape)."""
+    loop: MLPerf's Server scenario, `vllm bench serve --request-rate`). `arrival` None:
+    closed loop at `concurrency`, offline when that is None too."""
     if isinstance(arrival, Offline):
         return "offline"
     if isinstance(arrival, ClosedLoop):

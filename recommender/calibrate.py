@@ -21,7 +21,7 @@ import pandas as pd
 
 from core.atomic import write_atomic
 from core.errors import ServeFitError, UsageError
-from recommender.catalog import get_model
+from recommender.catalog import get_gpu, get_model
 from recommender.fitting import (
     FITTED,
     PROCEDURE,
@@ -151,11 +151,35 @@ def _length(text: object) -> int:
     return int(match.group(1))
 
 
+def _rate(raw: pd.Series) -> float | None:
+    """The Poisson rate (req/s) of an open-loop row ("open loop (Poisson)"), else None.
+
+    Raises:
+        ValueError: an open-loop row whose rate or request count is not stated.
+    """
+    if not str(raw["concurrency"]).startswith("open loop"):
+        return None
+    try:
+        rate = float(str(raw["request_rate"]))
+    except ValueError:
+        raise ValueError(f"open-loop rate {raw['request_rate']!r} not stated") from None
+    if not (rate > 0 and np.isfinite(rate)):
+        raise ValueError(f"open-loop rate {rate} not a positive number")
+    if not re.search(r"num_(?:requests|prompts)=(\d+)", str(raw["notes"])):
+        raise ValueError("open-loop row without a request count")
+    return rate
+
+
 def _load(raw: pd.Series) -> tuple[int | None, int | None, int | None]:
-    """(concurrency, num_requests, max_num_seqs) from the concurrency/dataset/notes columns."""
+    """(concurrency, num_requests, max_num_seqs) from the concurrency/dataset/notes columns
+    (concurrency None: offline, or open loop when `_rate` names a rate)."""
     conc, dataset, notes = str(raw["concurrency"]), str(raw["dataset"]), str(raw["notes"])
+    if conc.startswith("open loop"):
+        n = re.search(r"num_(?:requests|prompts)=(\d+)", notes)
+        return None, int(n.group(1)) if n else None, None
     if conc.isdigit():
-        return int(conc), None, None
+        n = re.search(r"num_prompts=(\d+)", notes)
+        return int(conc), int(n.group(1)) if n else None, None
     if m := re.fullmatch(r"batch (\d+)", conc):
         return int(m.group(1)), None, None
     if m := re.fullmatch(r"up to max-num-seqs=(\d+)", conc):
@@ -247,6 +271,20 @@ def _metric(metric: str, unit: str, gpus: int) -> tuple[str, float]:
     raise ValueError(f"metric/unit {(metric, unit)} ambiguous or not per-request-predictable")
 
 
+def _gpu(label: str) -> str:
+    """The catalog name of a row's GPU: the map's, else the catalog's own name or alias.
+
+    Raises:
+        ValueError: a GPU the catalog lacks.
+    """
+    if label in GPU_NAMES:
+        return GPU_NAMES[label]
+    try:
+        return get_gpu(label).name
+    except ServeFitError as exc:
+        raise ValueError(f"GPU {label!r} not mapped") from exc
+
+
 def parse_row(index: int, raw: pd.Series) -> CalRow:
     """One CSV row as a `CalRow`.
 
@@ -264,8 +302,7 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         raise ValueError("speculative decoding with tree drafts / unstated settings")
     precision, kv = _precision(raw["precision"])
     field, factor = _metric(str(raw["metric"]), str(raw["unit"]), int(raw["num_gpus"]))
-    if str(raw["gpu"]) not in GPU_NAMES:
-        raise ValueError(f"GPU {raw['gpu']!r} not mapped")
+    gpu = _gpu(str(raw["gpu"]))
     model = re.sub(r"\s*\(.*\)$", "", str(raw["model"]))
     try:
         get_model(model)
@@ -280,7 +317,7 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
     if ("ModelOpt" in str(raw["notes"]) or nim) and precision in {"fp8", "nvfp4"}:
         kv = "fp8"
     return CalRow(
-        index=index, engine=engine, model=model, gpu=GPU_NAMES[str(raw["gpu"])],
+        index=index, engine=engine, model=model, gpu=gpu, rate_rps=_rate(raw),
         gpus=int(raw["num_gpus"]), tp=tp, dp=dp, ep=ep, precision=precision, kv_cache_dtype=kv,
         isl=isl, osl=osl, concurrency=concurrency, num_requests=num_requests, max_num_seqs=seqs,
         gpu_memory_fraction=fraction, metric=field,

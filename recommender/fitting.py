@@ -107,6 +107,9 @@ class CalRow:
     dp: int = 1  # attention data-parallel ranks per instance
     ep: int = 1  # expert-parallel size
     max_batched_tokens: int | None = None
+    # Poisson arrivals at this rate (MLPerf's Server scenario, `vllm bench serve
+    # --request-rate R`): an open loop, neither closed-loop concurrency nor offline.
+    rate_rps: float | None = None
 
     def engine_config(self, model: ModelSpec) -> EngineConfig:
         """The measured deployment as an `EngineConfig` of `model` (the row's model spec).
@@ -128,8 +131,9 @@ class CalRow:
     def load(self) -> LoadSpec:
         """The measured load: closed loop at the row's concurrency, or offline; the row's
         ISL/OSL as fixed lengths, or as the means of its dataset's distribution."""
-        spec = fixed(self.isl, self.osl, concurrency=self.concurrency,
-                     offline=self.concurrency is None, num_requests=self.num_requests)
+        spec = fixed(self.isl, self.osl, concurrency=self.concurrency, rate_rps=self.rate_rps,
+                     offline=self.concurrency is None and self.rate_rps is None,
+                     num_requests=self.num_requests)
         if self.dataset is None:
             return spec
         lengths = DatasetLengths(dataset=self.dataset, input_tokens=self.isl,
@@ -144,6 +148,7 @@ class CalRow:
                 "--kv-cache-dtype", self.kv_cache_dtype, "--isl", str(self.isl),
                 "--osl", str(self.osl), "--harness", self.harness.replace("_", "-")]
         argv += (["--concurrency", str(self.concurrency)] if self.concurrency is not None
+                 else ["--rate", repr(self.rate_rps)] if self.rate_rps is not None
                  else ["--offline"])
         optional = {"--num-requests": self.num_requests, "--max-num-seqs": self.max_num_seqs,
                     "--max-batched-tokens": self.max_batched_tokens,
@@ -176,7 +181,8 @@ def _transient(row: CalRow) -> bool:
     """A latency of an offline run (every request sent at once): its mean is set by how the
     burst drains (who waits behind whom), which the steady-state start cannot describe; the
     simulator rounds fit it."""
-    return row.concurrency is None and row.metric in LATENCY_METRICS
+    return (row.concurrency is None and row.rate_rps is None
+            and row.metric in LATENCY_METRICS)
 
 
 def predict_row(row: CalRow, params: PerfParams) -> float:

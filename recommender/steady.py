@@ -1,10 +1,10 @@
 """The steady-state algebra of one fixed-length workload: continuous batching in closed form.
 
-Owns `Prediction` and `steady_state` (closed loop at a concurrency, or offline at the
-memory / max_num_seqs ceiling), priced by the resolved deployment's own step formula
-(`Resolved.step_seconds`, the record the simulator evaluates). `predict` answers with the
-simulator (`recommender.predict_sim`); this closed form sets its closed-loop users' start
-ramp (one request cycle) and gives quick what-ifs. No I/O.
+Owns `Prediction` and `steady_state` (closed loop at a concurrency, Poisson arrivals at a
+rate, or offline at the memory / max_num_seqs ceiling), priced by the resolved deployment's
+own step formula (`Resolved.step_seconds`, the record the simulator evaluates). `predict`
+answers with the simulator (`recommender.predict_sim`); this closed form sets its closed-loop
+users' start ramp (one request cycle), is the fit's Jacobian and gives quick what-ifs. No I/O.
 """
 
 from __future__ import annotations
@@ -120,29 +120,35 @@ def steady_state(res: Resolved, load: LoadSpec, *, replicas: int = 1) -> Predict
     (= step/E with speculation), ITL = step. TTFT = prefill of one prompt (budget-sized
     chunks beside the running decodes) + the budget wait + queueing: closed loop above the
     ceiling waits (C − B)/requests/s (Little's law); offline, requests beyond the first B
-    wait for a slot and the first B share one prefill burst. The per-request API time adds
-    to TTFT and E2E, and to each closed-loop user's cycle when all users fit the batch.
+    wait for a slot and the first B share one prefill burst; Poisson arrivals at rate R keep
+    n = R·E2E in flight (`_open_loop_demand`), served as a closed loop of n. The per-request
+    API time adds to TTFT and E2E, and to each closed-loop user's cycle when all users fit
+    the batch.
     The ramp-up/drain of a finite offline run is ignored (makespan = N / requests/s).
 
     Raises:
-        UsageError: a trace or open-loop load, an offline load without num_requests, or a
-            request larger than a replica's KV pool.
+        UsageError: a trace load, an offline load without num_requests, or a request
+            larger than a replica's KV pool.
     """
-    if load.lengths.kind == "trace" or load.arrival is None or load.arrival.kind == "rate":
-        raise UsageError("the steady-state model takes fixed lengths in closed loop or offline")
+    if load.lengths.kind == "trace" or load.arrival is None:
+        raise UsageError("the steady-state model takes fixed lengths and an arrival process")
     isl, osl = load.lengths.input_tokens, load.lengths.output_tokens
+    overhead = res.request_overhead_s
     concurrency = load.arrival.concurrency if load.arrival.kind == "closed_loop" else None
-    demand = concurrency if concurrency is not None else load.num_requests
+    rate = load.arrival.rate_rps / replicas if load.arrival.kind == "rate" else None
+    demand = (concurrency if concurrency is not None
+              else _open_loop_demand(res, rate, isl, osl, load.num_requests) * replicas
+              if rate is not None else load.num_requests)
     if demand is None:
         raise UsageError("an offline load needs num_requests")
     s = _steady(res, demand / replicas, isl=isl, osl=osl)
-    overhead = res.request_overhead_s
     cycle_s = s.steps_per_request * s.step_s
     if concurrency is not None and concurrency / replicas <= s.batch:
         cycle_s += overhead  # each user idles the API time between requests
-    rps_replica = s.batch / cycle_s
+    rps_replica = s.batch / cycle_s if rate is None else min(rate, s.batch / cycle_s)
     ttft = s.ttft_service_s + max(0.0, s.steps_per_request - 1.0 - s.decode_steps) * s.step_s
-    ttft += overhead + _queueing(s, demand / replicas, rps_replica, closed=concurrency is not None)
+    ttft += overhead + _queueing(s, demand / replicas, rps_replica,
+                                 closed=concurrency is not None or rate is not None)
     e2e = ttft + s.decode_steps * s.step_s
     tpot = s.decode_steps * s.step_s / (osl - 1) if osl > 1 else s.step_s
     rps = rps_replica * replicas
@@ -152,6 +158,26 @@ def steady_state(res: Resolved, load: LoadSpec, *, replicas: int = 1) -> Predict
         output_throughput_tok_s=rps * osl, total_throughput_tok_s=rps * (isl + osl),
         request_throughput_rps=rps, ttft_s=ttft, tpot_s=tpot, itl_s=s.step_s, e2e_s=e2e,
     )
+
+
+def _open_loop_demand(res: Resolved, rate: float, isl: int, osl: int,
+                      num_requests: int | None) -> float:
+    """Requests in flight per replica under Poisson arrivals at `rate` req/s: the fixed point
+    n = rate · E2E(n) of Little's law, E2E priced at a batch of n (geometric damping, 40
+    rounds). Above the replica's ceiling μ req/s a finite run's queue never drains: request
+    k of N waits k·(1/μ − 1/rate), so the mean wait is N/2·(1/μ − 1/rate) and the batch plus
+    μ times that wait are in flight (N: the run's requests, else ten batches)."""
+    full = _steady(res, math.inf, isl=isl, osl=osl)
+    ceiling = full.batch / (full.steps_per_request * full.step_s)
+    if rate >= ceiling:
+        total = float(num_requests) if num_requests else 10.0 * full.batch
+        return full.batch + total / 2 * (1.0 - ceiling / rate)
+    n = 1.0
+    for _ in range(40):
+        s = _steady(res, n, isl=isl, osl=osl)
+        e2e = s.ttft_service_s + res.request_overhead_s + s.steps_per_request * s.step_s
+        n = math.sqrt(n * max(rate * e2e, 1e-9))
+    return n
 
 
 def _queueing(s: _Steady, n: float, rps: float, *, closed: bool) -> float:

@@ -347,7 +347,8 @@ def test_kv_heads_not_dividing_heads_fails(catalog_copy: Path) -> None:
         ("gpus.yaml", "gpus", lambda g: g[0].update(typo_field=1), "typo_field"),
         ("gpus.yaml", "gpus", lambda g: g[3].update(fp8_dense_tflops=600), "fp8_dense_tflops"),
         ("models.yaml", "models", lambda m: m[-1].pop("kv_lora_rank"), "kv_lora_rank"),
-        ("models.yaml", "models", lambda m: m[4].pop("moe_intermediate_size"), "moe_interm"),
+        ("models.yaml", "models", lambda m: next(x for x in m if "moe_intermediate_size" in x).pop(
+            "moe_intermediate_size"), "moe_interm"),
         ("models.yaml", "models", lambda m: m.append(dict(m[0])), "listed twice"),
     ],
 )

@@ -96,13 +96,30 @@ def test_a_trtllm_request_holds_its_whole_output_resident():
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: steady(deploy("vllm", M8), M8, H100, fixed(100, 100, rate_rps=2.0)),
         lambda: deploy("vllm", M8, precision="fp3"),
     ],
 )
 def test_bad_inputs_raise_usage_error(call):
     with pytest.raises(UsageError):
         call()
+
+
+def test_poisson_rate_below_the_ceiling_is_served_and_above_it_queues_half_the_run():
+    """Open loop: below the offline ceiling μ every arrival is served (throughput = rate ×
+    OSL) with TTFT near one prefill; above it a finite run of N requests queues, request k
+    waiting k·(1/μ − 1/R), so the mean TTFT grows by N/2·(1/μ − 1/R)."""
+    config = deploy("vllm", M8)
+    mu = steady(config, M8, H100, fixed(1000, 200, offline=True, num_requests=10**6),
+                params=ALL).request_throughput_rps
+    low = steady(config, M8, H100, fixed(1000, 200, rate_rps=0.3 * mu), params=ALL)
+    assert low.output_throughput_tok_s == pytest.approx(0.3 * mu * 200)
+    single = steady(config, M8, H100, fixed(1000, 200, concurrency=1), params=ALL)
+    assert single.ttft_s <= low.ttft_s < 2 * single.ttft_s
+    n = 4000
+    high = steady(config, M8, H100, fixed(1000, 200, rate_rps=2 * mu, num_requests=n),
+                  params=ALL)
+    assert high.request_throughput_rps == pytest.approx(mu, rel=1e-6)
+    assert high.ttft_s == pytest.approx(n / 2 * (1 / mu - 1 / (2 * mu)), rel=0.05)
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(concurrency=4, isl=0),
