@@ -62,6 +62,7 @@ from core.figures import INTERVAL_METRIC
 from recommender.bands import (
     BANDS_FILE,
     LOW_BATCH_MAX_CONCURRENCY,
+    OUTSIDE_LEVEL,
     cell_of,
     interval_for,
     interval_keys,
@@ -190,6 +191,27 @@ def _keys(row: CalRow) -> list[str]:
                          regime_of(row.load().arrival), INTERVAL_METRIC[row.metric])
 
 
+def _releases(rows: list[CalRow]) -> dict[str, set[str]]:
+    """{engine: releases (major.minor) its rows measured}, as bands.json lists them."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        if (key := release_key(r.engine_version)) is not None:
+            out[r.engine].add(key)
+    return out
+
+
+def _outside(row: CalRow, releases: dict[str, set[str]]) -> bool:
+    """Whether `predict` calls the row outside the calibrated range (`bands.intervals_of`):
+    an AMD GPU, or a release (the row's, else the plug-in's) the other families never
+    measured; its interval then starts OUTSIDE_LEVEL groups wider."""
+    from engines import ENGINES
+
+    release = row.engine_version or ENGINES[row.engine].defaults.engine_version
+    unknown = bool(releases) and (
+        (release_key(release) or release) not in releases.get(row.engine, set()))
+    return get_gpu(row.gpu).vendor == "amd" or unknown
+
+
 class Covered(NamedTuple):
     """A held-out row against its interval."""
 
@@ -205,9 +227,11 @@ def coverage(rows: list[CalRow], pred: dict[int, float], group: str
     for held in sorted({getattr(r, group) for r in rows}):
         others = [r for r in rows if getattr(r, group) != held]
         errors = {k: predictive_interval(v) for k, v in interval_groups(others, pred).items()}
+        releases = _releases(others)
         for r in rows:
             if getattr(r, group) == held and r.index in pred:
-                found = interval_for(_keys(r), errors)
+                start = OUTSIDE_LEVEL if _outside(r, releases) else 0
+                found = interval_for(_keys(r), errors, start=start)
                 if found is not None:
                     e = signed(r, pred[r.index])
                     lo, hi = found[1].p10, found[1].p90

@@ -104,3 +104,19 @@ def test_every_row_through_the_cli_answers_what_the_bench_scores(capsys):
     for row in ROWS:
         expected = BENCH.score(row, params)
         assert math.isclose(_cli_value(row, capsys), expected, rel_tol=1e-12), row.index
+
+
+def test_the_bench_scores_coverage_with_the_interval_predict_would_show():
+    """A held-out row predict would call outside the calibrated range (an AMD GPU, or a
+    release the other families never measured) is scored against the pooled wider interval
+    predict shows for it, not against its own cell's."""
+    rows, _ = parse_csv()
+    amd = next(r for r in rows if r.gpu == "MI300X")
+    nvidia = next(r for r in rows if r.gpu != "MI300X" and r.engine == "vllm"
+                  and r.engine_version)
+    releases = BENCH._releases(rows)
+    assert BENCH._outside(amd, releases)
+    assert not BENCH._outside(nvidia, releases)
+    others = BENCH._releases([r for r in rows if r.engine_version != nvidia.engine_version])
+    assert BENCH._outside(nvidia, others) == (nvidia.engine_version.rsplit(".", 1)[0]
+                                             not in others["vllm"])
