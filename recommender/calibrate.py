@@ -10,6 +10,7 @@ Run `python -m recommender.calibrate`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -30,8 +31,9 @@ from recommender.fitting import (
     CalRow,
     errors,
     fit,
+    refusal,
 )
-from recommender.params import FIT_FILE, EngineParams, PerfParams
+from recommender.params import FIT_FILE, EngineParams, PerfParams, default_params
 from recommender.refit import refit_measured, report
 from recommender.steptime import DEFAULT_KIND, PROVIDERS
 
@@ -100,13 +102,20 @@ FAMILY_PATTERNS = (
     (r"gpustack", "gpustack"),
     (r"docs\.nvidia\.com/nim", "nvidia-nim"),
     (r"nvidia/tensorrt-llm docs/source/performance", "nvidia-trtllm-perf-docs"),
-    (r"nvidia/tensorrt-llm.*tech_blog|developer\.nvidia\.com/blog", "nvidia-trtllm-blogs"),
-    (r"amd\.com/.*/rocm-hub", "amd-rocm-results"),
+    (r"nvidia/tensorrt-llm docs/source/blogs|developer\.nvidia\.com/blog", "nvidia-trtllm-blogs"),
+    # InferenceX's harness wherever its results are published: SemiAnalysis's dashboard
+    # data, a re-run of its scripts on a Nebius cluster, the Kimi-K2.5 vLLM recipe's tables
+    # (credited there to InferenceX).
+    (r"semianalysis|inferencex|inferencemax|heyram74/nebius|recipes moonshotai/kimi-k2\.5",
+     "inferencex"),
+    # AMD's own vLLM measurements: the ROCm vLLM image's README and the performance-results
+    # page that republishes its tables.
+    (r"amd\.com/.*/rocm-hub|rocm/vllm docs/dev-docker", "amd-rocm-results"),
     (r"rocm\.blogs\.amd\.com|rocm/rocm-blogs", "amd-rocm-blogs"),
     (r"lm-sys|lmsys\.org", "lmsys"),
     (r"sgl-project/sglang", "sglang-docs"),
-    (r"blog\.vllm\.ai|vllm-project/vllm-project\.github\.io|vllm-project/recipes",
-     "vllm-blog"),
+    (r"blog\.vllm\.ai|vllm-project/vllm-project\.github\.io|vllm-project/recipes"
+     r"|buildkite\.com/vllm", "vllm-project"),
     (r"vllm-project/vllm", "vllm-github"),
     (r"mlcommons|mlperf", "mlperf"),
 )
@@ -133,9 +142,10 @@ def source_key(source: str) -> str:
 
 # How a row's notes name a run that drove the engine in-process, with no API server
 # (`resolve.HARNESSES["in_process"]`): trtllm-bench (TensorRT-LLM perf-overview), vLLM's
-# offline throughput and latency benchmark scripts (AMD's MI300X page, vLLM issue 12315).
+# offline throughput and latency benchmark scripts (AMD's MI300X page, vLLM issue 12315),
+# or the word itself (MLPerf's LoadGen, Argonne's static batches).
 IN_PROCESS_MARKS = ("trtllm-bench", "offline throughput benchmark", "latency benchmark",
-                    "benchmark_throughput")
+                    "benchmark_throughput", "in-process")
 
 
 def _split(raw: pd.Series) -> str:
@@ -349,7 +359,51 @@ def parse_csv(path: str | Path = DEFAULT_CSV) -> tuple[list[CalRow], list[tuple[
             rows.append(parse_row(int(i), raw))
         except ValueError as exc:
             skipped.append((int(i), str(exc)))
-    return rows, skipped
+    kept, restated = one_throughput_per_run(rows)
+    return kept, sorted(skipped + restated)
+
+
+# A run's throughput in the order it is kept when a page states it several ways.
+THROUGHPUT_ORDER = ("output_throughput_tok_s", "total_throughput_tok_s",
+                    "request_throughput_rps")
+
+
+def one_throughput_per_run(rows: list[CalRow]) -> tuple[list[CalRow], list[tuple[int, str]]]:
+    """(rows, [(row index, why skipped)]) with one throughput figure per run: a page that
+    prints requests/s, output tokens/s and total tokens/s of one run (vllm bench serve does)
+    states one measurement three ways (total = output x (ISL + OSL) / OSL, requests =
+    output / OSL at the run's mean lengths), and counting it three times would give its
+    publisher three votes in every median. Output tokens/s is kept, else total, else
+    requests/s; the run's latencies stay. A run is a block of consecutive rows with one
+    setup and no metric twice (a page's runs that differ only in flags the rows do not
+    parse stay apart)."""
+    out, skipped = [], []
+    for block in _runs(rows):
+        throughputs = [r for r in block if r.metric in THROUGHPUT_ORDER]
+        keep = min(throughputs, key=lambda r: THROUGHPUT_ORDER.index(r.metric), default=None)
+        for r in block:
+            if r.metric in THROUGHPUT_ORDER and r is not keep:
+                skipped.append((r.index, f"restates row {keep.index}'s throughput "  # type: ignore[union-attr]
+                                         "(one run, one throughput figure)"))
+            else:
+                out.append(r)
+    return out, skipped
+
+
+def _runs(rows: list[CalRow]) -> list[list[CalRow]]:
+    def setup(r: CalRow) -> tuple:
+        return tuple(v for k, v in sorted(dataclasses.asdict(r).items())
+                     if k not in ("index", "metric", "value", "split"))
+
+    blocks: list[list[CalRow]] = []
+    for r in sorted(rows, key=lambda r: r.index):
+        last = blocks[-1] if blocks else None
+        if (last and setup(last[-1]) == setup(r) and last[-1].index == r.index - 1
+                and r.metric not in {x.metric for x in last}):
+            last.append(r)
+        else:
+            blocks.append([r])
+    return blocks
 
 
 def _summary(rows: list[CalRow], params: PerfParams) -> dict[str, dict[str, float]]:
@@ -377,6 +431,10 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
     errors are in-sample.
     """
     rows, skipped = parse_csv(csv)
+    base = default_params(DEFAULT_KIND)
+    refused = {r.index: why for r in rows if (why := refusal(r, base)) is not None}
+    skipped = sorted(skipped + [(i, f"refused by the model: {why}") for i, why in refused.items()])
+    rows = [r for r in rows if r.index not in refused]
     # Each provider's overheads fitted beside its own kernel times; the measured provider's
     # fit carries the roofline's as its fallback, fitted first on the same rows.
     params = fit(rows, step_time=DEFAULT_KIND)

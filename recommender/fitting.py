@@ -355,6 +355,7 @@ def fit(rows: list[CalRow], base: PerfParams | None = None, *,
     """
     kind = step_time or (base.step_time if base is not None else DEFAULT_KIND)
     base = (base or default_params(kind)).model_copy(update={"step_time": kind})
+    rows = [r for r in rows if answerable(r, base)]
     if kind != FALLBACK_KIND:
         start = base.fallback or base.model_copy(update={"fallback": None})
         fallback = fit(rows, start, step_time=FALLBACK_KIND, weight=weight, pooled=pooled,
@@ -366,6 +367,23 @@ def fit(rows: list[CalRow], base: PerfParams | None = None, *,
     for _ in range(sim_rounds):
         fitted = _correct(rows, prior, fitted, weight=weight, by_family=by_family)
     return fitted
+
+
+def refusal(row: CalRow, params: PerfParams) -> str | None:
+    """Why the model refuses the row's deployment (weights that leave its KV pool empty, a
+    layout it cannot place), None when it answers: such a run says nothing about the
+    fitted efficiencies and stays out of the fit; `predict` refuses it the same way (the
+    bench counts it as refused)."""
+    try:
+        predict_row(row, params)
+    except ServeFitError as exc:
+        return str(exc)
+    return None
+
+
+def answerable(row: CalRow, params: PerfParams) -> bool:
+    """Whether `refusal` finds nothing."""
+    return refusal(row, params) is None
 
 
 def _sim_corrected(row: CalRow, params: PerfParams) -> CalRow | None:
@@ -394,9 +412,11 @@ __all__ = [
     "SCALES",
     "SIM_ROUNDS",
     "CalRow",
+    "answerable",
     "errors",
     "fit",
     "identified",
     "predict_row",
+    "refusal",
     "simulate_row",
 ]

@@ -24,7 +24,7 @@ speculative decoding, else 1; tokens = prefill tokens + decode tokens):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -186,8 +186,10 @@ class StepCoefficients:
 
     def array(self) -> np.ndarray:
         """The record as the kernel's float64 array (`sim_kernel.COEF_FIELDS` order)."""
-        values = asdict(self)
-        return np.array([values[name] for name in sim_kernel.COEF_FIELDS], dtype=np.float64)
+        # getattr, not dataclasses.asdict: asdict deep-copies, and the fit prices every row
+        # per residual (it was a third of a steady-state evaluation)
+        return np.array([getattr(self, name) for name in sim_kernel.COEF_FIELDS],
+                        dtype=np.float64)
 
 
 def _comm(dep: Deployment, params: EngineParams) -> tuple[float, float, float, float]:

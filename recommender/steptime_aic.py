@@ -169,7 +169,7 @@ def model_reference(model: ModelSpec) -> str | None:
     return SYNTH_PREFIX + json.dumps(config, sort_keys=True) if config is not None else None
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=1024)
 def _config_dir(reference: str) -> str:
     """A directory holding the synthesized config.json (aiconfigurator reads a local model
     path as a directory); one per process and config, removed at exit."""
@@ -179,7 +179,7 @@ def _config_dir(reference: str) -> str:
     return directory
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=1024)
 def _bundled_dir(hf_id: str) -> str | None:
     """A folder holding the bundled config (and ModelOpt quant config) of `hf_id` as
     config.json / hf_quant_config.json, for an id aiconfigurator's SDK would otherwise fetch
@@ -260,8 +260,10 @@ def _build(key: tuple[str, ...]) -> np.ndarray:
                 grid * ms, prefill_fixed_s=fixed * ms)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=1024)
 def _cached(key: tuple[str, ...]) -> MeasuredKernels | None:
+    # Sized for every cell of the published rows (~150, a few KB each): a smaller cache
+    # thrashes in the fit, which prices all rows per residual and rebuilds evicted cells.
     try:
         return MeasuredKernels(key, _stored_or_built(key))
     except Exception:  # any build/probe failure means "not covered": the roofline

@@ -148,8 +148,10 @@ def test_csv_holds_no_source_kept_out_for_validation():
     assert not src.str.contains("qwen3-32b/h100").any()  # GPUStack Qwen3-32B H100 page
     assert not src.str.contains("developer-guide/perf-overview").any()  # TRT-LLM 1.2-era
     assert not src.str.contains("oracle").any()  # Oracle's MI300X Llama-3.1-405B blog
-    v10 = frame[src.str.contains("tensorrt-llm docs/source/performance/perf-overview.md")]
+    v10 = frame[src.str.contains("tensorrt-llm docs/source/performance/perf-overview.md @00f37686")]
     assert len(v10) == 80
+    perf_docs = frame[src.str.contains("tensorrt-llm docs/source/performance/perf-overview")]
+    assert not perf_docs["model"].str.contains("Scout|235B", case=False).any()
     assert not v10["model"].str.contains("Scout|235B", case=False).any()
     # Issue 24 keeps these out too: the model is judged again on them.
     for kept_out in (r"inference_results_v4\.1", r"inference_results_v5\.1",
@@ -160,6 +162,48 @@ def test_csv_holds_no_source_kept_out_for_validation():
         assert not src.str.contains(kept_out, regex=True).any(), kept_out
 
 
+def test_no_publisher_family_holds_more_than_35_percent_of_the_rows():
+    rows, _ = parse_csv()
+    families = pd.Series([r.family for r in rows]).value_counts(normalize=True)
+    assert families.max() <= 0.35, families.head(3).to_dict()
+    assert len(families) >= 12
+
+
+def test_an_open_loop_row_is_poisson_arrivals_at_its_rate():
+    row = parse_row(5, _row(
+        engine="tensorrt-llm", model="meta-llama/Llama-2-70b-chat-hf", gpu="H200 SXM 141GB",
+        num_gpus=8, tp="1", precision="FP8", isl="222.3 (mean)", osl="291.9",
+        concurrency="open loop (Poisson)", request_rate="70.5", metric="mean_ttft",
+        value=120.0, unit="ms", notes="MLPerf LoadGen in-process; num_requests=270000"))
+    assert (row.concurrency, row.rate_rps, row.num_requests) == (None, 70.5, 270000)
+    assert row.harness == "in_process" and row.gpu == "H200"
+    assert row.load().arrival.kind == "rate"
+    assert row.predict_argv()[row.predict_argv().index("--rate") + 1] == "70.5"
+    with pytest.raises(ValueError, match="request count"):
+        parse_row(5, _row(**{**BASE, "engine": "vllm", "model": "llama-3.1-8b",
+                             "gpu": "H100-SXM", "num_gpus": 1, "tp": "1", "precision": "BF16",
+                             "isl": "100", "osl": "100", "concurrency": "open loop (Poisson)",
+                             "request_rate": "2", "metric": "mean_ttft", "value": 1.0,
+                             "unit": "ms"}))
+
+
+def test_a_runs_throughput_stated_three_ways_counts_once():
+    base = dict(engine="vllm", model="Qwen3-14B", gpu="H100 SXM 80GB", num_gpus=1, tp="1",
+                precision="BF16", isl="1000", osl="200", concurrency="16")
+    metrics = [("request_throughput", 2.0, "req/s"), ("output_throughput", 400.0,
+               "output tokens/s"), ("total_token_throughput", 2400.0, "tokens/s (in+out)"),
+               ("mean_ttft", 50.0, "ms")]
+    # two runs of one page with the same parsed setup (flags the rows do not parse differ)
+    rows = [parse_row(i, _row(**base, metric=m, value=v, unit=u))
+            for i, (m, v, u) in enumerate(metrics + metrics)]
+    kept, skipped = calibrate.one_throughput_per_run(rows)
+    assert [(r.index, r.metric) for r in kept] == [
+        (1, "output_throughput_tok_s"), (3, "ttft_s"), (5, "output_throughput_tok_s"),
+        (7, "ttft_s")]
+    assert [i for i, _ in skipped] == [0, 2, 4, 6]
+    assert "restates row 5's throughput" in dict(skipped)[6]
+
+
 def test_every_mapped_gpu_name_is_in_the_catalog():
     for csv_name, catalog_name in GPU_NAMES.items():
         assert get_gpu(catalog_name).name == catalog_name, csv_name
@@ -168,10 +212,12 @@ def test_every_mapped_gpu_name_is_in_the_catalog():
 def test_csv_parses_with_stated_split():
     rows, skipped = parse_csv()
     # 199 rows of the shared set + 315 GPUStack performance-lab rows + 10 Qwen3-30B-A3B rows
-    # + 48 rows of four families new in issue 24 (8 AMD blog rows state no request count)
-    assert len(rows) + len(skipped) == 572
-    assert len(skipped) == 40
-    assert sum("request count" in why for i, why in skipped if i >= 524) == 8
+    # + 48 rows of four families new in issue 24 + 3,641 of twelve more (data README)
+    assert len(rows) + len(skipped) == 4213
+    assert len(skipped) == 855
+    # 8 AMD blog rows and 28 TensorRT-LLM 0.20/0.21 rows (1024/2048) state no request count
+    assert sum("request count" in why for i, why in skipped if i >= 524) == 36
+    assert sum("restates row" in why for _, why in skipped) == 562
     assert not [why for _, why in skipped if "not mapped" in why or "catalog" in why]
     test_share = sum(r.split == "test" for r in rows) / len(rows)
     assert 0.1 < test_share < 0.4
