@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import ValidationError
@@ -205,9 +205,35 @@ def simulate_row(row: CalRow, params: PerfParams) -> float:
     """
     from recommender.predict_sim import predict  # the simulator only where used
 
-    pred = predict(row.request(params.step_time), params=params)
-    value = getattr(pred, row.metric)
-    return float(value.mean if row.metric in LATENCY_METRICS else value)
+    return _metric(predict(row.request(params.step_time), params=params), row.metric)
+
+
+def _metric(pred: Any, metric: str) -> float:
+    value = getattr(pred, metric)
+    return float(value.mean if metric in LATENCY_METRICS else value)
+
+
+def simulate_rows(rows: list[CalRow], params: PerfParams) -> dict[int, float]:
+    """{row index: `simulate_row`} for the rows the simulator answers (refused ones are
+    absent), one simulation per distinct question: a run's rows (its throughput, TTFT,
+    TPOT... one CSV row each) ask the same one."""
+    from recommender.predict_sim import predict  # the simulator only where used
+
+    groups: dict[str, list[CalRow]] = {}
+    requests = {}
+    for r in rows:
+        request = r.request(params.step_time)
+        key = request.model_dump_json()
+        groups.setdefault(key, []).append(r)
+        requests[key] = request
+    out: dict[int, float] = {}
+    for key, members in groups.items():
+        try:
+            pred = predict(requests[key], params=params)
+        except ServeFitError:
+            continue
+        out |= {r.index: _metric(pred, r.metric) for r in members}
+    return out
 
 
 @dataclass(slots=True, frozen=True)
@@ -331,7 +357,9 @@ def _correct(rows: list[CalRow], prior: PerfParams, fitted: PerfParams, *, weigh
     """One simulator round: every row's measurement corrected by simulated / steady state at
     `fitted`, the per-engine stage refitted to them (prior `prior`, stage 1's result), warm
     from `fitted`."""
-    targets = [t for r in rows if (t := _sim_corrected(r, fitted)) is not None]
+    simulated = simulate_rows(rows, fitted)
+    targets = [t for r in rows if r.index in simulated
+               and (t := _sim_corrected(r, simulated[r.index], fitted)) is not None]
     engines = sorted({r.engine for r in targets})
     families = sorted({_arch(r) for r in targets} - {REFERENCE_ARCH})
     own = _Layout(engines, families)
@@ -386,11 +414,11 @@ def answerable(row: CalRow, params: PerfParams) -> bool:
     return refusal(row, params) is None
 
 
-def _sim_corrected(row: CalRow, params: PerfParams) -> CalRow | None:
-    """`row` with its value divided by simulated / steady-state at `params`; None when
-    either refuses the row (it then stays out of that round)."""
+def _sim_corrected(row: CalRow, simulated: float, params: PerfParams) -> CalRow | None:
+    """`row` with its value divided by `simulated` / steady-state at `params`; None when
+    the steady state refuses the row (it then stays out of that round)."""
     try:
-        ratio = simulate_row(row, params) / predict_row(row, params)
+        ratio = simulated / predict_row(row, params)
     except ServeFitError:
         return None
     if not math.isfinite(ratio) or ratio <= 0:
@@ -400,7 +428,9 @@ def _sim_corrected(row: CalRow, params: PerfParams) -> CalRow | None:
 
 def errors(rows: list[CalRow], params: PerfParams) -> list[float]:
     """Absolute percentage error of each row as `predict` answers it, in %."""
-    return [abs(simulate_row(r, params) / r.value - 1.0) * 100.0 for r in rows]
+    simulated = simulate_rows(rows, params)
+    return [abs(simulated[r.index] / r.value - 1.0) * 100.0 if r.index in simulated
+            else abs(simulate_row(r, params) / r.value - 1.0) * 100.0 for r in rows]
 
 
 __all__ = [
@@ -419,4 +449,5 @@ __all__ = [
     "predict_row",
     "refusal",
     "simulate_row",
+    "simulate_rows",
 ]
