@@ -106,8 +106,32 @@ def cli_request(row: CalRow, step_time: str) -> PredictRequest:
 
 def score(row: CalRow, params: PerfParams) -> float:
     """What `predict` answers for the row's metric (SI units; latencies: the mean)."""
-    value = getattr(predict(cli_request(row, params.step_time), params=params), row.metric)
-    return float(value.mean if row.metric in LATENCY_METRICS else value)
+    return _value(predict(cli_request(row, params.step_time), params=params), row.metric)
+
+
+def _value(pred, metric: str) -> float:
+    value = getattr(pred, metric)
+    return float(value.mean if metric in LATENCY_METRICS else value)
+
+
+def score_rows(rows: list[CalRow], params: PerfParams) -> list[tuple[int, float | str]]:
+    """[(row index, `score` or the refusal)], one `predict` per distinct CLI request (a
+    run's throughput, TTFT and TPOT rows type the same flags)."""
+    groups: dict[str, list[CalRow]] = defaultdict(list)
+    requests: dict[str, PredictRequest] = {}
+    for r in rows:
+        request = cli_request(r, params.step_time)
+        requests[key := request.model_dump_json()] = request
+        groups[key].append(r)
+    out: list[tuple[int, float | str]] = []
+    for key, members in groups.items():
+        try:
+            pred = predict(requests[key], params=params)
+        except ServeFitError as exc:
+            out += [(r.index, str(exc)) for r in members]
+            continue
+        out += [(r.index, _value(pred, r.metric)) for r in members]
+    return sorted(out)
 
 
 def _stats(apes: list[float]) -> str:
@@ -115,20 +139,30 @@ def _stats(apes: list[float]) -> str:
     return f"{len(a):5d} {np.median(a):9.1f} {np.percentile(a, 90):7.1f}"
 
 
-def _fold(rows: list[CalRow], group: str, held: str, step_time: str
-          ) -> tuple[float, list[tuple[int, float | str]]]:
-    """(fit seconds, [(row index, predicted value or refusal)]) of one held-out group."""
-    t0 = time.perf_counter()
-    params = fit([r for r in rows if getattr(r, group) != held], step_time=step_time)
-    fit_s = time.perf_counter() - t0
-    out: list[tuple[int, float | str]] = []
+# Families with fewer rows than this are held out together, one fold for all of them: a
+# fold costs a whole fit, and holding several out at once only makes the test harder.
+SMALL_FAMILY_ROWS = 30
+
+
+def folds(rows: list[CalRow], group: str) -> dict[int, str]:
+    """{row index: the fold that holds it out}: its `group` value (family or source), the
+    families under SMALL_FAMILY_ROWS rows pooled into one fold."""
+    sizes = defaultdict(int)
     for r in rows:
-        if getattr(r, group) == held:
-            try:
-                out.append((r.index, score(r, params)))
-            except ServeFitError as exc:
-                out.append((r.index, str(exc)))
-    return fit_s, out
+        sizes[getattr(r, group)] += 1
+    small = sorted(g for g, n in sizes.items() if n < SMALL_FAMILY_ROWS)
+    pooled = f"{len(small)} small families ({', '.join(small)})"
+    return {r.index: pooled if group == "family" and getattr(r, group) in small
+            else getattr(r, group) for r in rows}
+
+
+def _fold(rows: list[CalRow], fold: dict[int, str], held: str, step_time: str
+          ) -> tuple[float, list[tuple[int, float | str]]]:
+    """(fit seconds, [(row index, predicted value or refusal)]) of one held-out fold."""
+    t0 = time.perf_counter()
+    params = fit([r for r in rows if fold[r.index] != held], step_time=step_time)
+    fit_s = time.perf_counter() - t0
+    return fit_s, score_rows([r for r in rows if fold[r.index] == held], params)
 
 
 def cross_validate(rows: list[CalRow], *, group: str, step_time: str, quiet: bool,
@@ -139,15 +173,17 @@ def cross_validate(rows: list[CalRow], *, group: str, step_time: str, quiet: boo
     pred: dict[int, float] = {}
     refused: list[str] = []
     by_index = {r.index: r for r in rows}
-    groups = sorted({getattr(r, group) for r in rows})
+    fold = folds(rows, group)
+    groups = sorted(set(fold.values()))
     if only:
         groups = [g for g in groups if any(o in g for o in only)]
     print(f"leave-one-{group}-out: {len(groups)} folds over {len(rows)} rows; each {group} "
-          "predicted through the CLI's path by a fit on all the others\n")
+          "predicted through the CLI's path by a fit on all the others (families under "
+          f"{SMALL_FAMILY_ROWS} rows held out together)\n")
     print(f"{group:60} {'rows':>5} {'median %':>9} {'p90 %':>7} {'fit s':>6}")
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = {g: pool.submit(_fold, rows, group, g, step_time) for g in groups}
+        futures = {g: pool.submit(_fold, rows, fold, g, step_time) for g in groups}
         for held, future in futures.items():
             fit_s, results = future.result()
             for index, got in results:
@@ -224,12 +260,13 @@ def coverage(rows: list[CalRow], pred: dict[int, float], group: str
     """{row: measured inside its interval}, each row's interval built from the held-out errors
     of the other groups (families) only, as `predict` picks it (`bands.interval_for`)."""
     inside: dict[int, Covered] = {}
-    for held in sorted({getattr(r, group) for r in rows}):
-        others = [r for r in rows if getattr(r, group) != held]
+    fold = folds(rows, group)
+    for held in sorted(set(fold.values())):
+        others = [r for r in rows if fold[r.index] != held]
         errors = {k: predictive_interval(v) for k, v in interval_groups(others, pred).items()}
         releases = _releases(others)
         for r in rows:
-            if getattr(r, group) == held and r.index in pred:
+            if fold[r.index] == held and r.index in pred:
                 start = OUTSIDE_LEVEL if _outside(r, releases) else 0
                 found = interval_for(_keys(r), errors, start=start)
                 if found is not None:
@@ -288,7 +325,8 @@ def write_bands(rows: list[CalRow], pred: dict[int, float], step_time: str, grou
                             for k, v in sorted(interval_groups(rows, pred).items())},
               "releases": {e: sorted(v) for e, v in sorted(releases.items())}}
     csv_sha = hashlib.sha256(DEFAULT_CSV.read_bytes()).hexdigest()
-    method = (f"leave-one-{group}-out: fit (recommender.fitting.fit) on every other {group}, "
+    method = (f"leave-one-{group}-out: fit (recommender.fitting.fit) on every other {group} "
+              f"(families under {SMALL_FAMILY_ROWS} rows held out together), "
               f"predict this {group}'s rows through the CLI's path (app.cli.predict_request of "
               "each row's predict flags -> predict_sim.predict); median absolute relative "
               "error per cell (engine/gpu family/dense|moe/regime); per interval group "
@@ -322,12 +360,9 @@ def fitted_parameters(rows: list[CalRow], step_time: str) -> int:
 def in_sample(rows: list[CalRow], step_time: str) -> None:
     """The secondary figure: the shipped fit on every row (in-sample: it saw them all)."""
     params = load_params(step_time=step_time)
-    apes = []
-    for r in rows:
-        try:
-            apes.append(abs(score(r, params) / r.value - 1) * 100)
-        except ServeFitError:
-            continue
+    by_index = {r.index: r for r in rows}
+    apes = [abs(v / by_index[i].value - 1) * 100 for i, v in score_rows(rows, params)
+            if not isinstance(v, str)]
     print(f"\nsecondary: shipped fit.json on all rows (in-sample) {_stats(apes)}")
 
 

@@ -268,6 +268,23 @@ class _Layout:
         fam = [getattr(base.scales_for(a), f) for a in self.families for f in SCALES]
         return np.log(np.array(eng + fam, dtype=float))
 
+    def columns(self, row: CalRow) -> list[int]:
+        """The entries of x the row's prediction depends on: its engine's block (the shared
+        block when `shared`) and its GPU architecture's scales; every other entry leaves it
+        exactly unchanged (`params` writes them to other engines and architectures)."""
+        n = len(FITTED)
+        cols: list[int] = []
+        if self.shared:
+            cols += list(range(n))
+        elif row.engine in self.engines:
+            j = self.engines.index(row.engine)
+            cols += list(range(n * j, n * j + n))
+        arch = _arch(row)
+        if arch in self.families:
+            off = (1 if self.shared else len(self.engines)) * n + 2 * self.families.index(arch)
+            cols += [off, off + 1]
+        return cols
+
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         blocks = 1 if self.shared else len(self.engines)
         lo = [BOUNDS[f][0] for _ in range(blocks) for f in FITTED]
@@ -292,19 +309,58 @@ def identified(rows: list[CalRow], base: PerfParams, layout: _Layout, x: np.ndar
     move (a row is moved when its log prediction changes by more than IDENTIFY_TOL for a
     IDENTIFY_STEP log-step of the parameter). A parameter that one family alone identifies
     would carry that family's habits (its harness, client, builds) to everyone else."""
-    def logs(v: np.ndarray) -> np.ndarray:
+    def logs(v: np.ndarray, idx: np.ndarray) -> np.ndarray:
         params = layout.params(base, v)
-        return np.array([math.log(max(predict_row(r, params), 1e-12)) for r in rows])
+        return np.array([math.log(max(predict_row(rows[i], params), 1e-12)) for i in idx])
 
     families = np.array([r.family for r in rows])
-    at = logs(x)
+    deps = _dependents(rows, layout, len(x))
+    at = logs(x, np.arange(len(rows)))
     free = np.zeros(len(x), dtype=bool)
     for j in range(len(x)):
         step = x.copy()
         step[j] += IDENTIFY_STEP
-        moved = np.abs(logs(step) - at) > IDENTIFY_TOL
+        moved = deps[j][np.abs(logs(step, deps[j]) - at[deps[j]]) > IDENTIFY_TOL]
         free[j] = len(set(families[moved])) >= MIN_IDENTIFYING_FAMILIES
     return free
+
+
+def _dependents(rows: list[CalRow], layout: _Layout, size: int) -> list[np.ndarray]:
+    """Per entry of x, the indices of the rows whose prediction depends on it."""
+    deps: list[list[int]] = [[] for _ in range(size)]
+    for i, r in enumerate(rows):
+        for j in layout.columns(r):
+            deps[j].append(i)
+    return [np.array(d, dtype=int) for d in deps]
+
+
+def _jacobian(errs, rows: list[CalRow], layout: _Layout, free: np.ndarray, *, weight: float,
+              bounds: tuple[np.ndarray, np.ndarray]):
+    """The residuals' Jacobian as least_squares' own 2-point differences (diff_step 1e-3,
+    the step reversed at a bound) would compute it, evaluating for each entry only the rows
+    that depend on it (`_Layout.columns`): the other rows' differences are exactly zero, and
+    pricing them made a fit on 3,000 rows take an hour."""
+    size = len(free)
+    deps = _dependents(rows, layout, size)
+    lo, hi = bounds
+    cols = np.flatnonzero(free)
+
+    def jac(x: np.ndarray) -> np.ndarray:
+        f0 = errs(x, np.arange(len(rows)))
+        out = np.zeros((len(rows) + size, len(cols)))
+        for k, j in enumerate(cols):
+            h = 1e-3 * (1.0 if x[j] >= 0 else -1.0) * max(1.0, abs(x[j]))
+            if not lo[j] <= x[j] + h <= hi[j]:
+                h = -h
+            step = x.copy()
+            step[j] += h
+            h = step[j] - x[j]
+            if len(deps[j]):
+                out[deps[j], k] = (errs(step, deps[j]) - f0[deps[j]]) / h
+            out[len(rows) + j, k] = weight
+        return out
+
+    return jac
 
 
 def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndarray, *,
@@ -327,14 +383,18 @@ def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndar
         x[free] = v
         return x
 
+    def errs(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        params = layout.params(base, x)
+        return np.array([math.log(max(predict_row(rows[i], params), 1e-12) / rows[i].value)
+                         for i in idx])
+
     def residuals(v: np.ndarray) -> np.ndarray:
         x = full(v)
-        params = layout.params(base, x)
-        errs = [math.log(max(predict_row(r, params), 1e-12) / r.value) for r in rows]
-        return np.concatenate([errs, weight * (x - prior)])
+        return np.concatenate([errs(x, np.arange(len(rows))), weight * (x - prior)])
 
-    result = least_squares(residuals, x0[free], bounds=(lo[free], hi[free]), diff_step=1e-3,
-                           loss=LOSS, f_scale=F_SCALE)
+    jac = _jacobian(errs, rows, layout, free, weight=weight, bounds=(lo, hi))
+    result = least_squares(residuals, x0[free], jac=lambda v: jac(full(v)),
+                           bounds=(lo[free], hi[free]), loss=LOSS, f_scale=F_SCALE)
     return layout.params(base, full(result.x))
 
 
@@ -402,6 +462,9 @@ def refusal(row: CalRow, params: PerfParams) -> str | None:
     layout it cannot place), None when it answers: such a run says nothing about the
     fitted efficiencies and stays out of the fit; `predict` refuses it the same way (the
     bench counts it as refused)."""
+    longest = get_model(row.model).max_context_tokens
+    if row.isl + row.osl > longest:  # as predict refuses it (max_model_len)
+        return f"a {row.isl}+{row.osl}-token request exceeds the model's {longest} positions"
     try:
         predict_row(row, params)
     except ServeFitError as exc:
