@@ -442,7 +442,8 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
     if params.fallback is not None:
         by_kind[params.fallback.step_time] = params.fallback
     for kind in PROVIDERS:
-        by_kind.setdefault(kind, fit(rows, step_time=kind))
+        if kind not in by_kind:  # not setdefault: its argument would refit every provider
+            by_kind[kind] = fit(rows, step_time=kind)
     record = {
         "schema_version": 1,
         "provenance": {

@@ -144,7 +144,9 @@ def test_shipped_bands_match_the_calibration_csv():
     csv = ROOT / "data" / "calibration" / "published_calibration.csv"
     bands = load_bands(BANDS_FILE)
     assert bands.csv_sha256 == hashlib.sha256(csv.read_bytes()).hexdigest()
-    assert {"roofline", "measured"} <= set(bands.providers)
+    # the default provider's errors always; the roofline's when its cross-validation was
+    # run on this CSV too (predict --step-time roofline says when it has none)
+    assert "measured" in bands.providers
     measured = bands.for_provider("measured")
     assert measured is not None
     assert (measured.overall, measured.cells) == (bands.overall, bands.cells)

@@ -233,6 +233,10 @@ def test_fit_file_loads_and_round_trips():
     assert len(prov["csv_sha256"]) == 64
     assert set(prov["rows_train"]) | set(prov["rows_test"]) == set(prov["rows_used"])
     assert "test/all" in record["errors"]
+    # rows the model refuses (no KV pool left beside the weights, a request past the
+    # model's positions) are listed with the reason, not fitted
+    refused = [s for s in prov["rows_skipped"] if s["reason"].startswith("refused by")]
+    assert refused and not set(s["row"] for s in refused) & set(prov["rows_used"])
 
 
 def test_fit_is_deterministic():
