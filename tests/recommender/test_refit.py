@@ -69,8 +69,11 @@ def test_refit_moves_towards_the_user_hardware_and_cuts_error(tmp_path, suffix, 
     # (rows + prior) at its answer is below that at the truth itself, so the bound is /2.
     assert before > 5 and after < before / 2
     moved = record["moved"]
-    assert moved["vllm.request_overhead_s"]["ratio"] > 1.5
-    assert moved["vllm.step_overhead_s"]["ratio"] > 1.5
+    # at least half the way to the truth, in log (the base step overhead is the fit's, so
+    # +1.5 ms is a ratio that moves with it)
+    for name in ("request_overhead_s", "step_overhead_s"):
+        true_ratio = getattr(truth_vllm, name) / getattr(v, name)
+        assert moved[f"vllm.{name}"]["ratio"] > true_ratio ** 0.5 > 1.2, name
     assert not any(k.startswith(("trtllm.", "sglang.")) for k in moved)  # no rows, no move
     printed = capsys.readouterr().out
     assert "median APE" in printed and "vllm.step_overhead_s" in printed

@@ -24,7 +24,7 @@ from profiler.schema import Segment
 from profiler.workspace import Workspace
 from recommender.catalog import get_gpu, get_model
 from recommender.facts import hardware_facts, model_facts
-from recommender.params import load_params
+from recommender.params import PerfParams
 from recommender.reasons import Context
 from recommender.recommendation import RecommendRequest
 from recommender.routing import MIN_INPUT_RATIO, _gpu_splits, _split, plan_routing
@@ -36,12 +36,16 @@ GPU, MODEL = get_gpu("H100-SXM"), get_model("llama-3.1-8b")
 GPUS = 2
 GOALS = Goals("goodput", 0.3, 0.05)
 N = 200
+# Fixed roofline parameters (the 532-row fit of December 2026, tests/data/routing_params.json):
+# the routing rules are tested on a stated model, not on whatever the latest refit is.
+PARAMS = PerfParams.model_validate_json(
+    (Path(__file__).resolve().parents[1] / "data" / "routing_params.json").read_text())
 RULE = re.compile(r"^input_tokens (<|>=) ([\d,]+)$")
 
 
 def _target(gpus: int) -> Target:
     return Target(GPU, MODEL, gpus, hardware_facts(GPU, gpus), model_facts(MODEL),
-                  load_params(step_time="roofline"))
+                  PARAMS)
 
 
 def _context(folder: Path, arrival_s: np.ndarray, inputs: np.ndarray, outputs: np.ndarray
