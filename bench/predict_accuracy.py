@@ -57,7 +57,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.cli import build_parser, predict_request
 from core.atomic import write_atomic
-from core.errors import ServeFitError
 from core.figures import INTERVAL_METRIC
 from recommender.bands import (
     BANDS_FILE,
@@ -80,6 +79,7 @@ from recommender.fitting import (
     SCALES,
     CalRow,
     fit,
+    predict_rows,
 )
 from recommender.params import PerfParams, load_params
 from recommender.predict_sim import PredictRequest, predict
@@ -115,23 +115,8 @@ def _value(pred, metric: str) -> float:
 
 
 def score_rows(rows: list[CalRow], params: PerfParams) -> list[tuple[int, float | str]]:
-    """[(row index, `score` or the refusal)], one `predict` per distinct CLI request (a
-    run's throughput, TTFT and TPOT rows type the same flags)."""
-    groups: dict[str, list[CalRow]] = defaultdict(list)
-    requests: dict[str, PredictRequest] = {}
-    for r in rows:
-        request = cli_request(r, params.step_time)
-        requests[key := request.model_dump_json()] = request
-        groups[key].append(r)
-    out: list[tuple[int, float | str]] = []
-    for key, members in groups.items():
-        try:
-            pred = predict(requests[key], params=params)
-        except ServeFitError as exc:
-            out += [(r.index, str(exc)) for r in members]
-            continue
-        out += [(r.index, _value(pred, r.metric)) for r in members]
-    return sorted(out)
+    """[(row index, `score` or the refusal)], one `predict` per distinct CLI request."""
+    return predict_rows(rows, params, lambda r: cli_request(r, params.step_time))
 
 
 def _stats(apes: list[float]) -> str:

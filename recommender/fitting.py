@@ -21,6 +21,7 @@ simulator (what users get), not the closed form, meets the measurements.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -213,27 +214,36 @@ def _metric(pred: Any, metric: str) -> float:
     return float(value.mean if metric in LATENCY_METRICS else value)
 
 
-def simulate_rows(rows: list[CalRow], params: PerfParams) -> dict[int, float]:
-    """{row index: `simulate_row`} for the rows the simulator answers (refused ones are
-    absent), one simulation per distinct question: a run's rows (its throughput, TTFT,
-    TPOT... one CSV row each) ask the same one."""
+def predict_rows(rows: list[CalRow], params: PerfParams,
+                 request_of: Callable[[CalRow], Any]) -> list[tuple[int, float | str]]:
+    """[(row index, the predicted metric or the refusal's message)], sorted, one `predict`
+    per distinct `request_of(row)`: a run's rows (its throughput, TTFT, TPOT... one CSV row
+    each) ask the same question. `request_of` is the fit's `CalRow.request` or the bench's
+    CLI parse; both must give the same request (tests/app/test_predict_calibrated_path.py)."""
     from recommender.predict_sim import predict  # the simulator only where used
 
     groups: dict[str, list[CalRow]] = {}
     requests = {}
     for r in rows:
-        request = r.request(params.step_time)
-        key = request.model_dump_json()
+        request = request_of(r)
+        requests[key := request.model_dump_json()] = request
         groups.setdefault(key, []).append(r)
-        requests[key] = request
-    out: dict[int, float] = {}
+    out: list[tuple[int, float | str]] = []
     for key, members in groups.items():
         try:
             pred = predict(requests[key], params=params)
-        except ServeFitError:
+        except ServeFitError as exc:
+            out += [(r.index, str(exc)) for r in members]
             continue
-        out |= {r.index: _metric(pred, r.metric) for r in members}
-    return out
+        out += [(r.index, _metric(pred, r.metric)) for r in members]
+    return sorted(out)
+
+
+def simulate_rows(rows: list[CalRow], params: PerfParams) -> dict[int, float]:
+    """{row index: `simulate_row`} for the rows the simulator answers (refused ones are
+    absent), one simulation per distinct question."""
+    answers = predict_rows(rows, params, lambda r: r.request(params.step_time))
+    return {i: v for i, v in answers if isinstance(v, float)}
 
 
 @dataclass(slots=True, frozen=True)
@@ -510,6 +520,7 @@ __all__ = [
     "fit",
     "identified",
     "predict_row",
+    "predict_rows",
     "refusal",
     "simulate_row",
     "simulate_rows",
