@@ -11,13 +11,13 @@ the front ends chart. The records are `core.capacity`'s. No I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from core.capacity import Boundary, Capacity, GrowthRow, Limit, LoadCurve, LoadPoint
-from core.figures import Band
+from core.figures import Band, Interval
 from engines.config import EngineConfig
 from recommender.defaults import scheduler_caps
 from recommender.scoring import KEEP_UP_SHARE, MAX_REJECTED_SHARE, Goals, Target
@@ -37,12 +37,14 @@ REPLICA_TRIES = 8
 
 @dataclass(frozen=True, slots=True)
 class Deployment:
-    """One candidate to size: its config, replicas, label and the prediction's band."""
+    """One candidate to size: its config, replicas, label, the prediction's band and its
+    throughput interval (what the boundary's range is stated from when present)."""
 
     config: EngineConfig
     replicas: int
     label: str
     band: Band | None
+    interval: Interval | None = None
 
     @property
     def gpus_per_replica(self) -> int:
@@ -80,7 +82,7 @@ class Trial:
 
 
 @dataclass(slots=True)
-class _Search:
+class BoundarySearch:
     """What the boundary search of one deployment found."""
 
     trials: list[Trial]
@@ -134,7 +136,7 @@ def _binding(result: SimResult, config: EngineConfig, target: Target, *,
     return "compute"
 
 
-def search_boundary(setting: Setting, dep: Deployment) -> _Search:
+def search_boundary(setting: Setting, dep: Deployment) -> BoundarySearch:
     """Bracket the boundary by doubling (or halving) the load from today's, then bisect in
     log space until the failing load is within RESOLUTION of the holding one."""
     trials: list[Trial] = []
@@ -159,15 +161,19 @@ def search_boundary(setting: Setting, dep: Deployment) -> _Search:
             failing.multiple / holding.multiple > 1.0 + RESOLUTION:
         t = trial(math.sqrt(holding.multiple * failing.multiple))
         holding, failing = (t, failing) if t.holds else (holding, t)
-    return _Search(trials, holding, failing)
+    return BoundarySearch(trials, holding, failing)
 
 
-def boundary_of(search: _Search, dep: Deployment, rates: TraceRates) -> Boundary:
-    """The search's result as a Boundary record, with the band from the prediction's error."""
+def boundary_of(search: BoundarySearch, dep: Deployment, rates: TraceRates) -> Boundary:
+    """The search's result as a Boundary record, its range from the prediction's error: the
+    throughput interval's p10-p90 factors where the deployment has one (the boundary is a
+    load, off by as much as the throughput it rests on), else ± the cell's median error."""
     multiple = search.holding.multiple if search.holding is not None else 0.0
     rate = multiple * rates.today_rps
     low = high = None
-    if dep.band is not None:
+    if dep.interval is not None:
+        low, high = rate * dep.interval.low, rate * dep.interval.high
+    elif dep.band is not None:
         low, high = rate * max(0.0, 1.0 - dep.band.median_ape), rate * (1.0 + dep.band.median_ape)
     return Boundary(
         label=dep.label, engine=dep.config.engine, replicas=dep.replicas,
@@ -201,16 +207,22 @@ def replicas_needed(setting: Setting, dep: Deployment, factor: float, *,
 
 
 def plan_capacity(setting: Setting, pick: Deployment, alternatives: Sequence[Deployment],
-                  rates: TraceRates) -> Capacity:
-    """The pick's boundary, each alternative's, the growth table and the pick's load curve.
+                  rates: TraceRates, searched: Mapping[str, BoundarySearch] | None = None
+                  ) -> Capacity:
+    """The pick's boundary, each alternative's, the growth table and the pick's load curve;
+    `searched` holds boundary searches already run, by deployment label (the decision's).
 
     Raises:
         UsageError: the simulator refuses a config (never one the search ranked).
     """
-    found = search_boundary(setting, pick)
+    searched = searched or {}
+
+    def found_for(dep: Deployment) -> BoundarySearch:
+        return searched.get(dep.label) or search_boundary(setting, dep)
+
+    found = found_for(pick)
     pick_boundary = boundary_of(found, pick, rates)
-    others = [(alt, boundary_of(search_boundary(setting, alt), alt, rates))
-              for alt in alternatives]
+    others = [(alt, boundary_of(found_for(alt), alt, rates)) for alt in alternatives]
     opts = setting.goals.sim_options()
     return Capacity(
         today_rps=rates.today_rps, mean_rps=rates.mean_rps, peak_rps=rates.peak_rps,
@@ -226,7 +238,7 @@ def plan_capacity(setting: Setting, pick: Deployment, alternatives: Sequence[Dep
 
 
 def _growth_row(setting: Setting, factor: float, pick: tuple[Deployment, Boundary],
-                others: list[tuple[Deployment, Boundary]], *, found: _Search,
+                others: list[tuple[Deployment, Boundary]], *, found: BoundarySearch,
                 rates: TraceRates) -> GrowthRow:
     dep, bound = pick
     multiple = bound.rate_rps / rates.today_rps if rates.today_rps else 0.0
@@ -247,7 +259,7 @@ def _growth_row(setting: Setting, factor: float, pick: tuple[Deployment, Boundar
         alternative_gpus=best[0] if best else None)
 
 
-def _curve(found: _Search, boundary: Boundary, rates: TraceRates,
+def _curve(found: BoundarySearch, boundary: Boundary, rates: TraceRates,
            limits: tuple[float | None, float | None]) -> LoadCurve:
     points = [LoadPoint(multiple=t.multiple, rate_rps=t.multiple * rates.today_rps,
                         ttft_p95_s=t.ttft_p95_s, tpot_p95_s=t.tpot_p95_s, holds=t.holds)

@@ -21,7 +21,7 @@ from profiler.schema import Profile
 from recommender.bands import BANDS_FILE, band_of_prediction, load_bands
 from recommender.catalog import get_model, load_gpus
 from recommender.memory import WEIGHT_BYTES_PER_PARAM, plan_memory
-from recommender.recommendation import Reason, RecommendRequest, RecWarning
+from recommender.recommendation import Decision, Reason, RecommendRequest, RecWarning
 from recommender.scoring import Evaluation, Goals, Target, evaluate
 from recommender.search import SearchResult, search
 from recommender.specs import GPU
@@ -45,6 +45,7 @@ class Context:
     goals: Goals
     result: SearchResult
     synthetic: bool
+    decision: Decision | None = None  # how the pick was chosen (recommender.decide)
 
     @property
     def best(self) -> Evaluation:
@@ -93,13 +94,20 @@ def _effect(ctx: Context, a: Evaluation, b: Evaluation) -> str:
 
 def explain(ctx: Context) -> list[Reason]:
     """The reasons for the pick, most important first."""
-    out: list[Reason] = [_engine_reason(ctx)]
+    out: list[Reason] = [] if ctx.decision is None else [_decision_reason(ctx.decision)]
+    out.append(_engine_reason(ctx))
     for make in (_len_reason, _seqs_reason, _chunk_reason, _prefix_reason, _kv_reason,
                  _weights_reason, _spec_reason, _tp_reason):
         reason = make(ctx)
         if reason is not None:
             out.append(reason)
     return out
+
+
+def _decision_reason(decision: Decision) -> Reason:
+    """What decided the pick: a clear lead on the objective's figure, or a tie and its rule."""
+    return Reason(text=decision.text, figure=f"decision.{decision.rule}",
+                  value=decision.figures.get(decision.pick))
 
 
 def _engine_reason(ctx: Context) -> Reason:

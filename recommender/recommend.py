@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +24,23 @@ from profiler.ingest import IngestOptions
 from profiler.profile import profile_trace
 from profiler.schema import Profile
 from profiler.workspace import Workspace
-from recommender.capacity import Deployment, Setting, TraceRates, plan_capacity
+from recommender.capacity import (
+    BoundarySearch,
+    Deployment,
+    Setting,
+    TraceRates,
+    boundary_of,
+    plan_capacity,
+    search_boundary,
+)
 from recommender.catalog import get_gpu, get_model
+from recommender.decide import Contender, decide
 from recommender.facts import hardware_facts, model_facts
 from recommender.params import load_params
 from recommender.reasons import Context, explain, warn
 from recommender.recommendation import (
     Candidate,
+    Decision,
     Recommendation,
     RecommendRequest,
 )
@@ -42,7 +53,7 @@ from recommender.scoring import (
     Target,
     pareto_flags,
 )
-from recommender.search import COARSE_REQUESTS, search
+from recommender.search import COARSE_REQUESTS, SearchResult, search
 from recommender.workload import (
     Workload,
     head_window,
@@ -51,6 +62,10 @@ from recommender.workload import (
 )
 
 Progress = Callable[[float, str], None]
+# Candidates per engine whose SLO boundary is searched for the decision: at today's load the
+# search's score ties most of them (all keep up), and an engine's first by that score need
+# not hold the most (a speculative config that wins at today's load can lose at twice it).
+CONTENDERS_PER_ENGINE = 2
 PROFILE_SNIFF_BYTES = 4096
 
 
@@ -82,11 +97,15 @@ def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
                     progress=_scaled(progress, 0.05, 0.75))
     if not result.ranked:
         raise UsageError(_nothing_fits(request, result.pruned))
+    _tell(progress, 0.76, "how far each engine's best holds")
+    setting, rates = Setting(workload.requests, target, goals), _rates(profile, workload)
+    result, decision, searched = _decide(result, setting, rates)
     ctx = Context(request=request, profile=profile, workload=workload, target=target,
-                  goals=goals, result=result, synthetic=synthetic)
+                  goals=goals, result=result, synthetic=synthetic, decision=decision)
     rec = _assemble(ctx, progress)
+    rec.decision = decision
     _tell(progress, 0.92, "how far the pick holds")
-    rec.capacity = _capacity(ctx, rec)
+    rec.capacity = _capacity(ctx, rec, searched)
     rec.export = export_view(rec, profile_source=request.source)
     rec.search_time_s = time.perf_counter() - start
     _tell(progress, 1.0, "done")
@@ -112,19 +131,59 @@ def _assemble(ctx: Context, progress: Progress | None) -> Recommendation:
     )
 
 
-def _capacity(ctx: Context, rec: Recommendation) -> Capacity:
-    """The pick's and each other engine's SLO boundary on the simulated window, and growth."""
-    def dep(c: Candidate) -> Deployment:
-        return Deployment(c.config, c.replicas, c.label, c.predicted.band)
+def _decide(result: SearchResult, setting: Setting, rates: TraceRates
+            ) -> tuple[SearchResult, Decision, dict[str, BoundarySearch]]:
+    """(the result re-ranked by the decision, the decision, the boundary searches by label):
+    each engine's first candidates are sized on the trace (`capacity.search_boundary`) and
+    the pick decided among them (`decide.decide`); they lead the ranking in the decided
+    order, every other candidate follows in the search's."""
+    bests = _engine_bests(result.ranked)
+    deps = {label(e): _deployment(e) for e in bests}
+    searched = {name: search_boundary(setting, dep) for name, dep in deps.items()}
+    contenders = [Contender(e, label(e), boundary_of(searched[label(e)], deps[label(e)], rates))
+                  for e in bests]
+    mean_out = float(np.mean(setting.requests.output_tokens))
+    ordered, decision = decide(contenders, setting.goals.objective, mean_out)
+    head = [c.evaluation for c in ordered]
+    ranked = head + [e for e in result.ranked if all(e is not h for h in head)]
+    return replace(result, ranked=ranked), decision, searched
 
-    today = ctx.workload.rate_rps
-    p = ctx.profile
-    peak, window = (p.peak_qps_60s, 60.0) if p.peak_qps_60s else (p.peak_qps_1s, 1.0)
-    rates = TraceRates(today_rps=today, mean_rps=p.mean_qps or today, peak_rps=peak,
-                       peak_window_s=window if peak else None)
+
+def _engine_bests(ranked: list[Evaluation]) -> list[Evaluation]:
+    """Each engine's first CONTENDERS_PER_ENGINE candidates in the search's order."""
+    out: list[Evaluation] = []
+    for e in ranked:
+        if sum(o.config.engine == e.config.engine for o in out) < CONTENDERS_PER_ENGINE:
+            out.append(e)
+    return out
+
+
+def _deployment(e: Evaluation) -> Deployment:
+    p = e.predicted
+    return Deployment(e.config, e.replicas, label(e), p.band, p.intervals.get("throughput"))
+
+
+def _rates(profile: Profile, workload: Workload) -> TraceRates:
+    """The rates boundaries are stated against: today's (the window's), the mean, the peak."""
+    today = workload.rate_rps
+    peak, window = ((profile.peak_qps_60s, 60.0) if profile.peak_qps_60s
+                    else (profile.peak_qps_1s, 1.0))
+    return TraceRates(today_rps=today, mean_rps=profile.mean_qps or today, peak_rps=peak,
+                      peak_window_s=window if peak else None)
+
+
+def _capacity(ctx: Context, rec: Recommendation, searched: dict[str, BoundarySearch]
+              ) -> Capacity:
+    """The pick's and each other engine's SLO boundary on the simulated window, and growth
+    (the decision's boundary searches reused)."""
+    def dep(c: Candidate) -> Deployment:
+        p = c.predicted
+        return Deployment(c.config, c.replicas, c.label, p.band, p.intervals.get("throughput"))
+
     others = [dep(c) for c in rec.alternatives if c.label != rec.pick.label]
     setting = Setting(ctx.workload.requests, ctx.target, ctx.goals)
-    return plan_capacity(setting, dep(rec.pick), others, rates)
+    return plan_capacity(setting, dep(rec.pick), others, _rates(ctx.profile, ctx.workload),
+                         searched)
 
 
 def _load(request: RecommendRequest, workspace: Workspace | None, tmp: Path

@@ -100,6 +100,25 @@ class RecWarning(_Record):
     text: str
 
 
+TieRule = Literal["figure", "headroom", "fewer_gpus", "calibrated", "simpler", "order"]
+
+
+class Decision(_Record):
+    """How the pick was chosen among each engine's best candidate (`recommender.decide`)."""
+
+    objective: Objective
+    pick: str = Field(description="The picked candidate's label.")
+    ranked_by: str = Field(description="The figure the objective ranks by, in words.")
+    figures: dict[str, float] = Field(description="That figure per contender label (goodput: "
+                                      "req/s per GPU at the SLO boundary; latency: seconds; "
+                                      "cost: the score).")
+    tied_with: list[str] = Field(description="Labels tied with the pick within the "
+                                 "prediction's error (empty: a clear lead).")
+    rule: TieRule = Field(description="What decided: `figure` (a clear lead) or the "
+                          "tie-break that set the pick apart.")
+    text: str = Field(description="The decision in one sentence.")
+
+
 class RoutedDeployment(_Record):
     """One deployment of a routing plan and the share of traffic it serves."""
 
@@ -136,6 +155,10 @@ class Recommendation(_Record):
     candidates_simulated: int = Field(default=0, ge=0,
                                       description="Simulations run (all search stages).")
     export: dict[str, Any] = Field(description="An engines.export.ExportRequest as JSON.")
+    decision: Decision | None = Field(
+        default=None, description="How the pick was chosen among each engine's best: the "
+        "ranking figure, ties within the error and the rule that broke them (None in "
+        "recommendations stored before it existed).")
     capacity: Capacity | None = Field(
         default=None, description="How far the pick (and each engine's best) holds: the SLO "
         "boundary with its band, as multiples of the trace's mean and peak rate, the growth "

@@ -67,9 +67,15 @@ def _capacity_is_carried_and_reported(printed: dict, report: str) -> None:
     from core.capacity import Capacity, boundary_text, growth_table
 
     cap = Capacity.model_validate(printed["capacity"])
-    b, band = cap.pick, printed["pick"]["predicted"]["band"]
+    b, predicted = cap.pick, printed["pick"]["predicted"]
     assert b.label == printed["pick"]["label"] and b.rate_rps > 0
-    if band is not None:
+    # the boundary's range is the pick's throughput interval (a load is off by as much as
+    # the throughput it rests on), else its cell's median error
+    interval, band = predicted["intervals"].get("throughput"), predicted["band"]
+    if interval is not None:
+        assert b.rate_low_rps == pytest.approx(b.rate_rps * interval["low"])
+        assert b.rate_high_rps == pytest.approx(b.rate_rps * interval["high"])
+    elif band is not None:
         assert b.rate_low_rps == pytest.approx(b.rate_rps * (1 - band["median_ape"]))
         assert b.rate_high_rps == pytest.approx(b.rate_rps * (1 + band["median_ape"]))
     assert b.multiple_of_mean == pytest.approx(b.rate_rps / cap.mean_rps)

@@ -138,3 +138,23 @@ def test_long_prompts_bind_the_kv_pool_first():
     found = search_boundary(Setting(requests, _target(1), Goals("goodput", 5.0, None)),
                             Deployment(config, 1, "vllm long", None))
     assert found.failing is not None and found.failing.binding == "kv_capacity"
+
+
+def test_the_boundarys_range_is_the_throughput_interval_when_there_is_one():
+    from core.figures import Band, Interval
+    from recommender.capacity import BoundarySearch, Trial, boundary_of
+
+    found = BoundarySearch(trials=[], holding=Trial(2.0, True, "none", 0.1, None),
+                           failing=Trial(2.1, False, "compute", 2.0, None))
+    rates = TraceRates(today_rps=RATE, mean_rps=RATE, peak_rps=None, peak_window_s=None)
+    band = Band(cell="c", median_ape=0.2, rows=10)
+    interval = Interval(metric="throughput", low=0.6, high=1.5, basis="c", rows=40,
+                        pooled=False)
+    with_interval = boundary_of(found, Deployment(CONFIG, 1, "a", band, interval), rates)
+    assert with_interval.rate_rps == pytest.approx(2.0 * RATE)
+    assert (with_interval.rate_low_rps, with_interval.rate_high_rps) == pytest.approx(
+        (0.6 * 2.0 * RATE, 1.5 * 2.0 * RATE))
+    band_only = boundary_of(found, Deployment(CONFIG, 1, "a", band), rates)
+    assert (band_only.rate_low_rps, band_only.rate_high_rps) == pytest.approx(
+        (0.8 * 2.0 * RATE, 1.2 * 2.0 * RATE))
+    assert boundary_of(found, Deployment(CONFIG, 1, "a", None), rates).rate_low_rps is None

@@ -64,8 +64,10 @@ def test_ranking_alternatives_and_window(rec: Recommendation) -> None:
     assert rec.pick == rec.candidates[0] == rec.alternatives[0]
     engines = [c.config.engine for c in rec.alternatives]
     assert len(engines) == len(set(engines)) == len(ENGINES)
-    scores = [c.score for c in rec.candidates]
-    assert scores == sorted(scores, reverse=True)
+    # The decision's contenders lead in its order; every other candidate follows by score.
+    assert rec.decision is not None and rec.decision.pick == rec.pick.label
+    rest = [c.score for c in rec.candidates if c.label not in rec.decision.figures]
+    assert rest == sorted(rest, reverse=True)
     assert any(c.pareto for c in rec.candidates)
     assert "busiest 4,000 consecutive requests of 19,366" in rec.window
     assert rec.candidates_simulated >= len(rec.candidates) > len(ENGINES)
@@ -79,10 +81,43 @@ def test_reasons_name_real_figures(rec: Recommendation, tmp_path: Path) -> None:
     profile = profile_trace(str(SAMPLE), workspace=Workspace(tmp_path / "ws.duckdb")).model_dump()
     predicted = rec.pick.predicted.model_dump()
     for reason in rec.reasons:
+        if reason.figure.startswith("decision."):  # the decision's figure of the pick
+            assert rec.decision is not None and reason.text == rec.decision.text
+            assert reason.value == rec.decision.figures[rec.pick.label]
+            continue
         head, _, tail = reason.figure.partition(".")
         source = profile if head in profile else predicted
         value = source[head][tail] if tail else source[head]
         assert value == pytest.approx(reason.value), reason
+
+
+def _holds_the_most_or_says_the_tie(rec: Recommendation) -> None:
+    """The pick's SLO boundary is >= every other engine's at the same GPU count, or the
+    answer declares the tie and names the rule that broke it."""
+    cap, decision = rec.capacity, rec.decision
+    assert cap is not None and decision is not None
+    assert cap.pick.label == rec.pick.label == decision.pick
+    for other in cap.alternatives:
+        if other.gpus == cap.pick.gpus and other.rate_rps > cap.pick.rate_rps:
+            assert other.label in decision.tied_with, other
+            assert decision.rule not in ("figure", "headroom")
+    assert rec.reasons[0].text == decision.text
+    if decision.tied_with:
+        assert "tied within the prediction's error" in decision.text
+
+
+def test_the_pick_holds_the_most_or_the_tie_is_said(rec: Recommendation) -> None:
+    _holds_the_most_or_says_the_tie(rec)
+    # The figure is each contender's boundary per GPU, as the capacity search found it.
+    for b in [rec.capacity.pick, *rec.capacity.alternatives]:
+        assert rec.decision.figures[b.label] == pytest.approx(b.rate_rps / b.gpus)
+
+
+def test_a_bursty_trace_with_slos_is_decided_by_headroom_too() -> None:
+    trace = ROOT / "tests" / "data" / "traces" / "BurstGPT_1.head400.csv"
+    rec = recommend(RecommendRequest(source=str(trace), gpu="A100-80GB", model=MODEL,
+                                     slo_ttft_p95_s=1.0, slo_tpot_p95_s=0.05))
+    _holds_the_most_or_says_the_tie(rec)
 
 
 def test_unattainable_slo_names_what_would_attain_it() -> None:

@@ -1,0 +1,159 @@
+"""The pick among each engine's best candidate: ranked by what the objective values, ties
+called within the prediction's error, and broken by stated rules.
+
+Owns the ranking figure per objective, the tie test and the tie-break order:
+- goodput: the SLO boundary found on the user's own trace (`recommender.capacity`), per GPU:
+  at today's load every configuration that keeps up serves exactly the offered rate, so the
+  load each one still holds is what tells them apart (headroom);
+- latency: the latency objective's figure (`scoring.latency_s`), lower first;
+- cost: the search's score (goodput per GPU).
+Two contenders are tied when their figures differ (in log) by less than the combined
+half-widths of their p10-p90 intervals, errors taken as independent:
+|ln(a / b)| < sqrt(h_a² + h_b²), h = ln(high / low) / 2 of the figure's interval group. A
+contender without an interval (no calibration data at all) ties with any other: nothing
+says the difference is real. Among the pick's ties the order is headroom (higher SLO
+boundary per GPU), fewer GPUs, calibrated over uncalibrated, the simpler configuration
+(fewer knobs set), then the search's order; the decision names the rule that decided.
+Infeasible candidates never contend while a feasible one exists. No simulation here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.capacity import Boundary
+from recommender.recommendation import Decision, Objective, TieRule
+from recommender.scoring import Evaluation, knobs_set, latency_s
+
+# The interval group each objective's figure takes its error from (`Interval.metric`): the
+# boundary is a load, off by as much as the throughput it rests on; the latency objective is
+# a request's time.
+FIGURE_GROUP: dict[Objective, str] = {"goodput": "throughput", "latency": "e2e",
+                                      "cost": "throughput"}
+RANKED_BY: dict[Objective, str] = {
+    "goodput": "SLO boundary per GPU on the trace (req/s the configuration still holds)",
+    "latency": "p95 TTFT + p95 TPOT x (mean output - 1)",
+    "cost": "goodput per GPU",
+}
+# Figures at or below this are taken as this (a boundary of 0: nothing held), so logs stay
+# finite and two zeros tie.
+FLOOR = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Contender:
+    """One engine's best candidate with its label and, where searched, its SLO boundary."""
+
+    evaluation: Evaluation
+    label: str
+    boundary: Boundary | None
+
+    @property
+    def headroom_per_gpu(self) -> float:
+        return 0.0 if self.boundary is None else self.boundary.rate_rps / self.boundary.gpus
+
+    @property
+    def calibrated(self) -> bool:
+        return self.evaluation.predicted.band is not None
+
+
+def figure(c: Contender, objective: Objective, mean_output_tokens: float) -> float:
+    """The objective's ranking figure of `c` (higher is better for goodput and cost, lower
+    for latency)."""
+    if objective == "goodput":
+        return c.headroom_per_gpu
+    if objective == "latency":
+        return latency_s(c.evaluation.predicted, mean_output_tokens)
+    return c.evaluation.score
+
+
+def half_width(c: Contender, objective: Objective) -> float | None:
+    """Half the log width of the figure's p10-p90 interval; None without one."""
+    found = c.evaluation.predicted.intervals.get(FIGURE_GROUP[objective])
+    return None if found is None else math.log(found.high / found.low) / 2.0
+
+
+def tied(a: Contender, b: Contender, objective: Objective, mean_output_tokens: float) -> bool:
+    """The two figures differ by less than their combined error (module docstring)."""
+    ha, hb = half_width(a, objective), half_width(b, objective)
+    if ha is None or hb is None:
+        return True
+    fa = max(figure(a, objective, mean_output_tokens), FLOOR)
+    fb = max(figure(b, objective, mean_output_tokens), FLOOR)
+    return abs(math.log(fa / fb)) < math.hypot(ha, hb)
+
+
+# Tie-break keys in order (smaller first) and the rule each one is named by.
+_BREAKS: tuple[tuple[TieRule, str], ...] = (
+    ("headroom", "the higher SLO boundary per GPU"),
+    ("fewer_gpus", "fewer GPUs"),
+    ("calibrated", "calibrated over uncalibrated"),
+    ("simpler", "the simpler configuration (fewer knobs set)"),
+)
+
+
+def _break_key(c: Contender) -> tuple[float, int, int, int]:
+    return (-c.headroom_per_gpu, c.evaluation.gpus, 0 if c.calibrated else 1,
+            knobs_set(c.evaluation.config))
+
+
+def decide(contenders: Sequence[Contender], objective: Objective, mean_output_tokens: float
+           ) -> tuple[list[Contender], Decision]:
+    """(the contenders in the decided order, the decision). `contenders` come in the
+    search's order; the feasible ones are ranked by the objective's figure, the pick's ties
+    broken by `_BREAKS`, the infeasible ones follow in their order."""
+    if not contenders:
+        raise ValueError("decide needs at least one contender")
+    feasible = [c for c in contenders if c.evaluation.feasible]
+    pool = feasible or list(contenders)
+    lower_better = objective == "latency"
+    by_figure = sorted(pool, key=lambda c: figure(c, objective, mean_output_tokens)
+                       * (1 if lower_better else -1))
+    leader = by_figure[0]
+    ties = [c for c in by_figure[1:] if tied(leader, c, objective, mean_output_tokens)]
+    group = sorted([leader, *ties], key=_break_key)  # stable: the figure's order last
+    rest = [c for c in by_figure if c not in group]
+    ordered = group + rest + [c for c in contenders if c not in pool]
+    rule, how = _rule(group)
+    figures = {c.label: figure(c, objective, mean_output_tokens) for c in contenders}
+    return ordered, Decision(
+        objective=objective, pick=ordered[0].label, ranked_by=RANKED_BY[objective],
+        figures=figures,
+        tied_with=[c.label for c in group[1:]], rule=rule,
+        text=_text(ordered[0], group, how, objective, mean_output_tokens))
+
+
+def _rule(group: list[Contender]) -> tuple[TieRule, str]:
+    """The first tie-break that sets the pick apart from its runner-up in the tie group."""
+    if len(group) == 1:
+        return "figure", "a clear lead"
+    a, b = _break_key(group[0]), _break_key(group[1])
+    for i, (rule, how) in enumerate(_BREAKS):
+        if a[i] != b[i]:
+            return rule, how
+    return "order", "the search's order (nothing else tells them apart)"
+
+
+def _text(pick: Contender, group: list[Contender], how: str, objective: Objective,
+          mean_output_tokens: float) -> str:
+    value = _figure_text(pick, objective, mean_output_tokens)
+    if len(group) == 1:
+        return f"{pick.label} leads on {RANKED_BY[objective]}: {value}, beyond the error"
+    others = ", ".join(f"{c.label} ({_figure_text(c, objective, mean_output_tokens)})"
+                       for c in group[1:])
+    return (f"{pick.label} ({value}) is tied within the prediction's error with {others}; "
+            f"decided by {how}")
+
+
+def _figure_text(c: Contender, objective: Objective, mean_output_tokens: float) -> str:
+    if objective == "goodput":
+        if c.boundary is None:
+            return "no boundary"
+        gpus = c.boundary.gpus
+        return (f"{'at least ' if c.boundary.capped else ''}{c.boundary.rate_rps:,.3g} req/s"
+                + (f" on {gpus} GPUs" if gpus > 1 else " on 1 GPU"))
+    if objective == "latency":
+        return f"{figure(c, objective, mean_output_tokens) * 1e3:,.0f} ms"
+    return f"{c.evaluation.score:,.4g} req/s per GPU"

@@ -1,0 +1,120 @@
+"""Tests for recommender/decide.py: the goodput objective ranks by SLO boundary per GPU,
+ties are called within the combined p10-p90 error and broken in the stated order, and the
+decision names the rule that decided."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from core.capacity import Boundary
+from core.figures import Band, Interval, Latency
+from engines.config import EngineConfig
+from recommender.decide import Contender, decide, tied
+from recommender.recommendation import PredictedMetrics
+from recommender.scoring import Evaluation
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _lat(s: float) -> Latency:
+    return Latency(count=10, mean=s, p50=s, p90=s, p95=s, p99=s)
+
+
+def _contender(name: str, boundary_rps: float, *, width: float | None = 1.2, gpus: int = 1,
+               calibrated: bool = True, feasible: bool = True, knobs: int = 0,
+               engine: str = "vllm", ttft_s: float = 0.1) -> Contender:
+    """A candidate whose throughput interval is [1/width, width] (None: no interval)."""
+    intervals = {} if width is None else {
+        group: Interval(metric=group, low=1 / width, high=width, basis="c", rows=50,
+                        pooled=False) for group in ("throughput", "e2e")}
+    predicted = PredictedMetrics(
+        ttft_s=_lat(ttft_s), tpot_s=_lat(0.01), itl_s=_lat(0.01), e2e_s=_lat(1.0),
+        output_throughput_tok_s=100.0, total_throughput_tok_s=200.0,
+        request_throughput_rps=1.0, kv_headroom_fraction=0.5, slo_met=True,
+        band=Band(cell="c", median_ape=0.1, rows=50) if calibrated else None,
+        intervals=intervals)
+    knob_values = {"max_num_seqs": 64, "max_batched_tokens": 4096, "prefix_caching": True}
+    config = EngineConfig(engine=engine, model=MODEL, tp=gpus,
+                          **dict(list(knob_values.items())[:knobs]))
+    evaluation = Evaluation(config, 1, predicted, 1.0, 1.0, feasible,
+                            None if feasible else "falls behind")
+    boundary = Boundary(label=name, engine=engine, replicas=1, gpus=gpus,
+                        rate_rps=boundary_rps, multiple_of_mean=boundary_rps,
+                        multiple_of_peak=None, binding="compute", simulations=8)
+    return Contender(evaluation, name, boundary)
+
+
+def test_the_highest_boundary_beyond_the_error_wins_whatever_the_search_order():
+    # 1.2x intervals: h = ln 1.2 per side; combined sqrt(2) ln 1.2 = 0.258 in log; 14 vs 11
+    # is ln(14 / 11) = 0.241: tied; 14 vs 9 (0.44) is not.
+    sglang, trtllm = _contender("sglang", 9.0), _contender("trtllm", 14.0, engine="trtllm")
+    ordered, decision = decide([sglang, trtllm], "goodput", 200.0)
+    assert [c.label for c in ordered] == ["trtllm", "sglang"]
+    assert (decision.pick, decision.rule, decision.tied_with) == ("trtllm", "figure", [])
+    assert decision.figures == {"sglang": 9.0, "trtllm": 14.0}
+    assert "14 req/s" in decision.text and "beyond the error" in decision.text
+
+
+def test_the_tie_test_is_the_log_difference_against_the_combined_half_widths():
+    a = _contender("a", 14.0)
+    h = math.log(1.2)  # each side's half-width: ln(1.2 / (1 / 1.2)) / 2
+    edge = 14.0 * math.exp(-math.hypot(h, h))
+    assert tied(a, _contender("b", edge * 1.001), "goodput", 200.0)
+    assert not tied(a, _contender("b", edge * 0.999), "goodput", 200.0)
+    # No interval at all: nothing says the difference is real.
+    assert tied(a, _contender("b", 1.0, width=None), "goodput", 200.0)
+
+
+def test_a_tie_is_said_and_broken_by_headroom_first():
+    high, low = _contender("sglang", 12.0), _contender("vllm", 11.0, gpus=1)
+    ordered, decision = decide([low, high], "goodput", 200.0)
+    assert ordered[0].label == "sglang"
+    assert (decision.rule, decision.tied_with) == ("headroom", ["vllm"])
+    assert "tied within the prediction's error with vllm" in decision.text
+    assert "higher SLO boundary per GPU" in decision.text
+
+
+@pytest.mark.parametrize(("other", "rule"), [
+    ({"gpus": 2}, "fewer_gpus"),
+    ({"calibrated": False}, "calibrated"),
+    ({"knobs": 2}, "simpler"),
+])
+def test_equal_headroom_falls_to_gpus_then_calibration_then_simplicity(other, rule):
+    # Boundaries per GPU equal (2 GPUs hold twice the load); the search order favours the
+    # loser, so only the rule can put the winner first.
+    rate = 10.0 * other.get("gpus", 1)
+    loser = _contender("loser", rate, **other)
+    winner = _contender("winner", 10.0)
+    ordered, decision = decide([loser, winner], "goodput", 200.0)
+    assert (ordered[0].label, decision.rule) == ("winner", rule)
+
+
+def test_nothing_tells_them_apart_keeps_the_search_order():
+    first, second = _contender("first", 10.0), _contender("second", 10.0)
+    ordered, decision = decide([first, second], "goodput", 200.0)
+    assert [c.label for c in ordered] == ["first", "second"]
+    assert decision.rule == "order"
+
+
+def test_an_infeasible_candidate_never_contends_while_a_feasible_one_exists():
+    broken = _contender("broken", 100.0, feasible=False)
+    ok = _contender("ok", 1.0)
+    ordered, decision = decide([broken, ok], "goodput", 200.0)
+    assert [c.label for c in ordered] == ["ok", "broken"]
+    assert decision.tied_with == []
+
+
+def test_the_latency_objective_ranks_lower_first_and_breaks_ties_by_headroom():
+    # Latency = p95 TTFT + p95 TPOT x 199: 0.1 + 1.99 = 2.09 s against 2.19 s, inside the
+    # 1.2x intervals' error: tied, the higher boundary decides.
+    fast, roomy = _contender("fast", 5.0, ttft_s=0.1), _contender("roomy", 8.0, ttft_s=0.2)
+    ordered, decision = decide([fast, roomy], "latency", 200.0)
+    assert ordered[0].label == "roomy"
+    assert (decision.rule, decision.tied_with) == ("headroom", ["fast"])
+    assert decision.figures["fast"] == pytest.approx(0.1 + 0.01 * 199)
+    # Beyond the error the faster one wins outright.
+    slow = _contender("slow", 8.0, ttft_s=2.0)
+    ordered, decision = decide([slow, fast], "latency", 200.0)
+    assert (ordered[0].label, decision.rule) == ("fast", "figure")
