@@ -103,12 +103,17 @@ def _progress(fraction: float, what: str) -> None:
 def recommendation_text(rec: Recommendation) -> str:
     """The pick, its predicted figures in ms and their band, the reasons, warnings and
     alternatives."""
-    from app.render import band_text, interval_text  # imported here: `--help` stays instant
+    from app.render import (  # imported here: `--help` stays instant
+        band_text,
+        decision_line,
+        interval_text,
+    )
 
     pick = rec.pick
     fig = pick.predicted
     lines = [
         f"Pick      {pick.label}  ({rec.gpus}× {rec.gpu}, {rec.model})",
+        *([f"Decided   {decision_line(rec.decision)}"] if rec.decision else []),
         f"Window    {rec.window}",
         f"Search    {rec.candidates_simulated} simulations in {rec.search_time_s:.1f} s, "
         f"{len(rec.candidates)} candidates on the whole window",

@@ -21,7 +21,7 @@ from profiler.schema import LengthStats, NgramAcceptance, Profile
 
 if TYPE_CHECKING:
     from recommender.predict_sim import LoadPrediction
-    from recommender.recommendation import Candidate
+    from recommender.recommendation import Candidate, Decision
     from runners.scrape import SpecMeasured
 
 
@@ -151,6 +151,30 @@ def band_text(band: Band | None, cell: str | None = None) -> str:
         return "no calibrated cell" + (f" ({cell}: no published measurement covers it)"
                                        if cell else "")
     return f"±{band.median_ape * 100:.0f} % (cell {band.cell}, {band.rows} held-out rows)"
+
+
+# The tie-break rules in words (recommender.decide's order), as the decision line says them.
+RULE_WORDS = {"figure": "a clear lead", "headroom": "headroom", "fewer_gpus": "fewer GPUs",
+              "calibrated": "calibration data", "simpler": "the simpler configuration",
+              "order": "the search's order"}
+
+
+def decision_line(decision: Decision | None) -> str:
+    """'ranked by SLO boundary per GPU …; tied with 2 within the error, decided by headroom;
+    73 % likely to beat vllm tp1 fp8' (empty for a recommendation stored before decisions)."""
+    if decision is None:
+        return ""
+    text = f"ranked by {decision.ranked_by}; "
+    if decision.tied_with:
+        text += (f"tied with {len(decision.tied_with)} within the error, decided by "
+                 f"{RULE_WORDS[decision.rule]}")
+    else:
+        text += "a clear lead beyond the error"
+    if decision.confidence is not None and decision.runner_up is not None:
+        text += f"; {decision.confidence:.0%} likely to beat {decision.runner_up}"
+    elif decision.runner_up is not None:
+        text += f"; how likely it beats {decision.runner_up} is unknown (no interval)"
+    return text
 
 
 def band_short(band: Band | None) -> str:

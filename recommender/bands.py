@@ -86,6 +86,9 @@ class SignedErrors(BaseModel):
     p90: float = Field(description="90th percentile of log(measured / predicted).")
     rows: int = Field(ge=1, description="Held-out measurements behind it.")
     families: int = Field(ge=1, description="Publisher families those rows come from.")
+    quantiles: list[float] = Field(
+        default_factory=list, description="The same distribution at QUANTILE_LEVELS (what "
+        "a draw of the error is taken from: `draw_errors`); empty in files written before.")
 
 
 class ProviderBands(BaseModel):
@@ -190,6 +193,9 @@ MIN_INTERVAL_ROWS = 20  # fewer held-out rows in a group: pool with the next wid
 # with the next wider one (two give one degree of freedom: a t quantile of 3.1 at p90).
 MIN_INTERVAL_FAMILIES = 3
 _T_GRID = 199  # quantiles of the between-family shift the interval integrates over
+# The levels SignedErrors.quantiles are stored at: p5 to p95 in steps of 5.
+QUANTILE_LEVELS = tuple(round(0.05 * k, 2) for k in range(1, 20))
+_P10_P90_Z = 2 * 1.2815515655446004  # p90 - p10 of a standard normal
 
 
 def predictive_interval(errors_by_family: Mapping[str, Sequence[float]]) -> SignedErrors:
@@ -211,7 +217,8 @@ def predictive_interval(errors_by_family: Mapping[str, Sequence[float]]) -> Sign
     rows, families = sum(len(g) for g in groups), len(groups)
     if families == 1:
         low, high = _weighted_quantiles(groups[0], np.ones(len(groups[0])), (0.1, 0.9))
-        return SignedErrors(p10=low, p90=high, rows=rows, families=1)
+        qs = _weighted_quantiles(groups[0], np.ones(len(groups[0])), QUANTILE_LEVELS)
+        return SignedErrors(p10=low, p90=high, rows=rows, families=1, quantiles=qs)
     from scipy.stats import t as student_t  # import here: predict never needs it
 
     medians = np.array([float(np.median(g)) for g in groups])
@@ -222,18 +229,43 @@ def predictive_interval(errors_by_family: Mapping[str, Sequence[float]]) -> Sign
     total = (resid[:, None] + shifts[None, :]).ravel()
     low, high = _weighted_quantiles(total, np.repeat(weight, _T_GRID), (0.1, 0.9))
     center = float(medians.mean())
-    return SignedErrors(p10=center + low, p90=center + high, rows=rows, families=families)
+    qs = _weighted_quantiles(total, np.repeat(weight, _T_GRID), QUANTILE_LEVELS)
+    return SignedErrors(p10=center + low, p90=center + high, rows=rows, families=families,
+                        quantiles=[center + q for q in qs])
 
 
-def _weighted_quantiles(x: np.ndarray, w: np.ndarray, qs: tuple[float, float]
-                        ) -> tuple[float, float]:
+def _weighted_quantiles(x: np.ndarray, w: np.ndarray, qs: Sequence[float]) -> list[float]:
     """Quantiles of weighted samples, each at the middle of its weight (Hazen's rule: equal
     weights give numpy's method="hazen")."""
     order = np.argsort(x, kind="stable")
     xs, ws = x[order], w[order]
     at = (np.cumsum(ws) - 0.5 * ws) / ws.sum()
-    low, high = np.interp(qs, at, xs)
-    return float(low), float(high)
+    return [float(v) for v in np.interp(qs, at, xs)]
+
+
+def draw_errors(interval: Interval, rng: np.random.Generator, n: int, *,
+                bands_file: str | Path = BANDS_FILE, step_time: str = DEFAULT_KIND
+                ) -> np.ndarray:
+    """`n` draws of log(measured / predicted) for a figure with `interval`: from its basis
+    group's stored quantiles (inverse CDF, linear between QUANTILE_LEVELS, held at the end
+    levels beyond them), else a normal with the interval's p10 and p90."""
+    u = rng.uniform(0.0, 1.0, n)
+    stored = _group_quantiles(interval.basis, str(bands_file), step_time)
+    if stored:
+        return np.interp(u, QUANTILE_LEVELS, stored)
+    lo, hi = math.log(interval.low), math.log(interval.high)
+    from scipy.stats import norm  # import here: predict never needs it
+
+    return (lo + hi) / 2 + (hi - lo) / _P10_P90_Z * norm.ppf(u)
+
+
+@lru_cache(maxsize=1024)
+def _group_quantiles(basis: str, bands_file: str, step_time: str) -> tuple[float, ...]:
+    if not Path(bands_file).exists():
+        return ()
+    errors = load_bands(bands_file).for_provider(step_time)
+    found = None if errors is None else errors.intervals.get(basis)
+    return () if found is None else tuple(found.quantiles)
 # How far out the wider groups start when the question is outside the calibrated range
 # (a release, an AMD GPU): past the engine's own cells.
 OUTSIDE_LEVEL = 2

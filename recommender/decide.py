@@ -14,7 +14,10 @@ contender without an interval (no calibration data at all) ties with any other: 
 says the difference is real. Among the pick's ties the order is headroom (higher SLO
 boundary per GPU), fewer GPUs, calibrated over uncalibrated, the simpler configuration
 (fewer knobs set), then the search's order; the decision names the rule that decided.
-Infeasible candidates never contend while a feasible one exists. No simulation here.
+Infeasible candidates never contend while a feasible one exists. The confidence is the
+probability that the pick beats the runner-up on the figure once each figure's error is
+drawn from its interval group's cross-validated errors (`bands.draw_errors`, seeded Monte
+Carlo, the two errors independent). No simulation here.
 """
 
 from __future__ import annotations
@@ -22,10 +25,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 
 from core.capacity import Boundary
+from recommender.bands import BANDS_FILE, draw_errors
 from recommender.recommendation import Decision, Objective, TieRule
 from recommender.scoring import Evaluation, knobs_set, latency_s
+from recommender.steptime import DEFAULT_KIND
 
 # The interval group each objective's figure takes its error from (`Interval.metric`): the
 # boundary is a load, off by as much as the throughput it rests on; the latency objective is
@@ -40,6 +48,7 @@ RANKED_BY: dict[Objective, str] = {
 # Figures at or below this are taken as this (a boundary of 0: nothing held), so logs stay
 # finite and two zeros tie.
 FLOOR = 1e-9
+CONFIDENCE_DRAWS = 20_000  # Monte Carlo draws: the probability's standard error < 0.4 %
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +108,31 @@ def _break_key(c: Contender) -> tuple[float, int, int, int]:
             knobs_set(c.evaluation.config))
 
 
-def decide(contenders: Sequence[Contender], objective: Objective, mean_output_tokens: float
-           ) -> tuple[list[Contender], Decision]:
+def confidence(pick: Contender, runner: Contender, objective: Objective,
+               mean_output_tokens: float, *, seed: int, step_time: str = DEFAULT_KIND,
+               bands_file: str | Path = BANDS_FILE) -> float | None:
+    """P(the pick's figure beats the runner-up's) with each figure times exp(its drawn
+    error); None when either has no interval to draw from."""
+    group = FIGURE_GROUP[objective]
+    a, b = (c.evaluation.predicted.intervals.get(group) for c in (pick, runner))
+    if a is None or b is None:
+        return None
+    rng = np.random.default_rng(seed)
+    ea, eb = (draw_errors(i, rng, CONFIDENCE_DRAWS, bands_file=bands_file,
+                          step_time=step_time) for i in (a, b))
+    fa = max(figure(pick, objective, mean_output_tokens), FLOOR) * np.exp(ea)
+    fb = max(figure(runner, objective, mean_output_tokens), FLOOR) * np.exp(eb)
+    wins = fa < fb if objective == "latency" else fa > fb
+    return float(np.mean(wins))
+
+
+def decide(contenders: Sequence[Contender], objective: Objective, mean_output_tokens: float,
+           *, seed: int = 0, step_time: str = DEFAULT_KIND,
+           bands_file: str | Path = BANDS_FILE) -> tuple[list[Contender], Decision]:
     """(the contenders in the decided order, the decision). `contenders` come in the
     search's order; the feasible ones are ranked by the objective's figure, the pick's ties
-    broken by `_BREAKS`, the infeasible ones follow in their order."""
+    broken by `_BREAKS`, the infeasible ones follow in their order; the confidence is the
+    pick's against the first other engine's contender."""
     if not contenders:
         raise ValueError("decide needs at least one contender")
     feasible = [c for c in contenders if c.evaluation.feasible]
@@ -118,11 +147,19 @@ def decide(contenders: Sequence[Contender], objective: Objective, mean_output_to
     ordered = group + rest + [c for c in contenders if c not in pool]
     rule, how = _rule(group)
     figures = {c.label: figure(c, objective, mean_output_tokens) for c in contenders}
+    pick = ordered[0]
+    runner = next((c for c in ordered[1:] if c in pool
+                   and c.evaluation.config.engine != pick.evaluation.config.engine), None)
+    p = None if runner is None else confidence(
+        pick, runner, objective, mean_output_tokens, seed=seed, step_time=step_time,
+        bands_file=bands_file)
+    text = _text(pick, group, how, objective, mean_output_tokens)
+    if p is not None and runner is not None:
+        text += f"; P(it beats {runner.label} once the error is drawn) = {p:.0%}"
     return ordered, Decision(
-        objective=objective, pick=ordered[0].label, ranked_by=RANKED_BY[objective],
-        figures=figures,
-        tied_with=[c.label for c in group[1:]], rule=rule,
-        text=_text(ordered[0], group, how, objective, mean_output_tokens))
+        objective=objective, pick=pick.label, ranked_by=RANKED_BY[objective],
+        figures=figures, tied_with=[c.label for c in group[1:]], rule=rule,
+        runner_up=None if runner is None else runner.label, confidence=p, text=text)
 
 
 def _rule(group: list[Contender]) -> tuple[TieRule, str]:

@@ -99,7 +99,7 @@ def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
         raise UsageError(_nothing_fits(request, result.pruned))
     _tell(progress, 0.76, "how far each engine's best holds")
     setting, rates = Setting(workload.requests, target, goals), _rates(profile, workload)
-    result, decision, searched = _decide(result, setting, rates)
+    result, decision, searched = _decide(result, setting, rates, request.seed)
     ctx = Context(request=request, profile=profile, workload=workload, target=target,
                   goals=goals, result=result, synthetic=synthetic, decision=decision)
     rec = _assemble(ctx, progress)
@@ -131,7 +131,7 @@ def _assemble(ctx: Context, progress: Progress | None) -> Recommendation:
     )
 
 
-def _decide(result: SearchResult, setting: Setting, rates: TraceRates
+def _decide(result: SearchResult, setting: Setting, rates: TraceRates, seed: int
             ) -> tuple[SearchResult, Decision, dict[str, BoundarySearch]]:
     """(the result re-ranked by the decision, the decision, the boundary searches by label):
     each engine's first candidates are sized on the trace (`capacity.search_boundary`) and
@@ -143,7 +143,8 @@ def _decide(result: SearchResult, setting: Setting, rates: TraceRates
     contenders = [Contender(e, label(e), boundary_of(searched[label(e)], deps[label(e)], rates))
                   for e in bests]
     mean_out = float(np.mean(setting.requests.output_tokens))
-    ordered, decision = decide(contenders, setting.goals.objective, mean_out)
+    ordered, decision = decide(contenders, setting.goals.objective, mean_out, seed=seed,
+                               step_time=setting.target.params.step_time)
     head = [c.evaluation for c in ordered]
     ranked = head + [e for e in result.ranked if all(e is not h for h in head)]
     return replace(result, ranked=ranked), decision, searched

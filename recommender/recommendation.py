@@ -116,6 +116,12 @@ class Decision(_Record):
                                  "prediction's error (empty: a clear lead).")
     rule: TieRule = Field(description="What decided: `figure` (a clear lead) or the "
                           "tie-break that set the pick apart.")
+    runner_up: str | None = Field(default=None, description="The best other engine's "
+                                  "contender (None: no other engine contends).")
+    confidence: float | None = Field(
+        default=None, ge=0, le=1, description="P(the pick beats the runner-up on the figure) "
+        "with each figure's error drawn from its cross-validated errors (seeded Monte Carlo, "
+        "independent errors); None without an interval on either side.")
     text: str = Field(description="The decision in one sentence.")
 
 

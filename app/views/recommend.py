@@ -10,6 +10,7 @@ from app.render import (
     band_text,
     candidate_points,
     candidate_rows,
+    decision_line,
     fmt_ms,
     interval_text,
     latency_rows,
@@ -106,6 +107,8 @@ def _pick(rec) -> None:
     st.subheader(f"Pick: {rec.pick.config.engine} — {rec.pick.label}")
     st.caption(f"{rec.model} on {rec.gpus}× {rec.gpu}. {rec.window}. "
                f"Search: {rec.candidates_simulated:,} simulations in {rec.search_time_s:,.1f} s.")
+    if rec.decision is not None:
+        st.markdown(f"**Decision** {plain(decision_line(rec.decision))}")
     cols = st.columns(6)
     cols[0].metric("TTFT p95", fmt_ms(p.ttft_s.p95))
     cols[1].metric("TPOT p95", fmt_ms(p.tpot_s.p95, "{:,.1f} ms"))

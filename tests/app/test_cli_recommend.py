@@ -45,6 +45,14 @@ def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
     assert all((tmp_path / f).is_file() for f in files)
     report = (tmp_path / "bundle" / "REPORT.md").read_text()
     assert printed["reasons"][0]["text"] in report
+    # the decision: what ranked, the pick's confidence against the other engine's best (in
+    # the first reason, so in REPORT.md too)
+    decision = printed["decision"]
+    assert decision["pick"] == printed["pick"]["label"]
+    assert printed["reasons"][0]["text"] == decision["text"]
+    if decision["confidence"] is not None:
+        assert 0.0 <= decision["confidence"] <= 1.0
+        assert f"= {decision['confidence']:.0%}" in report
     _capacity_is_carried_and_reported(printed, report)
     # every candidate carries its cell and the cell's band (with its coverage) from bands.json
     cells = json.loads(BANDS_JSON.read_text())["cells"]
@@ -128,8 +136,8 @@ def test_text_view_shows_the_picks_band_or_no_calibrated_cell(human_run) -> None
 def test_human_view_shows_pick_reasons_and_alternatives(human_run) -> None:
     out, cwd = human_run
     assert out.returncode == 0, out.stderr
-    for heading in ("Pick", "Predicted", "Band", "Why", "Alternatives (best per engine)",
-                    "Holds     up to", "Growth"):
+    for heading in ("Pick", "Decided   ranked by SLO boundary per GPU", "Predicted", "Band",
+                    "Why", "Alternatives (best per engine)", "Holds     up to", "Growth"):
         assert heading in out.stdout
     assert " ms" in out.stdout
     # the human view printed, the JSON in -o's file; no workspace litter without --workspace

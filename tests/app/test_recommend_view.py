@@ -10,6 +10,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from app.render import plain
 from app.resources import RECOMMENDATION_KEY
 from engines.export import ExportRequest, render_bundle
 from tests import reference as ref
@@ -73,6 +74,12 @@ def test_recommendation_figures_and_files(recommended):
     assert quoted, [r.figure for r in rec.reasons]
     for reason in quoted:
         assert abs(reason.value - expected[reason.figure]) <= 1e-6 * abs(expected[reason.figure])
+    # the decision beside the pick: ranked by headroom, the tie and the confidence said
+    decision = rec.decision
+    (line,) = [m.value for m in at.markdown if m.value.startswith("**Decision**")]
+    assert "SLO boundary per GPU" in line
+    if decision.confidence is not None:
+        assert plain(f"{decision.confidence:.0%} likely to beat") in line
     # the candidate chart marks the pick
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     (chart,) = [c for c in charts if any(t.get("name") == "pick" for t in c["data"])]

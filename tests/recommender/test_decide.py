@@ -4,14 +4,16 @@ decision names the rule that decided."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
+from scipy.stats import norm
 
 from core.capacity import Boundary
 from core.figures import Band, Interval, Latency
 from engines.config import EngineConfig
-from recommender.decide import Contender, decide, tied
+from recommender.decide import Contender, confidence, decide, tied
 from recommender.recommendation import PredictedMetrics
 from recommender.scoring import Evaluation
 
@@ -24,10 +26,10 @@ def _lat(s: float) -> Latency:
 
 def _contender(name: str, boundary_rps: float, *, width: float | None = 1.2, gpus: int = 1,
                calibrated: bool = True, feasible: bool = True, knobs: int = 0,
-               engine: str = "vllm", ttft_s: float = 0.1) -> Contender:
+               engine: str = "vllm", ttft_s: float = 0.1, basis: str = "c") -> Contender:
     """A candidate whose throughput interval is [1/width, width] (None: no interval)."""
     intervals = {} if width is None else {
-        group: Interval(metric=group, low=1 / width, high=width, basis="c", rows=50,
+        group: Interval(metric=group, low=1 / width, high=width, basis=basis, rows=50,
                         pooled=False) for group in ("throughput", "e2e")}
     predicted = PredictedMetrics(
         ttft_s=_lat(ttft_s), tpot_s=_lat(0.01), itl_s=_lat(0.01), e2e_s=_lat(1.0),
@@ -118,3 +120,52 @@ def test_the_latency_objective_ranks_lower_first_and_breaks_ties_by_headroom():
     slow = _contender("slow", 8.0, ttft_s=2.0)
     ordered, decision = decide([slow, fast], "latency", 200.0)
     assert (ordered[0].label, decision.rule) == ("fast", "figure")
+
+
+def test_confidence_without_stored_quantiles_is_the_normal_with_the_intervals_p10_p90(
+        tmp_path):
+    # No bands file: each error is N(0, s) with p90 = ln(width); the pick beats the runner
+    # when ln(12 / 10) + ea - eb > 0: Phi(ln 1.2 / (s sqrt 2)).
+    missing = tmp_path / "none.json"
+    pick, runner = _contender("a", 12.0, width=1.5), _contender("b", 10.0, width=1.5)
+    s = math.log(1.5) / norm.ppf(0.9)
+    expected = norm.cdf(math.log(1.2) / (s * math.sqrt(2)))
+    got = confidence(pick, runner, "goodput", 200.0, seed=3, bands_file=missing)
+    assert got == pytest.approx(expected, abs=0.01)
+    assert got == confidence(pick, runner, "goodput", 200.0, seed=3, bands_file=missing)
+    same = confidence(_contender("a", 10.0), _contender("b", 10.0), "goodput", 200.0,
+                      seed=0, bands_file=missing)
+    assert same == pytest.approx(0.5, abs=0.01)
+    assert confidence(pick, _contender("b", 10.0, width=None), "goodput", 200.0,
+                      seed=0, bands_file=missing) is None
+
+
+def test_confidence_draws_from_the_groups_stored_errors(tmp_path):
+    # The runner's group says measurements come in at 2x its prediction, every time; the
+    # pick's at 1x: 12 against 2 x 10 loses always, though the pick's figure is higher.
+    def group(shift: float) -> dict:
+        return {"p10": shift, "p90": shift, "rows": 40, "families": 4,
+                "quantiles": [shift] * 19}
+
+    cell = {"median_ape": 0.1, "rows": 40}
+    provider = {"overall": cell, "cells": {}, "intervals": {
+        "pick|throughput": group(0.0), "runner|throughput": group(math.log(2.0))}}
+    path = tmp_path / "bands.json"
+    path.write_text(json.dumps({"schema_version": 3, "method": "m", "csv_sha256": "x",
+                                "overall": cell, "cells": {},
+                                "providers": {"measured": provider}}))
+    pick = _contender("a", 12.0, basis="pick|throughput")
+    runner = _contender("b", 10.0, basis="runner|throughput")
+    assert confidence(pick, runner, "goodput", 200.0, seed=0, bands_file=path) == 0.0
+    assert confidence(runner, pick, "goodput", 200.0, seed=0, bands_file=path) == 1.0
+
+
+def test_the_decision_states_its_confidence_against_the_other_engine():
+    sglang = _contender("sglang", 12.0, engine="sglang")
+    sglang_too = _contender("sglang b", 11.9, engine="sglang")
+    vllm = _contender("vllm", 10.0)
+    _, decision = decide([sglang, sglang_too, vllm], "goodput", 200.0, seed=1)
+    assert decision.runner_up == "vllm"  # the first other engine, not the same engine's next
+    assert decision.confidence is not None and 0.5 < decision.confidence < 1.0
+    assert f"P(it beats vllm once the error is drawn) = {decision.confidence:.0%}" in (
+        decision.text)
