@@ -108,10 +108,12 @@ def recommendation_text(rec: Recommendation) -> str:
         decision_line,
         interval_text,
     )
+    from recommender.recommendation import UNSERVABLE
 
     pick = rec.pick
     fig = pick.predicted
     lines = [
+        *(f"CANNOT    {w.text}" for w in rec.warnings if w.code == UNSERVABLE),
         f"Pick      {pick.label}  ({rec.gpus}× {rec.gpu}, {rec.model})",
         *([f"Decided   {decision_line(rec.decision)}"] if rec.decision else []),
         f"Window    {rec.window}",

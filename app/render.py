@@ -156,7 +156,7 @@ def band_text(band: Band | None, cell: str | None = None) -> str:
 # The tie-break rules in words (recommender.decide's order), as the decision line says them.
 RULE_WORDS = {"figure": "a clear lead", "headroom": "headroom", "fewer_gpus": "fewer GPUs",
               "calibrated": "calibration data", "simpler": "the simpler configuration",
-              "order": "the search's order"}
+              "order": "the search's order", "infeasible": "the search's score"}
 
 
 def decision_line(decision: Decision | None) -> str:
@@ -164,6 +164,8 @@ def decision_line(decision: Decision | None) -> str:
     73 % likely to beat vllm tp1 fp8' (empty for a recommendation stored before decisions)."""
     if decision is None:
         return ""
+    if decision.rule == "infeasible":
+        return decision.text
     text = f"ranked by {decision.ranked_by}; "
     if decision.tied_with:
         text += (f"tied with {len(decision.tied_with)} within the error, decided by "

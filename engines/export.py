@@ -98,6 +98,10 @@ class ExportRequest(BaseModel):
         "and load curve), for the report.")
     reasons: list[str] = Field(default_factory=list, description="Why this config, one line each.")
     warnings: list[str] = Field(default_factory=list, description="Caveats, one line each.")
+    not_deployable: str | None = Field(
+        default=None, description="Why this config cannot serve the user's load as it is "
+        "(requests it can never serve, a load it falls behind) and what would: REPORT.md "
+        "leads with it.")
     engine_version: str | None = Field(
         default=None, description="Engine release of the docker image (None = plug-in's pin).")
     host_port: int | None = Field(default=None, ge=1, le=65535,
@@ -107,7 +111,7 @@ class ExportRequest(BaseModel):
         description="HF cache for containers: an absolute host path or a docker volume name; "
         "None = $HF_HOME or ~/.cache/huggingface where the bundle runs.")
 
-    @field_validator("gpu", "profile", "engine_version", "calibration_cell")
+    @field_validator("gpu", "profile", "engine_version", "calibration_cell", "not_deployable")
     @classmethod
     def _plain_text(cls, value: str | None) -> str | None:
         return None if value is None else _one_line(value, "value")
@@ -356,6 +360,8 @@ def _report(request: ExportRequest, plugin: EnginePlugin, files: dict[str, str],
     target = (gpu or "GPU not given") + (f" × {count}" if count else "")
     lines = [
         f"# ServeFit export: {config.engine} serving {_code(config.model)}", "",
+        *([f"> **Not deployable as it is.** {request.not_deployable}", ""]
+          if request.not_deployable else []),
         f"- Engine: {config.engine} (image {_code(image)})",
         f"- Model: {_code(config.model)}",
         f"- GPU: {target}; {_parallelism(config)}",

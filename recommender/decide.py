@@ -136,7 +136,9 @@ def decide(contenders: Sequence[Contender], objective: Objective, mean_output_to
     if not contenders:
         raise ValueError("decide needs at least one contender")
     feasible = [c for c in contenders if c.evaluation.feasible]
-    pool = feasible or list(contenders)
+    if not feasible:
+        return _none_feasible(contenders, objective, mean_output_tokens)
+    pool = feasible
     lower_better = objective == "latency"
     by_figure = sorted(pool, key=lambda c: figure(c, objective, mean_output_tokens)
                        * (1 if lower_better else -1))
@@ -160,6 +162,23 @@ def decide(contenders: Sequence[Contender], objective: Objective, mean_output_to
         objective=objective, pick=pick.label, ranked_by=RANKED_BY[objective],
         figures=figures, tied_with=[c.label for c in group[1:]], rule=rule,
         runner_up=None if runner is None else runner.label, confidence=p, text=text)
+
+
+def _none_feasible(contenders: Sequence[Contender], objective: Objective,
+                   mean_output_tokens: float) -> tuple[list[Contender], Decision]:
+    """No contender keeps up and serves every request: no boundary tells them apart (none
+    holds even today's load), so they keep the search's score order (the share served
+    within the limits first)."""
+    ordered = sorted(contenders, key=lambda c: -c.evaluation.score)
+    pick = ordered[0]
+    return ordered, Decision(
+        objective=objective, pick=pick.label, ranked_by="the search's score (no "
+        "configuration holds today's load)",
+        figures={c.label: c.evaluation.score for c in contenders}, tied_with=[],
+        rule="infeasible", runner_up=None, confidence=None,
+        text=(f"no configuration searched keeps up with the load and serves every request "
+              f"({pick.evaluation.rejected_reason}): {pick.label} is the closest by the "
+              f"search's score, not a configuration to deploy as it is"))
 
 
 def _rule(group: list[Contender]) -> tuple[TieRule, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.errors import ServeFitError, UsageError
@@ -20,10 +21,18 @@ from engines.config import EngineConfig
 from profiler.schema import Profile
 from recommender.bands import BANDS_FILE, band_of_prediction, load_bands
 from recommender.catalog import get_model, load_gpus
+from recommender.defaults import scheduler_caps
 from recommender.memory import WEIGHT_BYTES_PER_PARAM, plan_memory
-from recommender.recommendation import Decision, Reason, RecommendRequest, RecWarning
+from recommender.recommendation import (
+    UNSERVABLE,
+    Decision,
+    Reason,
+    RecommendRequest,
+    RecWarning,
+)
 from recommender.scoring import Evaluation, Goals, Target, evaluate
 from recommender.search import SearchResult, search
+from recommender.simulator import unservable_counts
 from recommender.specs import GPU
 from recommender.speculative import ACCEPTANCE_DEFAULTS
 from recommender.workload import Workload, head_window
@@ -274,11 +283,12 @@ def _tp_reason(ctx: Context) -> Reason | None:
 
 
 def warn(ctx: Context) -> list[RecWarning]:
-    """Caveats about the pick, the prediction's footing, and what was not simulated."""
+    """Caveats about the pick, the prediction's footing, and what was not simulated; an
+    unservable window first."""
     out: list[RecWarning] = []
-    for make in (_slo_warning, _oom_warnings, _band_warning, _calibration_warnings,
-                 _quality_warning,
-                 _workload_warnings, _disaggregation_warning, _feature_warnings):
+    for make in (_unservable_warning, _slo_warning, _oom_warnings, _band_warning,
+                 _calibration_warnings, _quality_warning, _workload_warnings,
+                 _disaggregation_warning, _feature_warnings):
         out += make(ctx)
     return out
 
@@ -295,6 +305,21 @@ def _slo_warning(ctx: Context) -> list[RecWarning]:
 
 def _what_would_attain(ctx: Context) -> list[str]:
     """Quick searches on 2× the GPUs and on the next bigger GPU of the catalog."""
+    out = []
+    for name, found in _elsewhere(ctx, lambda e: e.predicted.slo_met):
+        if found is not None:
+            p = found.predicted
+            out.append(f"{name} would attain it ({found.config.engine}, p95 TTFT "
+                       f"{_ms(p.ttft_s.p95)}, p95 TPOT {_ms(p.tpot_s.p95)})")
+        else:
+            out.append(f"{name} would not either")
+    return out
+
+
+def _elsewhere(ctx: Context, ok: Callable[[Evaluation], bool]
+               ) -> list[tuple[str, Evaluation | None]]:
+    """[(hardware, its best candidate that is `ok`, or None)] from quick searches on 2× the
+    GPUs and on the next bigger GPU of the catalog, on the same window."""
     from recommender.facts import hardware_facts
 
     options: list[tuple[str, Target]] = []
@@ -309,17 +334,74 @@ def _what_would_attain(ctx: Context) -> list[str]:
                         Target(bigger, t.model, t.gpus, hardware_facts(bigger, t.gpus),
                                t.model_facts, t.params)))
     coarse = head_window(ctx.workload.requests, 1000)
-    out = []
+    out: list[tuple[str, Evaluation | None]] = []
     for name, target in options:
         result = search(ctx.workload.requests, coarse, target, ctx.goals, quick=True)
-        met = [e for e in result.ranked if e.predicted.slo_met]
-        if met:
-            p = met[0].predicted
-            out.append(f"{name} would attain it ({met[0].config.engine}, p95 TTFT "
-                       f"{_ms(p.ttft_s.p95)}, p95 TPOT {_ms(p.tpot_s.p95)})")
-        else:
-            out.append(f"{name} would not either")
+        out.append((name, next((e for e in result.ranked if ok(e)), None)))
     return out
+
+
+def _unservable_warning(ctx: Context) -> list[RecWarning]:
+    """When the pick cannot serve the window (requests it can never serve, or a load it
+    falls behind): how many and why, and what would serve them, each simulated."""
+    best = ctx.best
+    if best.feasible:
+        return []
+    req = ctx.workload.requests
+    counts = unservable_counts(best.config, ctx.target.gpu, ctx.target.model,
+                               req.input_tokens, req.output_tokens)
+    if counts:
+        n, total = sum(counts.values()), len(req.input_tokens)
+        text = (f"{n:,} of {total:,} simulated requests ({n / total:.0%}) can never be "
+                f"served by the pick ({best.config.engine}): "
+                + "; ".join(_unservable_why(ctx, rule, k) for rule, k in counts.items()))
+    else:
+        text = f"the pick ({best.config.engine}) cannot serve the window: {best.rejected_reason}"
+    serve = _what_would_serve(ctx, counts)
+    text += ". What would serve them (each simulated on the same window): " + "; ".join(serve)
+    return [RecWarning(code=UNSERVABLE, text=text)]
+
+
+def _unservable_why(ctx: Context, rule: str, count: int) -> str:
+    config, gpu = ctx.best.config, ctx.target.gpu
+    if rule == "max_model_len":
+        return f"{count:,} are longer than max_model_len {config.max_model_len:,}"
+    if rule == "budget":
+        budget = scheduler_caps(config, gpu).budget_tokens
+        return (f"{count:,} have more tokens than one step's budget ({budget:,}) with "
+                "chunked prefill off")
+    kv = plan_memory(config, gpu, ctx.target.model).kv_capacity_tokens
+    return f"{count:,} need more KV cache than one replica holds ({kv:,} tokens)"
+
+
+def _what_would_serve(ctx: Context, counts: dict) -> list[str]:
+    """The pick with chunked prefill on (and the model's full context when max_model_len
+    refused requests), then quick searches on more and bigger GPUs: each simulated."""
+    out = []
+    changes: list[tuple[str, dict[str, object]]] = []
+    if not scheduler_caps(ctx.best.config, ctx.target.gpu).chunked_prefill:
+        changes.append(("chunked prefill on", {"chunked_prefill": True}))
+    if "max_model_len" in counts:
+        full = ctx.target.model.max_context_tokens
+        changes.append((f"max_model_len {full:,}", {"max_model_len": full}))
+    for name, update in changes:
+        e = ctx.what_if(**update)
+        if e is not None:
+            out.append(f"the pick with {name}: {_serves(e)}")
+    for name, found in _elsewhere(ctx, lambda e: e.feasible):
+        out.append(f"{name}: " + (f"{found.config.engine} tp{found.config.tp} "
+                                   f"{_serves(found)}" if found else "no configuration "
+                                   "searched serves them either"))
+    return out
+
+
+def _serves(e: Evaluation) -> str:
+    p = e.predicted
+    if e.feasible:
+        return (f"serves every request and keeps up (p95 TTFT {_ms(p.ttft_s.p95)}, "
+                f"p95 TPOT {_ms(p.tpot_s.p95)})"
+                + (f", {p.rejected_requests:,} unservable" if p.rejected_requests else ""))
+    return f"does not: {e.rejected_reason}"
 
 
 def _next_gpu(target: Target) -> GPU | None:

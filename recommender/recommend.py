@@ -39,6 +39,7 @@ from recommender.facts import hardware_facts, model_facts
 from recommender.params import load_params
 from recommender.reasons import Context, explain, warn
 from recommender.recommendation import (
+    UNSERVABLE,
     Candidate,
     Decision,
     Recommendation,
@@ -330,6 +331,7 @@ def export_view(rec: Recommendation, *, profile_source: str) -> dict:
         profile=profile_source, predicted=figures, predicted_range=ranges, band=p.band,
         calibration_cell=p.calibration_cell,
         reasons=[r.text for r in rec.reasons], warnings=[w.text for w in rec.warnings],
+        not_deployable=next((w.text for w in rec.warnings if w.code == UNSERVABLE), None),
         capacity=rec.capacity,
     )
     return request.model_dump(mode="json")

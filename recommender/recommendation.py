@@ -93,6 +93,11 @@ class Reason(_Record):
     value: float | None = Field(description="That figure's value.")
 
 
+# The warning code of a pick that cannot serve the window (front ends and REPORT.md lead
+# with it).
+UNSERVABLE = "unservable"
+
+
 class RecWarning(_Record):
     """A caveat: outside calibration, OOM risk, SLO unattainable, synthetic workload, ..."""
 
@@ -100,7 +105,8 @@ class RecWarning(_Record):
     text: str
 
 
-TieRule = Literal["figure", "headroom", "fewer_gpus", "calibrated", "simpler", "order"]
+TieRule = Literal["figure", "headroom", "fewer_gpus", "calibrated", "simpler", "order",
+                  "infeasible"]
 
 
 class Decision(_Record):
@@ -114,8 +120,9 @@ class Decision(_Record):
                                       "cost: the score).")
     tied_with: list[str] = Field(description="Labels tied with the pick within the "
                                  "prediction's error (empty: a clear lead).")
-    rule: TieRule = Field(description="What decided: `figure` (a clear lead) or the "
-                          "tie-break that set the pick apart.")
+    rule: TieRule = Field(description="What decided: `figure` (a clear lead), the "
+                          "tie-break that set the pick apart, or `infeasible` (nothing holds "
+                          "today's load: the search's score order).")
     runner_up: str | None = Field(default=None, description="The best other engine's "
                                   "contender (None: no other engine contends).")
     confidence: float | None = Field(

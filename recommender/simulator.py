@@ -270,6 +270,36 @@ def _servable(worst: np.ndarray, cap_blocks: int, unit: int, *, max_len: int | N
     return ok
 
 
+UnservableRule = Literal["max_model_len", "budget", "kv_pool"]
+
+
+def unservable_counts(config: EngineConfig, gpu: GPU, model: ModelSpec,
+                      input_tokens: np.ndarray, output_tokens: np.ndarray, *,
+                      kv_block_tokens: int = 16) -> dict[UnservableRule, int]:
+    """{rule: requests} of the requests one replica of `config` can never serve, each
+    counted under the first rule that refuses it, in `refusal_reason`'s order: beyond
+    max_model_len, beyond the step token budget with chunked prefill off, more KV cache
+    than the pool holds. Empty when every request can be served.
+
+    Raises:
+        UsageError: a config that does not fit in memory.
+    """
+    caps = scheduler_caps(config, gpu)
+    plan = plan_memory(config, gpu, model, block_size_tokens=kv_block_tokens)
+    if not plan.fits:
+        raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
+    tokens = np.asarray(input_tokens, dtype=np.int64) + np.asarray(output_tokens, np.int64)
+    bad = ~_servable(tokens - 1, plan.kv_capacity_blocks, kv_block_tokens,
+                     max_len=config.max_model_len, budget=caps.budget_tokens,
+                     chunked=caps.chunked_prefill)
+    too_long = bad & (tokens > (config.max_model_len or np.inf))
+    budget = bad & ~too_long & (not caps.chunked_prefill) & (tokens - 1 > caps.budget_tokens)
+    counts: dict[UnservableRule, int] = {
+        "max_model_len": int(too_long.sum()), "budget": int(budget.sum()),
+        "kv_pool": int((bad & ~too_long & ~budget).sum())}
+    return {k: v for k, v in counts.items() if v}
+
+
 def refusal_reason(
     config: EngineConfig, gpu: GPU, model: ModelSpec, isl: int, osl: int, *,
     kv_block_tokens: int = 16,

@@ -30,7 +30,7 @@ from app.resources import (
 )
 from core.errors import ServeFitError
 from profiler.ingest import IngestOptions
-from recommender.recommendation import OBJECTIVES
+from recommender.recommendation import OBJECTIVES, UNSERVABLE
 
 DEFAULT_GPU = "H100-SXM"
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -104,6 +104,9 @@ def _run(request) -> None:
 
 def _pick(rec) -> None:
     p = rec.pick.predicted
+    for warning in rec.warnings:
+        if warning.code == UNSERVABLE:  # said first: the pick cannot serve the load as it is
+            st.error(f"**Not deployable as it is.** {plain(warning.text)}")
     st.subheader(f"Pick: {rec.pick.config.engine} — {rec.pick.label}")
     st.caption(f"{rec.model} on {rec.gpus}× {rec.gpu}. {rec.window}. "
                f"Search: {rec.candidates_simulated:,} simulations in {rec.search_time_s:,.1f} s.")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 import engines
 from engines import ENGINES, get_engine
@@ -294,6 +295,17 @@ def test_report_gives_a_figure_with_its_interval(tmp_path: Path) -> None:
     report = (_export(tmp_path, request) / "REPORT.md").read_text()
     assert "- ttft_p95_ms: 182.5 (120-310.5)" in report
     assert "- output_tok_s: 5400\n" in report  # no interval given: the value alone
+
+
+def test_report_leads_with_why_a_config_is_not_deployable(tmp_path: Path) -> None:
+    why = "670 of 3,000 requests can never be served; 2x H100-SXM serves them"
+    report = (_export(tmp_path, _request("vllm", not_deployable=why)) / "REPORT.md"
+              ).read_text().splitlines()
+    assert report[2] == f"> **Not deployable as it is.** {why}"
+    plain = (_export(tmp_path / "b", _request("vllm")) / "REPORT.md").read_text()
+    assert "Not deployable" not in plain
+    with pytest.raises(ValidationError):
+        _request("vllm", not_deployable="two\nlines")
 
 
 def test_report_without_context_says_so(tmp_path: Path) -> None:

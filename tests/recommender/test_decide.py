@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from scipy.stats import norm
@@ -169,3 +170,13 @@ def test_the_decision_states_its_confidence_against_the_other_engine():
     assert decision.confidence is not None and 0.5 < decision.confidence < 1.0
     assert f"P(it beats vllm once the error is drawn) = {decision.confidence:.0%}" in (
         decision.text)
+
+
+def test_when_nothing_is_feasible_the_score_orders_and_the_decision_says_so():
+    a, b = _contender("a", 0.0, feasible=False), _contender("b", 0.0, feasible=False)
+    b = Contender(replace(b.evaluation, score=2.0), "b", b.boundary)
+    ordered, decision = decide([a, b], "goodput", 200.0)
+    assert [c.label for c in ordered] == ["b", "a"]
+    assert (decision.rule, decision.confidence, decision.tied_with) == ("infeasible", None, [])
+    assert decision.text.startswith("no configuration searched keeps up")
+    assert "falls behind" in decision.text and "not a configuration to deploy" in decision.text

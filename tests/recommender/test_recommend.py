@@ -230,3 +230,27 @@ def test_every_candidate_carries_its_cells_band_from_bands_json(rec: Recommendat
                 and f"covered by {band['rows']} held-out measurements" in report)
     else:
         assert "Uncalibrated: no published measurement covers cell" in report
+
+
+@pytest.mark.slow
+def test_an_unservable_window_leads_the_answer_with_what_would_serve_it(tmp_path) -> None:
+    """Mooncake's conversation trace (prompts to 126K tokens) on one H100: no configuration
+    searched serves every request; the answer says so first, with the count the simulation
+    itself rejected, and names a configuration that serves them (simulated)."""
+    import re
+
+    trace = ROOT / "tests" / "data" / "traces" / "mooncake_conversation_trace.jsonl.gz"
+    rec = recommend(RecommendRequest(source=str(trace), gpu="H100-SXM", model=MODEL,
+                                     max_requests=3000))
+    first = rec.warnings[0]
+    assert first.code == "unservable" and not rec.pick.feasible
+    found = re.match(r"([\d,]+) of ([\d,]+) simulated requests \(\d+%\) can never be served",
+                     first.text)
+    assert found is not None, first.text
+    assert int(found[1].replace(",", "")) == rec.pick.predicted.rejected_requests > 0
+    assert "serves every request and keeps up" in first.text.split("What would serve")[1]
+    assert rec.decision is not None and rec.decision.rule == "infeasible"
+    export = ExportRequest.model_validate(rec.export)
+    export_bundle(export, tmp_path / "bundle")
+    report = (tmp_path / "bundle" / "REPORT.md").read_text().splitlines()
+    assert report[2] == f"> **Not deployable as it is.** {first.text}"

@@ -416,3 +416,33 @@ def test_fp8_kv_about_doubles_the_running_ceiling():
     assert 1.8 < ratio < 2.2
     assert (runs["fp8"].summary.output_throughput_tok_s
             > 1.3 * runs["auto"].summary.output_throughput_tok_s)
+
+
+def test_unservable_counts_match_each_requests_own_refusal_and_the_simulation():
+    from recommender.simulator import refusal_reason, unservable_counts
+
+    def by_refusal(config, gpu, inp, out) -> dict[str, int]:
+        words = {"max_model_len": "max_model_len", "budget": "token budget",
+                 "kv_pool": "more KV cache"}
+        counts: dict[str, int] = {}
+        for i, o in zip(inp, out, strict=True):
+            why = refusal_reason(config, gpu, MODEL, int(i), int(o))
+            if why is not None:
+                rule = next(k for k, w in words.items() if w in why)
+                counts[rule] = counts.get(rule, 0) + 1
+        return counts
+
+    inp = np.array([1000, 4000, 4096, 5000, 16000, 20000, 30000])
+    out = np.full(len(inp), 10)
+    capped = EngineConfig(engine="vllm", model=MODEL.name, chunked_prefill=False,
+                          max_batched_tokens=4096, max_model_len=16384)
+    got = unservable_counts(capped, GPU, MODEL, inp, out)
+    assert got == by_refusal(capped, GPU, inp, out) == {"max_model_len": 2, "budget": 3}
+    # The simulation rejects the same requests; with chunked prefill on only the length cap
+    # refuses (a pool smaller than one max_model_len sequence is refused up front instead).
+    result = simulate(SimRequests(np.arange(float(len(inp))), inp, out), capped, GPU, MODEL,
+                      params=PARAMS)
+    assert result.summary.rejected == 5
+    chunked = capped.model_copy(update={"chunked_prefill": True})
+    assert unservable_counts(chunked, GPU, MODEL, inp, out) == {"max_model_len": 2}
+    assert unservable_counts(chunked, GPU, MODEL, inp[:3], out[:3]) == {}
