@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.capacity import LoadCurve
+from core.capacity import DayPlan, LoadCurve
 from profiler.chart_data import ArrivalSeries, Heatmap, LogHistogram, ReuseCurve, SegmentOutline
 
 HEIGHT = 360
@@ -131,3 +131,20 @@ def load_curve(curve: LoadCurve) -> go.Figure:
     fig.update_yaxes(type="log")
     fig.update_layout(showlegend=False)
     return _layout(fig, "Predicted p95 latency against load (green: SLOs hold)")
+
+
+def day_plan(day: DayPlan) -> go.Figure:
+    """Replicas of the pick per window of the trace (bars) over the window's arrival rate
+    (a line on the second axis), with the fleet sized for the busiest window marked."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    t_h = [w.t_s / 3600 for w in day.windows]
+    fig.add_trace(go.Bar(x=t_h, y=[w.gpus for w in day.windows], name="GPUs needed"),
+                  secondary_y=False)
+    fig.add_trace(go.Scatter(x=t_h, y=[w.rate_rps for w in day.windows], name="req/s",
+                             mode="lines+markers"), secondary_y=True)
+    fig.add_hline(y=day.peak_fleet_gpus, line_dash="dash",
+                  annotation_text="fleet sized for the peak")
+    fig.update_xaxes(title_text="hours from the trace's start (window start)")
+    fig.update_yaxes(title_text="GPUs", secondary_y=False)
+    fig.update_yaxes(title_text="arrivals (req/s)", secondary_y=True)
+    return _layout(fig, "GPUs the pick needs over the trace's span")

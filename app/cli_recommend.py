@@ -143,15 +143,19 @@ def recommendation_text(rec: Recommendation) -> str:
 
 
 def _capacity_lines(capacity: Capacity) -> list[str]:
-    from core.capacity import boundary_text, growth_table
+    from core.capacity import boundary_text, day_text, growth_table
 
     lines = [f"Holds     up to {boundary_text(capacity.pick)} (today "
              f"{capacity.today_rps:,.3g} req/s)",
              *(f"  {b.label}: {boundary_text(b)}" for b in capacity.alternatives),
              "Growth"]
-    return lines + [f"  {r['traffic']}: pick needs {r['pick needs GPUs']} GPU(s); today's "
-                    f"deployment {r['deployment now']}; cheapest other engine "
-                    f"{r['cheapest other engine']}" for r in growth_table(capacity)]
+    lines += [f"  {r['traffic']}: pick needs {r['pick needs GPUs']} GPU(s); today's "
+              f"deployment {r['deployment now']}; cheapest other engine "
+              f"{r['cheapest other engine']}" for r in growth_table(capacity)]
+    if capacity.day is not None:
+        lines += [f"Day plan  {day_text(capacity.day)}",
+                  "  GPUs per window: " + " ".join(str(w.gpus) for w in capacity.day.windows)]
+    return lines
 
 
 def _ms(seconds: float | None, spec: str) -> str:

@@ -88,6 +88,33 @@ class LoadCurve(_Record):
     boundary_rps: float = Field(ge=0)
 
 
+class DayWindow(_Record):
+    """One window of the trace's arrivals and the replicas of the pick it needs."""
+
+    t_s: float = Field(ge=0, description="Window start, seconds from the trace's first request.")
+    duration_s: float = Field(gt=0)
+    rate_rps: float = Field(ge=0, description="The window's mean arrival rate.")
+    replicas: int = Field(ge=1, description="Replicas of the pick that hold that rate.")
+    gpus: int = Field(ge=1)
+    headroom: float | None = Field(description="What those replicas hold over the window's "
+                                   "rate (None: no request in the window).")
+
+
+class DayPlan(_Record):
+    """The fleet over the trace's span: replicas per window at the pick's SLO boundary, the
+    GPU-hours that costs against a fleet sized for the busiest window, and the headroom."""
+
+    window_s: float = Field(gt=0)
+    per_replica_rps: float = Field(gt=0, description="The pick's boundary over its replicas.")
+    windows: list[DayWindow]
+    gpu_hours: float = Field(ge=0, description="Sum over windows of GPUs x hours.")
+    peak_fleet_gpus: int = Field(ge=1, description="GPUs of a fleet sized for the busiest "
+                                 "window, kept all day.")
+    peak_fleet_gpu_hours: float = Field(ge=0)
+    min_headroom: float | None = Field(description="The least headroom of any window.")
+    method: str = Field(description="How the plan was made, in words.")
+
+
 class Capacity(_Record):
     """How far the pick holds, each engine's best alternative, and what growth needs."""
 
@@ -104,6 +131,8 @@ class Capacity(_Record):
     growth: list[GrowthRow]
     curve: LoadCurve
     method: str = Field(description="How the boundary was found, in words.")
+    day: DayPlan | None = Field(default=None, description="The fleet over the trace's span "
+                                "(None: no arrival times, or the pick holds no load).")
 
 
 class BoundaryDelta(_Record):
@@ -138,6 +167,21 @@ def boundary_text(b: Boundary) -> str:
         text += f", {b.multiple_of_peak:,.2g}× its peak"
     if b.binding != "none":
         text += f"; {LIMIT_TEXT[b.binding]} binds first"
+    return text
+
+
+def day_text(day: DayPlan) -> str:
+    """One line: '12 windows of 5 min: 1-3 replicas, 4.1 GPU-hours against 6.0 for a fleet
+    sized for the busiest window (32 % less); least headroom 1.2×'."""
+    counts = [w.replicas for w in day.windows]
+    saved = 1 - day.gpu_hours / day.peak_fleet_gpu_hours if day.peak_fleet_gpu_hours else 0.0
+    minutes = day.window_s / 60
+    size = f"{minutes / 60:g} h" if minutes >= 60 else f"{minutes:,.3g} min"
+    text = (f"{len(day.windows)} windows of {size}: {min(counts)}-{max(counts)} replicas, "
+            f"{day.gpu_hours:,.3g} GPU-hours against {day.peak_fleet_gpu_hours:,.3g} for a "
+            f"fleet sized for the busiest window ({saved:.0%} less)")
+    if day.min_headroom is not None:
+        text += f"; least headroom {day.min_headroom:,.2g}×"
     return text
 
 

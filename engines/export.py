@@ -21,7 +21,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from core.capacity import LIMIT_TEXT, Capacity, boundary_text, growth_table
+from core.capacity import LIMIT_TEXT, Capacity, boundary_text, day_text, growth_table
 from core.figures import Band
 from engines import get_engine
 from engines.base import EnginePlugin
@@ -417,6 +417,14 @@ def _capacity_lines(capacity: Capacity) -> list[str]:
         heads = list(rows[0])
         lines += ["", "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads),
                   *("| " + " | ".join(r[h] for h in heads) + " |" for r in rows)]
+    if capacity.day is not None:
+        lines += ["", f"Over the trace's span: {day_text(capacity.day)}; sized from "
+                  f"{capacity.day.method}.", "",
+                  "| window start (s) | req/s | replicas | GPUs | headroom |",
+                  "|---|---|---|---|---|",
+                  *(f"| {w.t_s:,.0f} | {w.rate_rps:,.3g} | {w.replicas} | {w.gpus} | "
+                    + ("n/a" if w.headroom is None else f"{w.headroom:,.2g}×") + " |"
+                    for w in capacity.day.windows)]
     lines += ["", "Predicted p95 latency against load (the boundary's search):", "",
               "| req/s | p95 TTFT ms | p95 TPOT ms | holds |", "|---|---|---|---|"]
     for p in capacity.curve.points:

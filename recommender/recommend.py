@@ -36,6 +36,7 @@ from recommender.capacity import (
 from recommender.catalog import get_gpu, get_model
 from recommender.decide import Contender, decide
 from recommender.facts import hardware_facts, model_facts
+from recommender.fleet import plan_day
 from recommender.params import load_params
 from recommender.reasons import Context, explain, warn
 from recommender.recommendation import (
@@ -184,8 +185,12 @@ def _capacity(ctx: Context, rec: Recommendation, searched: dict[str, BoundarySea
 
     others = [dep(c) for c in rec.alternatives if c.label != rec.pick.label]
     setting = Setting(ctx.workload.requests, ctx.target, ctx.goals)
-    return plan_capacity(setting, dep(rec.pick), others, _rates(ctx.profile, ctx.workload),
-                         searched)
+    capacity = plan_capacity(setting, dep(rec.pick), others,
+                             _rates(ctx.profile, ctx.workload), searched)
+    # the profile's own arrivals over time (a profile.json's too: its rate series is the
+    # trace's, only the simulated requests are synthetic)
+    capacity.day = plan_day(ctx.profile.rate_series, ctx.profile.duration_s, capacity.pick)
+    return capacity
 
 
 def _load(request: RecommendRequest, workspace: Workspace | None, tmp: Path

@@ -154,7 +154,7 @@ def _others(rec) -> None:
 
 
 def _capacity(rec) -> None:
-    from core.capacity import LIMIT_TEXT, boundary_text, growth_table
+    from core.capacity import LIMIT_TEXT, boundary_text, day_text, growth_table
 
     cap = rec.capacity
     if cap is None:
@@ -176,6 +176,10 @@ def _capacity(rec) -> None:
     rows = growth_table(cap)
     st.dataframe({k: [r[k] for r in rows] for k in (rows[0] if rows else {})}, hide_index=True)
     st.plotly_chart(charts.load_curve(cap.curve), width="stretch")
+    if cap.day is not None:
+        st.markdown(f"**Over the trace's span** {plain(day_text(cap.day))}")
+        st.caption(f"Sized from {cap.day.method}.")
+        st.plotly_chart(charts.day_plan(cap.day), width="stretch")
 
 
 def _export_request(rec, candidate) -> dict:

@@ -72,7 +72,7 @@ def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
 def _capacity_is_carried_and_reported(printed: dict, report: str) -> None:
     """`capacity` in the JSON: the pick's boundary with its band, multiples of the trace's
     mean and peak, the growth table; REPORT.md states the same boundary and table."""
-    from core.capacity import Capacity, boundary_text, growth_table
+    from core.capacity import Capacity, boundary_text, day_text, growth_table
 
     cap = Capacity.model_validate(printed["capacity"])
     b, predicted = cap.pick, printed["pick"]["predicted"]
@@ -97,6 +97,10 @@ def _capacity_is_carried_and_reported(printed: dict, report: str) -> None:
     assert "## How far it holds" in report and boundary_text(b) in report
     assert all(row["traffic"] in report for row in growth_table(cap))
     assert "xychart-beta" in report
+    # the day plan over the trace's span: in the JSON, and in REPORT.md with its table
+    assert cap.day is not None and day_text(cap.day) in report
+    assert len([line for line in report.splitlines() if line.startswith("| ")
+                and line.count("|") == 6]) >= len(cap.day.windows)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +141,8 @@ def test_human_view_shows_pick_reasons_and_alternatives(human_run) -> None:
     out, cwd = human_run
     assert out.returncode == 0, out.stderr
     for heading in ("Pick", "Decided   ranked by SLO boundary per GPU", "Predicted", "Band",
-                    "Why", "Alternatives (best per engine)", "Holds     up to", "Growth"):
+                    "Why", "Alternatives (best per engine)", "Holds     up to", "Growth",
+                    "Day plan  ", "  GPUs per window: "):
         assert heading in out.stdout
     assert " ms" in out.stdout
     # the human view printed, the JSON in -o's file; no workspace litter without --workspace

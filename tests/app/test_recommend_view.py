@@ -89,12 +89,18 @@ def test_recommendation_figures_and_files(recommended):
     # points (ms on screen), with the SLO lines and the mean, peak and boundary marked
     cap = rec.capacity
     assert metrics["SLO boundary"] == f"{cap.pick.rate_rps:,.3g} req/s"
-    (curve,) = [c for c in charts if c is not chart]
+    (curve,) = [c for c in charts if c is not chart
+                and not c["layout"]["title"]["text"].startswith("GPUs the pick")]
     ttft = next(t for t in curve["data"] if t["name"] == "TTFT")
     assert ttft["x"] == [q.rate_rps for q in cap.curve.points]
     assert ttft["y"] == [q.ttft_p95_s * 1e3 for q in cap.curve.points]
     marks = {a["text"] for a in curve["layout"]["annotations"]}
     assert {"SLO", "mean", "peak", "boundary"} <= marks
+    # the day plan: its line and its chart (GPUs per window, the library's figures)
+    assert any(m.value.startswith("**Over the trace") for m in at.markdown)
+    (day,) = [c for c in charts if c["layout"]["title"]["text"].startswith("GPUs the pick")]
+    bars = next(t for t in day["data"] if t["type"] == "bar")
+    assert bars["y"] == [w.gpus for w in cap.day.windows]
     # the pick's band (its cell's entry of bands.json, read here) next to its figures, and a
     # band column in the candidates tables
     cell = p.calibration_cell
