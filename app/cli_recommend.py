@@ -40,6 +40,9 @@ def add_recommend(sub: Any) -> None:
     p.add_argument("--arrival-rate", type=float, metavar="RPS", help="Poisson arrivals at "
                    "RPS req/s for a trace (or profile) without timestamps")
     p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
+    p.add_argument("--gpu-price-per-hour", type=float, metavar="USD", help="USD per GPU-hour "
+                   "for the $/Mtok figures (default: the catalog's public on-demand list "
+                   "price, with its source)")
     p.add_argument("--spec-acceptance", action="append", default=[], metavar="METHOD=RATE",
                    help="per-token speculative acceptance measured on your deployment (the "
                         "bench report's scraped.speculative.acceptance), e.g. ngram=0.31; "
@@ -65,6 +68,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             slo_tpot_p95_s=_seconds(args.slo_tpot_p95_ms), objective=args.objective,
             max_requests=args.max_requests, seed=args.seed,
             arrival_rate_rps=args.arrival_rate,
+            gpu_price_per_hour_usd=args.gpu_price_per_hour,
             # strings: the record validates methods and rates (pydantic coerces)
             spec_acceptance=_acceptances(args.spec_acceptance))  # type: ignore[arg-type]
     except ValidationError as exc:
@@ -107,6 +111,7 @@ def recommendation_text(rec: Recommendation) -> str:
         band_text,
         decision_line,
         interval_text,
+        price_text,
     )
     from recommender.recommendation import UNSERVABLE
 
@@ -129,6 +134,7 @@ def recommendation_text(rec: Recommendation) -> str:
         "Why",
         *(f"  - {r.text}" for r in rec.reasons),
     ]
+    lines.append("Price     " + price_text(rec.gpu_price, pick.usd_per_mtok))
     if rec.warnings:
         lines += ["Warnings", *(f"  ! {w.text}" for w in rec.warnings)]
     lines += ["Alternatives (best per engine)",
@@ -151,7 +157,8 @@ def _capacity_lines(capacity: Capacity) -> list[str]:
              "Growth"]
     lines += [f"  {r['traffic']}: pick needs {r['pick needs GPUs']} GPU(s); today's "
               f"deployment {r['deployment now']}; cheapest other engine "
-              f"{r['cheapest other engine']}" for r in growth_table(capacity)]
+              f"{r['cheapest other engine']}; pick $/Mtok {r['pick $/Mtok']}"
+              for r in growth_table(capacity)]
     if capacity.day is not None:
         lines += [f"Day plan  {day_text(capacity.day)}",
                   "  GPUs per window: " + " ".join(str(w.gpus) for w in capacity.day.windows)]
@@ -171,5 +178,6 @@ def _latencies(fig: PredictedMetrics) -> str:
 def _alt_row(c: Candidate) -> str:
     p = c.predicted
     status = "ok" if c.feasible else f"infeasible: {c.rejected_reason}"
+    usd = "" if c.usd_per_mtok is None else f"  ${c.usd_per_mtok:,.3g}/Mtok today"
     return (f"  {c.label:<58} p95 TTFT {_ms(p.ttft_s.p95, '{:>8,.0f}')} ms  p95 TPOT "
-            f"{_ms(p.tpot_s.p95, '{:>6,.1f}')} ms  score {c.score:.4f}  {status}")
+            f"{_ms(p.tpot_s.p95, '{:>6,.1f}')} ms  score {c.score:.4f}{usd}  {status}")

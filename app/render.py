@@ -22,6 +22,7 @@ from profiler.schema import LengthStats, NgramAcceptance, Profile
 if TYPE_CHECKING:
     from recommender.predict_sim import LoadPrediction
     from recommender.recommendation import Candidate, Decision
+    from recommender.specs import GpuPrice
     from runners.scrape import SpecMeasured
 
 
@@ -179,6 +180,19 @@ def decision_line(decision: Decision | None) -> str:
     return text
 
 
+def price_text(price: GpuPrice | None, usd_per_mtok: float | None) -> str:
+    """'$3.49 per GPU-hour (runpod.io/pricing …, read 2026-09-25): $0.41 per million output
+    tokens at today's load', or what to give when the catalog has no price."""
+    if price is None:
+        return ("no GPU-hour price in the catalog for this GPU: give --gpu-price-per-hour "
+                "for the $/Mtok figures")
+    when = f", read {price.read_on}" if price.read_on else ""
+    text = f"${price.usd_per_hour:,.2f} per GPU-hour ({price.source}{when})"
+    if usd_per_mtok is not None:
+        text += f": ${usd_per_mtok:,.3g} per million output tokens at today's load"
+    return text
+
+
 def band_short(band: Band | None) -> str:
     """A band for a table cell: '±22 %', or 'no calibrated cell'."""
     return "no calibrated cell" if band is None else f"±{band.median_ape * 100:.0f} %"
@@ -195,6 +209,8 @@ def candidate_rows(candidates: list[Candidate]) -> dict[str, list]:
         "goodput req/s": [None if c.predicted.goodput_rps is None
                           else round(c.predicted.goodput_rps, 2) for c in candidates],
         "KV headroom": [f"{c.predicted.kv_headroom_fraction:.0%}" for c in candidates],
+        "$/Mtok today": [None if c.usd_per_mtok is None else round(c.usd_per_mtok, 3)
+                         for c in candidates],
         "band": [band_short(c.predicted.band) for c in candidates],
         "coverage (rows)": [0 if c.predicted.band is None else c.predicted.band.rows
                             for c in candidates],

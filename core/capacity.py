@@ -60,6 +60,8 @@ class Boundary(_Record):
     capped: bool = Field(default=False, description="Still holds at the search's largest "
                          "load: the boundary is at least rate_rps.")
     simulations: int = Field(ge=0, description="Simulations the search ran.")
+    usd_per_mtok: float | None = Field(default=None, ge=0, description="USD per million "
+                                       "output tokens served at the boundary (None: no price).")
 
 
 class GrowthRow(_Record):
@@ -75,6 +77,8 @@ class GrowthRow(_Record):
     alternative: str | None = Field(default=None, description="Cheapest other engine's best "
                                     "that holds it (fewest GPUs).")
     alternative_gpus: int | None = None
+    usd_per_mtok: float | None = Field(default=None, ge=0, description="USD per million "
+                                       "output tokens of the pick's GPUs at this load.")
 
 
 class LoadCurve(_Record):
@@ -111,6 +115,9 @@ class DayPlan(_Record):
     peak_fleet_gpus: int = Field(ge=1, description="GPUs of a fleet sized for the busiest "
                                  "window, kept all day.")
     peak_fleet_gpu_hours: float = Field(ge=0)
+    usd: float | None = Field(default=None, ge=0, description="What the planned GPU-hours "
+                              "cost (None: no price).")
+    peak_fleet_usd: float | None = Field(default=None, ge=0)
     min_headroom: float | None = Field(description="The least headroom of any window.")
     method: str = Field(description="How the plan was made, in words.")
 
@@ -167,6 +174,8 @@ def boundary_text(b: Boundary) -> str:
         text += f", {b.multiple_of_peak:,.2g}× its peak"
     if b.binding != "none":
         text += f"; {LIMIT_TEXT[b.binding]} binds first"
+    if b.usd_per_mtok is not None:
+        text += f"; ${b.usd_per_mtok:,.3g} per million output tokens there"
     return text
 
 
@@ -180,6 +189,8 @@ def day_text(day: DayPlan) -> str:
     text = (f"{len(day.windows)} windows of {size}: {min(counts)}-{max(counts)} replicas, "
             f"{day.gpu_hours:,.3g} GPU-hours against {day.peak_fleet_gpu_hours:,.3g} for a "
             f"fleet sized for the busiest window ({saved:.0%} less)")
+    if day.usd is not None and day.peak_fleet_usd is not None:
+        text += f"; ${day.usd:,.0f} against ${day.peak_fleet_usd:,.0f}"
     if day.min_headroom is not None:
         text += f"; least headroom {day.min_headroom:,.2g}×"
     return text
@@ -195,5 +206,7 @@ def growth_table(capacity: Capacity) -> list[dict[str, str]]:
              "deployment now": ("holds" if row.binding == "none"
                                     else f"breaks: {LIMIT_TEXT[row.binding]}"),
              "cheapest other engine": (f"{row.alternative} ({row.alternative_gpus} GPUs)"
-                                       if row.alternative else "none holds")}
+                                       if row.alternative else "none holds"),
+             "pick $/Mtok": ("n/a" if row.usd_per_mtok is None
+                             else f"${row.usd_per_mtok:,.3g}")}
             for row in capacity.growth]

@@ -6,7 +6,8 @@ Owns the ranking figure per objective, the tie test and the tie-break order:
   at today's load every configuration that keeps up serves exactly the offered rate, so the
   load each one still holds is what tells them apart (headroom);
 - latency: the latency objective's figure (`scoring.latency_s`), lower first;
-- cost: the search's score (goodput per GPU).
+- cost: the output tokens the SLO boundary serves per GPU-hour: one GPU type and price per
+  recommendation, so the inverse of $/Mtok at the boundary (`recommender.pricing`).
 Two contenders are tied when their figures differ (in log) by less than the combined
 half-widths of their p10-p90 intervals, errors taken as independent:
 |ln(a / b)| < sqrt(h_a² + h_b²), h = ln(high / low) / 2 of the figure's interval group. A
@@ -43,7 +44,8 @@ FIGURE_GROUP: dict[Objective, str] = {"goodput": "throughput", "latency": "e2e",
 RANKED_BY: dict[Objective, str] = {
     "goodput": "SLO boundary per GPU on the trace (req/s the configuration still holds)",
     "latency": "p95 TTFT + p95 TPOT x (mean output - 1)",
-    "cost": "goodput per GPU",
+    "cost": "million output tokens per GPU-hour at the SLO boundary (1 / its $/Mtok at one "
+            "price)",
 }
 # Figures at or below this are taken as this (a boundary of 0: nothing held), so logs stay
 # finite and two zeros tie.
@@ -75,7 +77,7 @@ def figure(c: Contender, objective: Objective, mean_output_tokens: float) -> flo
         return c.headroom_per_gpu
     if objective == "latency":
         return latency_s(c.evaluation.predicted, mean_output_tokens)
-    return c.evaluation.score
+    return c.headroom_per_gpu * mean_output_tokens * 3600.0 / 1e6
 
 
 def half_width(c: Contender, objective: Objective) -> float | None:
@@ -212,4 +214,4 @@ def _figure_text(c: Contender, objective: Objective, mean_output_tokens: float) 
                 + (f" on {gpus} GPUs" if gpus > 1 else " on 1 GPU"))
     if objective == "latency":
         return f"{figure(c, objective, mean_output_tokens) * 1e3:,.0f} ms"
-    return f"{c.evaluation.score:,.4g} req/s per GPU"
+    return f"{figure(c, objective, mean_output_tokens):,.3g} Mtok per GPU-hour"

@@ -38,6 +38,7 @@ from recommender.decide import Contender, decide
 from recommender.facts import hardware_facts, model_facts
 from recommender.fleet import plan_day
 from recommender.params import load_params
+from recommender.pricing import apply_prices, price_of
 from recommender.reasons import Context, explain, warn
 from recommender.recommendation import (
     UNSERVABLE,
@@ -108,6 +109,7 @@ def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
     rec.decision = decision
     _tell(progress, 0.92, "how far the pick holds")
     rec.capacity = _capacity(ctx, rec, searched)
+    apply_prices(rec, price_of(request, gpu), float(np.mean(workload.requests.output_tokens)))
     rec.export = export_view(rec, profile_source=request.source)
     rec.search_time_s = time.perf_counter() - start
     _tell(progress, 1.0, "done")
@@ -329,6 +331,8 @@ def export_view(rec: Recommendation, *, profile_source: str) -> dict:
                 "kv_headroom_fraction": p.kv_headroom_fraction}
     if p.goodput_rps is not None:
         figures["goodput_rps"] = p.goodput_rps
+    if rec.pick.usd_per_mtok is not None:  # at today's load, at the recommendation's price
+        figures["usd_per_mtok_today"] = rec.pick.usd_per_mtok
     gpu, model = get_gpu(rec.gpu), get_model(rec.request.model)
     request = ExportRequest(
         config=rec.pick.config, gpu=rec.gpu, gpu_count=rec.gpus,

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.capacity import Capacity
 from core.figures import ServingFigures
 from engines.config import EngineConfig, SpeculativeMethod
+from recommender.specs import GpuPrice
 
 Objective = Literal["goodput", "latency", "cost"]
 # What each objective ranks by, in the words the front ends show (one entry per Objective).
@@ -44,6 +45,9 @@ class RecommendRequest(_Record):
     arrival_rate_rps: float | None = Field(
         default=None, gt=0, description="Poisson arrivals at this rate for a source without "
         "timestamps (ShareGPT-style traces, profiles without arrival times); else unused.")
+    gpu_price_per_hour_usd: float | None = Field(
+        default=None, gt=0, le=10_000, description="USD per GPU-hour for the $/Mtok figures "
+        "(None: the catalog's public on-demand list price).")
     spec_acceptance: dict[SpeculativeMethod, Annotated[float, Field(ge=0, le=1)]] = Field(
         default_factory=dict, description="Per-token speculative acceptance measured on the "
         "user's own deployment, by method (a validation run's engine counters: the bench "
@@ -83,6 +87,8 @@ class Candidate(_Record):
     pareto: bool = Field(description="On the goodput / p95 latency Pareto front.")
     rejected_reason: str | None = Field(default=None, description="Why it is not feasible.")
     replicas: int = Field(default=1, ge=1, description="Data-parallel copies (GPUs / tp).")
+    usd_per_mtok: float | None = Field(default=None, ge=0, description="USD per million "
+                                       "output tokens at today's load (None: no price).")
 
 
 class Reason(_Record):
@@ -172,6 +178,8 @@ class Recommendation(_Record):
         default=None, description="How the pick was chosen among each engine's best: the "
         "ranking figure, ties within the error and the rule that broke them (None in "
         "recommendations stored before it existed).")
+    gpu_price: GpuPrice | None = Field(default=None, description="The GPU-hour price the "
+                                       "$/Mtok figures use, with its source.")
     capacity: Capacity | None = Field(
         default=None, description="How far the pick (and each engine's best) holds: the SLO "
         "boundary with its band, as multiples of the trace's mean and peak rate, the growth "

@@ -23,6 +23,15 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class GpuPrice(_Record):
+    """One public on-demand list price of a GPU-hour, with where and when it was read."""
+
+    usd_per_hour: float = Field(gt=0, description="USD per GPU per hour, on demand.")
+    read_on: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$",
+                                description="Date the price was read (None: given by the user).")
+    source: str = Field(min_length=1, description="The provider page and offer.")
+
+
 class GPU(_Record):
     """One accelerator SKU. Compute figures are dense (no 2:4 sparsity); null = unsupported."""
 
@@ -44,6 +53,8 @@ class GPU(_Record):
     )
     weight_dtypes: list[Dtype] = Field(description="weight formats the architecture runs")
     kv_cache_dtypes: list[Dtype]
+    price: GpuPrice | None = Field(default=None, description="A public on-demand list price "
+                                   "(a default: --gpu-price-per-hour overrides it).")
     confidence: Confidence = Field(description="confidence in the compute/memory figures")
     source: str
     notes: str = ""

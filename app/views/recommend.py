@@ -15,6 +15,7 @@ from app.render import (
     interval_text,
     latency_rows,
     plain,
+    price_text,
 )
 from app.resources import (
     RECOMMENDATION_KEY,
@@ -64,6 +65,8 @@ def _form():
                                            min_value=100, value=20_000, step=1_000,
                                            key="rec.max_requests")
             seed = st.number_input("Seed", min_value=0, value=0)
+            price = st.number_input("USD per GPU-hour for $/Mtok, 0 = the catalog's list "
+                                    "price", min_value=0.0, value=0.0, key="rec.gpu_price")
         if not st.form_submit_button("Recommend", type="primary"):
             return None
     if model == OWN_MODEL:
@@ -74,7 +77,8 @@ def _form():
     return RecommendRequest(
         source=trace_path_for(choice), gpu=gpu, gpus=int(count), model=model,
         slo_ttft_p95_s=ttft / 1e3 or None, slo_tpot_p95_s=tpot / 1e3 or None,
-        objective=objective, max_requests=int(max_requests), seed=int(seed))
+        objective=objective, max_requests=int(max_requests), seed=int(seed),
+        gpu_price_per_hour_usd=price or None)
 
 
 def _run(request) -> None:
@@ -124,6 +128,7 @@ def _pick(rec) -> None:
     if p.intervals:
         st.text("Interval (p10-p90 on publisher families the fit never saw): "
                 + interval_text(p))
+    st.markdown(f"**Price** {plain(price_text(rec.gpu_price, rec.pick.usd_per_mtok))}")
     if not p.slo_met:
         st.warning("The pick does not meet the SLOs: it is the closest candidate.")
     st.dataframe(latency_rows({"TTFT": p.ttft_s, "TPOT": p.tpot_s, "ITL": p.itl_s,

@@ -54,6 +54,7 @@ def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
         assert 0.0 <= decision["confidence"] <= 1.0
         assert f"= {decision['confidence']:.0%}" in report
     _capacity_is_carried_and_reported(printed, report)
+    _prices_are_gpu_hours_over_tokens(printed, report)
     # every candidate carries its cell and the cell's band (with its coverage) from bands.json
     cells = json.loads(BANDS_JSON.read_text())["cells"]
     for candidate in printed["candidates"]:
@@ -67,6 +68,24 @@ def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
     else:
         assert (f"±{pick['band']['median_ape'] * 100:.0f} %" in report
                 and f"covered by {pick['band']['rows']} held-out measurements" in report)
+
+
+def _prices_are_gpu_hours_over_tokens(printed: dict, report: str) -> None:
+    """$/Mtok at the catalog's H100 price: each candidate's GPUs x price over its output
+    tokens an hour; the boundaries' and growth rows' figures scale as GPUs over load."""
+    price = printed["gpu_price"]
+    assert price["usd_per_hour"] > 0 and price["read_on"] and price["source"]
+    for c in printed["candidates"]:
+        gpus = c["replicas"] * c["config"]["tp"] * c["config"]["dp"]
+        tok_h = c["predicted"]["output_throughput_tok_s"] * 3600
+        assert c["usd_per_mtok"] == pytest.approx(gpus * price["usd_per_hour"] / tok_h * 1e6)
+    cap = printed["capacity"]
+    bounds = [cap["pick"], *cap["alternatives"]]
+    scale = {round(b["usd_per_mtok"] * b["rate_rps"] / b["gpus"], 9) for b in bounds}
+    assert len(scale) == 1  # one mean output length, one price
+    rows = [g for g in cap["growth"] if g["pick_gpus"] is not None]
+    assert len({round(g["usd_per_mtok"] * g["factor"] / g["pick_gpus"], 9) for g in rows}) <= 1
+    assert f"usd_per_mtok_today: {printed['pick']['usd_per_mtok']:g}" in report
 
 
 def _capacity_is_carried_and_reported(printed: dict, report: str) -> None:
@@ -142,7 +161,7 @@ def test_human_view_shows_pick_reasons_and_alternatives(human_run) -> None:
     assert out.returncode == 0, out.stderr
     for heading in ("Pick", "Decided   ranked by SLO boundary per GPU", "Predicted", "Band",
                     "Why", "Alternatives (best per engine)", "Holds     up to", "Growth",
-                    "Day plan  ", "  GPUs per window: "):
+                    "Day plan  ", "  GPUs per window: ", "Price     $"):
         assert heading in out.stdout
     assert " ms" in out.stdout
     # the human view printed, the JSON in -o's file; no workspace litter without --workspace

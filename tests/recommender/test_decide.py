@@ -180,3 +180,12 @@ def test_when_nothing_is_feasible_the_score_orders_and_the_decision_says_so():
     assert (decision.rule, decision.confidence, decision.tied_with) == ("infeasible", None, [])
     assert decision.text.startswith("no configuration searched keeps up")
     assert "falls behind" in decision.text and "not a configuration to deploy" in decision.text
+
+
+def test_the_cost_objective_ranks_by_output_tokens_per_gpu_hour_at_the_boundary():
+    # 10 req/s on 2 GPUs against 6 req/s on 1: per GPU 5 against 6; 200 output tokens a
+    # request: 6 x 200 x 3600 / 1e6 = 4.32 Mtok per GPU-hour
+    two, one = _contender("two", 10.0, gpus=2), _contender("one", 6.0)
+    ordered, decision = decide([two, one], "cost", 200.0)
+    assert decision.figures == pytest.approx({"two": 3.6, "one": 4.32})
+    assert ordered[0].label == "one"
