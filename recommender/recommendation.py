@@ -20,7 +20,7 @@ Objective = Literal["goodput", "latency", "cost"]
 OBJECTIVES: dict[Objective, str] = {
     "goodput": "most requests/s within the SLOs",
     "latency": "lowest latency",
-    "cost": "fewest GPUs",
+    "cost": "lowest $ per million output tokens at the SLO boundary",
 }
 
 
