@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
@@ -121,12 +122,20 @@ def load_curve(curve: LoadCurve) -> go.Figure:
                                  marker={"color": ["green" if p.holds else "red"
                                                    for p in curve.points]}), 1, col)
         if slo is not None:
-            fig.add_hline(y=slo * 1e3, line_dash="dash", annotation_text="SLO", row=1, col=col)
-        marks = [("mean", curve.mean_rps, "dot"), ("peak", curve.peak_rps, "dot"),
-                 ("boundary", curve.boundary_rps, "solid")]
-        for label, rps, dash in marks:
+            fig.add_hline(y=slo * 1e3, line_dash="dash", row=1, col=col)
+            # the label by hand: add_hline's annotation takes y as log10 on a log axis
+            # (an SLO of 50 ms was labelled at 10^50 and stretched the axis there)
+            fig.add_annotation(text="SLO", x=1, xref="x domain", xanchor="right",
+                               y=math.log10(slo * 1e3), yanchor="bottom", showarrow=False,
+                               row=1, col=col)
+        # mean and peak are often close: their labels sit at different heights
+        marks = [("mean", curve.mean_rps, "dot", "bottom right"),
+                 ("peak", curve.peak_rps, "dot", "top right"),
+                 ("boundary", curve.boundary_rps, "solid", "top left")]
+        for label, rps, dash, where in marks:
             if rps:
-                fig.add_vline(x=rps, line_dash=dash, annotation_text=label, row=1, col=col)
+                fig.add_vline(x=rps, line_dash=dash, annotation_text=label,
+                              annotation_position=where, row=1, col=col)
     fig.update_xaxes(title_text="offered load (req/s)")
     fig.update_yaxes(type="log")
     fig.update_layout(showlegend=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 
 import pandas as pd
@@ -96,6 +97,11 @@ def test_recommendation_figures_and_files(recommended):
     assert ttft["y"] == [q.ttft_p95_s * 1e3 for q in cap.curve.points]
     marks = {a["text"] for a in curve["layout"]["annotations"]}
     assert {"SLO", "mean", "peak", "boundary"} <= marks
+    # the SLO label sits on its line: on a log axis an annotation's y is log10 of the value
+    # (add_hline's own label put a 2,000 ms SLO at 10^2000)
+    (slo,) = [a for a in curve["layout"]["annotations"]
+              if a["text"] == "SLO" and a["yref"] == "y"]
+    assert slo["y"] == pytest.approx(math.log10(cap.slo_ttft_s * 1e3))
     # the day plan: its line and its chart (GPUs per window, the library's figures)
     assert any(m.value.startswith("**Over the trace") for m in at.markdown)
     (day,) = [c for c in charts if c["layout"]["title"]["text"].startswith("GPUs the pick")]
