@@ -146,6 +146,11 @@ def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path):
     page.get_by_role("button", name="Recommend", exact=True).click()
     page.get_by_text("Pick:").first.wait_for(timeout=SLOW_MS)
     assert _metric(page, "TTFT p95").endswith(" ms")
+    # the decision, the price and the day plan are on the page, as a user reads them
+    body = page.locator("body").inner_text()
+    assert "Decision" in body and "ranked by" in body
+    assert "per GPU-hour" in body and "per million output tokens" in body
+    assert "Over the trace's span" in body and "GPU-hours against" in body
     chosen = _select(page, "Configuration to export", "vllm: ")
     label = chosen.removeprefix("vllm: ").removesuffix(" (the pick)")
     with page.expect_download(timeout=SLOW_MS) as download:

@@ -102,6 +102,10 @@ def test_recommendation_figures_and_files(recommended):
     (slo,) = [a for a in curve["layout"]["annotations"]
               if a["text"] == "SLO" and a["yref"] == "y"]
     assert slo["y"] == pytest.approx(math.log10(cap.slo_ttft_s * 1e3))
+    # the price beside the pick: the catalog's H100 list price and the pick's $/Mtok today
+    (price,) = [m.value for m in at.markdown if m.value.startswith("**Price**")]
+    assert plain(f"${rec.gpu_price.usd_per_hour:,.2f} per GPU-hour") in price
+    assert plain(f"${rec.pick.usd_per_mtok:,.3g} per million output tokens") in price
     # the day plan: its line and its chart (GPUs per window, the library's figures)
     assert any(m.value.startswith("**Over the trace") for m in at.markdown)
     (day,) = [c for c in charts if c["layout"]["title"]["text"].startswith("GPUs the pick")]
