@@ -147,6 +147,7 @@ def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path):
     page.get_by_text("Pick:").first.wait_for(timeout=SLOW_MS)
     assert _metric(page, "TTFT p95").endswith(" ms")
     # the decision, the price and the day plan are on the page, as a user reads them
+    page.get_by_text("Over the trace's span").first.wait_for(timeout=SLOW_MS)
     body = page.locator("body").inner_text()
     assert "Decision" in body and "ranked by" in body
     assert "per GPU-hour" in body and "per million output tokens" in body
