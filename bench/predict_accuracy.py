@@ -30,8 +30,10 @@ row (in-sample).
 `--write-bands` stores each cell's median APE, each interval group's signed errors and the
 releases the rows ran in data/calibration/bands.json (`recommender.bands`), which `predict`
 reports as its band and intervals. `--only A,B` limits the folds (a quick look; never for
---write-bands); `--rows-out FILE` writes every held-out row's prediction as JSON, and
-`--rows-in FILE` reports on such a file without fitting again.
+--write-bands); `--rows-out FILE` writes every held-out row's prediction as JSON with the
+CSV's hash, fit procedure, provider and grouping they came from, and `--rows-in FILE`
+reports on such a file without fitting again (with --write-bands only when all four are
+today's: a change to how intervals are built from the same held-out predictions).
 
 Run: .venv/bin/python bench/predict_accuracy.py [--quiet] [--write-bands]
      [--group family|source] [--step-time measured|roofline] [--only SUBSTR,...]
@@ -371,18 +373,29 @@ def _report(rows: list[CalRow], pred: dict[int, float], inside: dict[int, Covere
             print(f"  {title} {name[:50]:50} {share}")
 
 
-def _saved(path: str, rows: list[CalRow], group: str) -> dict[int, float]:
-    """The held-out predictions a --rows-out run wrote, checked against today's rows."""
+def _provenance(step_time: str, group: str) -> dict[str, str]:
+    """What a --rows-out file's predictions depend on besides the rows themselves."""
+    return {"csv_sha256": hashlib.sha256(DEFAULT_CSV.read_bytes()).hexdigest(),
+            "fit_procedure": PROCEDURE, "step_time": step_time, "group": group}
+
+
+def _saved(path: str, rows: list[CalRow], group: str, step_time: str
+           ) -> tuple[dict[int, float], bool]:
+    """(the held-out predictions a --rows-out run wrote, checked against today's rows;
+    whether they come from today's CSV, fit procedure, provider and grouping: only then may
+    they write bands.json)."""
     saved = json.loads(Path(path).read_text(encoding="utf-8"))
+    current = "rows" in saved and all(
+        saved.get(k) == v for k, v in _provenance(step_time, group).items())
     by_index = {r.index: r for r in rows}
     pred = {}
-    for key, entry in saved.items():
+    for key, entry in saved.get("rows", saved).items():
         row = by_index.get(int(key))
         if row is None or row.value != entry["measured"] or getattr(row, group) != entry[group]:
             sys.exit(f"{path}: row {key} is not today's calibration row: rerun without "
                      "--rows-in")
         pred[row.index] = float(entry["predicted"])
-    return pred
+    return pred, current
 
 
 def main() -> int:
@@ -403,8 +416,8 @@ def main() -> int:
                     "a --rows-out run wrote (no refit: the intervals and their coverage "
                     "after a change to how they are built)")
     args = ap.parse_args()
-    if args.write_bands and (args.only or args.rows_in):
-        ap.error("--write-bands needs every fold fitted here (no --only, no --rows-in)")
+    if args.write_bands and args.only:
+        ap.error("--write-bands needs every fold (no --only)")
     rows, skipped = parse_csv(DEFAULT_CSV)
     shares = {g: sum(getattr(r, args.group) == g for r in rows) / len(rows)
               for g in {getattr(r, args.group) for r in rows}}
@@ -413,7 +426,11 @@ def main() -> int:
           f"{max(shares, key=shares.__getitem__)} ({max(shares.values()):.0%} of the rows)\n")
     t0 = time.perf_counter()
     if args.rows_in:
-        pred, refused = _saved(args.rows_in, rows, args.group), []
+        pred, current = _saved(args.rows_in, rows, args.group, args.step_time)
+        refused = []
+        if args.write_bands and not current:
+            sys.exit(f"{args.rows_in} was not written from today's CSV, fit procedure, "
+                     "--step-time and --group: --write-bands needs a fresh run")
     else:
         pred, refused = cross_validate(rows, group=args.group, step_time=args.step_time,
                                        quiet=args.quiet, jobs=args.jobs,
@@ -435,10 +452,11 @@ def main() -> int:
           f"{BUDGET_MEDIAN_PCT:.0f} %: {verdict}; interval coverage "
           f"{_covered(list(inside.values()))}")
     if args.rows_out:
+        held = {str(i): {"predicted": v, "measured": by_row.value, "metric": by_row.metric,
+                         "cell": row_cell(by_row), args.group: getattr(by_row, args.group)}
+                for by_row in rows if (i := by_row.index) in pred and (v := pred[i])}
         write_atomic(args.rows_out, json.dumps(
-            {str(i): {"predicted": v, "measured": by_row.value, "metric": by_row.metric,
-                      "cell": row_cell(by_row), args.group: getattr(by_row, args.group)}
-             for by_row in rows if (i := by_row.index) in pred and (v := pred[i])}, indent=1))
+            {**_provenance(args.step_time, args.group), "rows": held}, indent=1))
     if not args.no_in_sample:
         in_sample(rows, args.step_time)
     if args.write_bands:
