@@ -16,7 +16,7 @@ import shlex
 import shutil
 import tempfile
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -308,11 +308,15 @@ def _local_script(plugin: EnginePlugin, config: EngineConfig, config_name: str) 
 
 
 def _bench_script(profile: str | None, host_port: int) -> str:
-    trace = (["DEFAULT_TRACE=" + shlex.quote(profile), 'TRACE="${1:-$DEFAULT_TRACE}"']
+    # The trace by its name next to the script, not the path it had where the bundle was
+    # made (an upload folder or a checkout that the GPU host does not have).
+    trace = ([_HERE, "# the profiled trace, by name: copy it next to this script or pass "
+              "its path", "DEFAULT_TRACE=\"$HERE\"/" + shlex.quote(PurePath(profile).name),
+              'TRACE="${1:-$DEFAULT_TRACE}"']
              if profile else ['TRACE="${1:?usage: bench.sh TRACE_FILE (the trace to replay)}"'])
     return _script(
         "replay the profiled trace against the served endpoint "
-        "(needs `python -m app bench`, DESIGN §2.4).",
+        "(needs `python -m app bench`: a ServeFit checkout or image on the client machine).",
         *trace,
         "DEFAULT_ENDPOINT=" + shlex.quote(f"http://localhost:{host_port}"),
         'ENDPOINT="${ENDPOINT:-$DEFAULT_ENDPOINT}"',
@@ -372,8 +376,10 @@ def _report(request: ExportRequest, plugin: EnginePlugin, files: dict[str, str],
         f"Locally (`./{LAUNCH_SCRIPT}`) runs:", "",
         _block(local_script.rstrip("\n").splitlines()[-1].removeprefix("exec ")), "",
         f"In docker: `./{DOCKER_SCRIPT}`, `docker compose up -d`, or "
-        f"`kubectl apply -f {KUBERNETES_FILE}`. Then `./{BENCH_SCRIPT}` replays the trace "
-        "(the `bench` command is pending).",
+        f"`kubectl apply -f {KUBERNETES_FILE}`. Then `./{BENCH_SCRIPT} [TRACE]` replays the "
+        "trace against it with `python -m app bench` (a ServeFit checkout or image on the "
+        "client machine)" + (f"; TRACE defaults to {_code(PurePath(request.profile).name)} "
+                             "next to the script" if request.profile else "") + ".",
         "", "## Capability check", "",
     ]
     if request.hardware is not None:

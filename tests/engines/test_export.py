@@ -145,8 +145,14 @@ def test_bench_replays_the_requested_trace(tmp_path: Path) -> None:
     out = _export(tmp_path, _request("vllm", profile=trace, host_port=8123))
     bin_dir = _fake_bin(tmp_path, "python")
     argv = _run_script(out / "bench.sh", bin_dir, tmp_path)
+    # the trace by its name beside the script: the path it had where the bundle was made
+    # does not exist on the GPU host
     assert argv == ["-m", "app", "bench", "--endpoint", "http://localhost:8123",
-                    "--workload", "trace", "--trace", trace, "--json"]
+                    "--workload", "trace", "--trace",
+                    str(out.resolve() / "my trace's $(touch pwned).jsonl"), "--json"]
+    assert str(tmp_path) not in (out / "bench.sh").read_text().replace(str(out), "")
+    assert "TRACE defaults to `my trace's $(touch pwned).jsonl` next to the script" in (
+        out / "REPORT.md").read_text()
     assert _run_script(out / "bench.sh", bin_dir, tmp_path, "other.csv")[8] == "other.csv"
     assert not (tmp_path / "pwned").exists()
 
