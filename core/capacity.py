@@ -186,14 +186,20 @@ def day_text(day: DayPlan) -> str:
     saved = 1 - day.gpu_hours / day.peak_fleet_gpu_hours if day.peak_fleet_gpu_hours else 0.0
     minutes = day.window_s / 60
     size = f"{minutes / 60:g} h" if minutes >= 60 else f"{minutes:,.3g} min"
-    text = (f"{len(day.windows)} windows of {size}: {min(counts)}-{max(counts)} replicas, "
+    span = (f"{min(counts)}-{max(counts)} replicas" if min(counts) < max(counts)
+            else f"{max(counts)} replica{'s' if max(counts) > 1 else ''} throughout")
+    text = (f"{len(day.windows)} windows of {size}: {span}, "
             f"{day.gpu_hours:,.3g} GPU-hours against {day.peak_fleet_gpu_hours:,.3g} for a "
             f"fleet sized for the busiest window ({saved:.0%} less)")
     if day.usd is not None and day.peak_fleet_usd is not None:
-        text += f"; ${day.usd:,.0f} against ${day.peak_fleet_usd:,.0f}"
+        text += f"; {_usd(day.usd)} against {_usd(day.peak_fleet_usd)}"
     if day.min_headroom is not None:
         text += f"; least headroom {day.min_headroom:,.2g}×"
     return text
+
+
+def _usd(amount: float) -> str:
+    return f"${amount:,.0f}" if amount >= 100 else f"${amount:,.2f}"
 
 
 def growth_table(capacity: Capacity) -> list[dict[str, str]]:
