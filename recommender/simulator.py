@@ -60,8 +60,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import UsageError
 from core.figures import latency_of
 from engines.config import EngineConfig
-from recommender.defaults import scheduler_caps
-from recommender.memory import plan_memory
+from recommender.defaults import SchedulerCaps, scheduler_caps
+from recommender.memory import MemoryPlan, plan_memory
 from recommender.params import EngineParams, PerfParams, load_params
 from recommender.policies import SchedulerPolicy
 from recommender.resolve import Harness, resolve
@@ -273,13 +273,13 @@ def _servable(worst: np.ndarray, cap_blocks: int, unit: int, *, max_len: int | N
 UnservableRule = Literal["max_model_len", "budget", "kv_pool"]
 
 
-def unservable_counts(config: EngineConfig, gpu: GPU, model: ModelSpec,
-                      input_tokens: np.ndarray, output_tokens: np.ndarray, *,
-                      kv_block_tokens: int = 16) -> dict[UnservableRule, int]:
-    """{rule: requests} of the requests one replica of `config` can never serve, each
-    counted under the first rule that refuses it, in `refusal_reason`'s order: beyond
-    max_model_len, beyond the step token budget with chunked prefill off, more KV cache
-    than the pool holds. Empty when every request can be served.
+def _refusals(config: EngineConfig, gpu: GPU, model: ModelSpec, tokens: np.ndarray,
+              kv_block_tokens: int
+              ) -> tuple[dict[UnservableRule, np.ndarray], SchedulerCaps, MemoryPlan]:
+    """({rule: mask} of the `tokens` = prompt + output requests one replica of `config` can
+    never serve, each under the first rule that refuses it: beyond max_model_len, beyond
+    the step token budget with chunked prefill off, more KV cache than the pool holds;
+    the scheduler caps; the memory plan).
 
     Raises:
         UsageError: a config that does not fit in memory.
@@ -288,16 +288,29 @@ def unservable_counts(config: EngineConfig, gpu: GPU, model: ModelSpec,
     plan = plan_memory(config, gpu, model, block_size_tokens=kv_block_tokens)
     if not plan.fits:
         raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
-    tokens = np.asarray(input_tokens, dtype=np.int64) + np.asarray(output_tokens, np.int64)
     bad = ~_servable(tokens - 1, plan.kv_capacity_blocks, kv_block_tokens,
                      max_len=config.max_model_len, budget=caps.budget_tokens,
                      chunked=caps.chunked_prefill)
     too_long = bad & (tokens > (config.max_model_len or np.inf))
     budget = bad & ~too_long & (not caps.chunked_prefill) & (tokens - 1 > caps.budget_tokens)
-    counts: dict[UnservableRule, int] = {
-        "max_model_len": int(too_long.sum()), "budget": int(budget.sum()),
-        "kv_pool": int((bad & ~too_long & ~budget).sum())}
-    return {k: v for k, v in counts.items() if v}
+    rules: dict[UnservableRule, np.ndarray] = {
+        "max_model_len": too_long, "budget": budget, "kv_pool": bad & ~too_long & ~budget}
+    return rules, caps, plan
+
+
+def unservable_counts(config: EngineConfig, gpu: GPU, model: ModelSpec,
+                      input_tokens: np.ndarray, output_tokens: np.ndarray, *,
+                      kv_block_tokens: int = 16) -> dict[UnservableRule, int]:
+    """{rule: requests} of the requests one replica of `config` can never serve, each
+    counted under the first rule that refuses it (`refusal_reason`'s rules). Empty when
+    every request can be served.
+
+    Raises:
+        UsageError: a config that does not fit in memory.
+    """
+    tokens = np.asarray(input_tokens, dtype=np.int64) + np.asarray(output_tokens, np.int64)
+    rules, _, _ = _refusals(config, gpu, model, tokens, kv_block_tokens)
+    return {k: int(mask.sum()) for k, mask in rules.items() if mask.any()}
 
 
 def refusal_reason(
@@ -310,24 +323,19 @@ def refusal_reason(
     Raises:
         UsageError: a config that does not fit in memory.
     """
-    caps = scheduler_caps(config, gpu)
-    plan = plan_memory(config, gpu, model, block_size_tokens=kv_block_tokens)
-    if not plan.fits:
-        raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
-    worst = np.array([isl + osl - 1])
-    if _servable(worst, plan.kv_capacity_blocks, kv_block_tokens,
-                 max_len=config.max_model_len, budget=caps.budget_tokens,
-                 chunked=caps.chunked_prefill)[0]:
-        return None
-    tokens = isl + osl
-    if config.max_model_len is not None and tokens > config.max_model_len:
+    rules, caps, plan = _refusals(config, gpu, model, np.array([isl + osl]), kv_block_tokens)
+    rule = next((k for k, mask in rules.items() if mask[0]), None)
+    if rule == "max_model_len":
         return (f"a {isl}+{osl}-token request exceeds max_model_len {config.max_model_len}; "
                 "raise --max-model-len or shorten the request")
-    if not caps.chunked_prefill and tokens - 1 > caps.budget_tokens:
+    if rule == "budget":
         return (f"a {isl}+{osl}-token request exceeds the step token budget "
                 f"{caps.budget_tokens} with chunked prefill off; raise --max-batched-tokens")
-    return (f"a {isl}+{osl}-token request needs more KV cache than a replica holds "
-            f"({plan.kv_capacity_tokens} tokens); add GPUs, quantize, or shorten the request")
+    if rule == "kv_pool":
+        return (f"a {isl}+{osl}-token request needs more KV cache than a replica holds "
+                f"({plan.kv_capacity_tokens} tokens); add GPUs, quantize, or shorten the "
+                "request")
+    return None
 
 
 def _acceptance(config: EngineConfig, options: SimOptions) -> float | None:
