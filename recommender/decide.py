@@ -140,19 +140,18 @@ def decide(contenders: Sequence[Contender], objective: Objective, mean_output_to
     feasible = [c for c in contenders if c.evaluation.feasible]
     if not feasible:
         return _none_feasible(contenders, objective, mean_output_tokens)
-    pool = feasible
     lower_better = objective == "latency"
-    by_figure = sorted(pool, key=lambda c: figure(c, objective, mean_output_tokens)
+    by_figure = sorted(feasible, key=lambda c: figure(c, objective, mean_output_tokens)
                        * (1 if lower_better else -1))
     leader = by_figure[0]
     ties = [c for c in by_figure[1:] if tied(leader, c, objective, mean_output_tokens)]
     group = sorted([leader, *ties], key=_break_key)  # stable: the figure's order last
     rest = [c for c in by_figure if c not in group]
-    ordered = group + rest + [c for c in contenders if c not in pool]
+    ordered = group + rest + [c for c in contenders if c not in feasible]
     rule, how = _rule(group)
     figures = {c.label: figure(c, objective, mean_output_tokens) for c in contenders}
     pick = ordered[0]
-    runner = next((c for c in ordered[1:] if c in pool
+    runner = next((c for c in ordered[1:] if c in feasible
                    and c.evaluation.config.engine != pick.evaluation.config.engine), None)
     p = None if runner is None else confidence(
         pick, runner, objective, mean_output_tokens, seed=seed, step_time=step_time,

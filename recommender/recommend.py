@@ -44,6 +44,7 @@ from recommender.recommendation import (
     UNSERVABLE,
     Candidate,
     Decision,
+    PredictedMetrics,
     Recommendation,
     RecommendRequest,
 )
@@ -108,7 +109,7 @@ def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
     rec = _assemble(ctx, progress)
     rec.decision = decision
     _tell(progress, 0.92, "how far the pick holds")
-    rec.capacity = _capacity(ctx, rec, searched)
+    rec.capacity = _capacity(ctx, rec, setting, rates, searched)
     apply_prices(rec, price_of(request, gpu), float(np.mean(workload.requests.output_tokens)))
     rec.export = export_view(rec, profile_source=request.source)
     rec.search_time_s = time.perf_counter() - start
@@ -142,7 +143,7 @@ def _decide(result: SearchResult, setting: Setting, rates: TraceRates, seed: int
     the pick decided among them (`decide.decide`); they lead the ranking in the decided
     order, every other candidate follows in the search's."""
     bests = _engine_bests(result.ranked)
-    deps = {label(e): _deployment(e) for e in bests}
+    deps = {label(e): _deployment(e.config, e.replicas, label(e), e.predicted) for e in bests}
     searched = {name: search_boundary(setting, dep) for name, dep in deps.items()}
     contenders = [Contender(e, label(e), boundary_of(searched[label(e)], deps[label(e)], rates))
                   for e in bests]
@@ -163,9 +164,11 @@ def _engine_bests(ranked: list[Evaluation]) -> list[Evaluation]:
     return out
 
 
-def _deployment(e: Evaluation) -> Deployment:
-    p = e.predicted
-    return Deployment(e.config, e.replicas, label(e), p.band, p.intervals.get("throughput"))
+def _deployment(config: EngineConfig, replicas: int, name: str, predicted: PredictedMetrics
+                ) -> Deployment:
+    """A candidate to size, with its band and throughput interval (the boundary's range)."""
+    return Deployment(config, replicas, name, predicted.band,
+                      predicted.intervals.get("throughput"))
 
 
 def _rates(profile: Profile, workload: Workload) -> TraceRates:
@@ -177,18 +180,15 @@ def _rates(profile: Profile, workload: Workload) -> TraceRates:
                       peak_window_s=window if peak else None)
 
 
-def _capacity(ctx: Context, rec: Recommendation, searched: dict[str, BoundarySearch]
-              ) -> Capacity:
+def _capacity(ctx: Context, rec: Recommendation, setting: Setting, rates: TraceRates,
+              searched: dict[str, BoundarySearch]) -> Capacity:
     """The pick's and each other engine's SLO boundary on the simulated window, and growth
     (the decision's boundary searches reused)."""
     def dep(c: Candidate) -> Deployment:
-        p = c.predicted
-        return Deployment(c.config, c.replicas, c.label, p.band, p.intervals.get("throughput"))
+        return _deployment(c.config, c.replicas, c.label, c.predicted)
 
     others = [dep(c) for c in rec.alternatives if c.label != rec.pick.label]
-    setting = Setting(ctx.workload.requests, ctx.target, ctx.goals)
-    capacity = plan_capacity(setting, dep(rec.pick), others,
-                             _rates(ctx.profile, ctx.workload), searched)
+    capacity = plan_capacity(setting, dep(rec.pick), others, rates, searched)
     # the profile's own arrivals over time (a profile.json's too: its rate series is the
     # trace's, only the simulated requests are synthetic)
     capacity.day = plan_day(ctx.profile.rate_series, ctx.profile.duration_s, capacity.pick)
