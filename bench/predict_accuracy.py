@@ -300,10 +300,7 @@ def write_bands(rows: list[CalRow], pred: dict[int, float], step_time: str, grou
     default provider's."""
     ape = {i: ape_of(r, pred[i]) for r in rows if (i := r.index) in pred}
     overall = list(ape.values())
-    releases: dict[str, set[str]] = defaultdict(set)
-    for r in rows:
-        if (key := release_key(r.engine_version)) is not None:
-            releases[r.engine].add(key)
+    releases = _releases(rows)
     errors = {"overall": {"median_ape": round(float(np.median(overall)) / 100, 4),
                           "rows": len(overall)},
               "cells": {c: {"median_ape": round(float(np.median(a)) / 100, 4), "rows": len(a)}
@@ -311,7 +308,7 @@ def write_bands(rows: list[CalRow], pred: dict[int, float], step_time: str, grou
               "intervals": {k: predictive_interval(v).model_dump()
                             for k, v in sorted(interval_groups(rows, pred).items())},
               "releases": {e: sorted(v) for e, v in sorted(releases.items())}}
-    csv_sha = hashlib.sha256(DEFAULT_CSV.read_bytes()).hexdigest()
+    csv_sha = _provenance(step_time, group)["csv_sha256"]
     method = (f"leave-one-{group}-out: fit (recommender.fitting.fit) on every other {group} "
               f"(families under {SMALL_FAMILY_ROWS} rows held out together), "
               f"predict this {group}'s rows through the CLI's path (app.cli.predict_request of "
