@@ -283,7 +283,10 @@ def _ingest_options(args: argparse.Namespace) -> Any:
             if args.max_decompressed_mb else None,
         )
     except ValidationError as exc:
-        raise usage_error(exc, option=True) from None
+        raise usage_error(exc, option=True, flags={
+            "column_map": "--map", "tokenizer_dir": "--tokenizer",
+            "synthesize_arrivals_rps": "--synthesize-arrivals",
+            "max_decompressed_bytes": "--max-decompressed-mb"}) from None
 
 
 def _workspace(args: argparse.Namespace) -> Any:

@@ -31,14 +31,17 @@ EXIT_INTERRUPTED = 128 + 2  # SIGINT (Ctrl-C)
 EXIT_TERMINATED = 128 + 15  # SIGTERM
 
 
-def usage_error(exc: ValidationError, *, option: bool = False) -> UsageError:
+def usage_error(exc: ValidationError, *, option: bool = False,
+                flags: dict[str, str] | None = None) -> UsageError:
     """The first validation error as one line, `where: message`; `option` names the field as
-    a command-line option (`--slo-ttft-p95-s`)."""
+    a command-line option (`--max-requests`), `flags` the fields whose option is named
+    otherwise (`gpu_price_per_hour_usd` is `--gpu-price-per-hour`)."""
     first = exc.errors()[0]
     where = ".".join(str(x) for x in first["loc"])
     if option and first["loc"]:  # the field as its option, then the key / index it concerns
         field, *inner = (str(x) for x in first["loc"])
-        where = " ".join(["--" + field.replace("_", "-"), *(x for x in inner if x != "[key]")])
+        flag = (flags or {}).get(field, "--" + field.replace("_", "-"))
+        where = " ".join([flag, *(x for x in inner if x != "[key]")])
     # a model-level check has no field; its message is ours ("Value error, " is pydantic's)
     message = str(first["msg"]).removeprefix("Value error, ")
     return UsageError(f"{where}: {message}" if where else message)

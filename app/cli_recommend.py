@@ -54,6 +54,11 @@ def add_recommend(sub: Any) -> None:
     p.set_defaults(handler=cmd_recommend)
 
 
+# Request fields whose flag is not the field's name (units differ: the flags take ms and USD).
+FLAGS = {"gpu_price_per_hour_usd": "--gpu-price-per-hour", "arrival_rate_rps": "--arrival-rate",
+         "slo_ttft_p95_s": "--slo-ttft-p95-ms", "slo_tpot_p95_s": "--slo-tpot-p95-ms"}
+
+
 def cmd_recommend(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
@@ -72,7 +77,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             # strings: the record validates methods and rates (pydantic coerces)
             spec_acceptance=_acceptances(args.spec_acceptance))  # type: ignore[arg-type]
     except ValidationError as exc:
-        raise usage_error(exc, option=True) from None
+        raise usage_error(exc, option=True, flags=FLAGS) from None
     workspace = Workspace.resolve(args.workspace) if args.workspace else None
     progress = _progress if args.progress else None
     rec = recommend(request, workspace=workspace, progress=progress)

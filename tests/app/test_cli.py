@@ -102,6 +102,14 @@ def test_usage_errors_exit_2(cli, tmp_path):
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+def test_a_bad_option_value_is_named_as_the_flag_typed(cli, tmp_path):
+    trace = str(ref.TRACES / "BurstGPT_1.head400.csv")
+    out = cli("profile", trace, "--synthesize-arrivals", "-3", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().endswith("error: --synthesize-arrivals: Input should be "
+                                       "greater than 0"), out.stderr
+
+
 def test_profile_then_synth_from_the_saved_profile(cli, tmp_path):
     trace = ref.TRACES / "BurstGPT_3.head400.csv"
     assert cli("profile", str(trace), "-o", "p.json", cwd=tmp_path).returncode == 0

@@ -179,6 +179,13 @@ def test_human_view_shows_pick_reasons_and_alternatives(human_run) -> None:
      "--spec-acceptance"),
     (("--gpu", "H100-SXM", "--model", MODEL, "--spec-acceptance", "medusa=0.5"),
      "--spec-acceptance"),
+    # the error names the flag typed, not the request field behind it (units differ)
+    (("--gpu", "H100-SXM", "--model", MODEL, "--gpu-price-per-hour", "-1"),
+     "--gpu-price-per-hour: "),
+    (("--gpu", "H100-SXM", "--model", MODEL, "--gpu-price-per-hour", "nan"),
+     "--gpu-price-per-hour: "),
+    (("--gpu", "H100-SXM", "--model", MODEL, "--slo-ttft-p95-ms", "0"), "--slo-ttft-p95-ms: "),
+    (("--gpu", "H100-SXM", "--model", MODEL, "--arrival-rate", "-2"), "--arrival-rate: "),
 ])
 def test_bad_input_is_one_line_exit_2_and_no_file(cli, tmp_path: Path, args, needle) -> None:
     out = cli("recommend", str(SAMPLE), *args, "-o", "rec.json", cwd=tmp_path)
