@@ -245,7 +245,10 @@ def predict_request(args: argparse.Namespace) -> Any:
                               engine_version=args.engine_version, step_time=args.step_time,
                               spec_acceptance=args.spec_acceptance)
     except ValidationError as exc:
-        raise usage_error(exc) from None
+        raise usage_error(exc, option=True, flags={
+            "rate_rps": "--rate", "weight_quantization": "--precision",
+            "speculative": "--speculative", "input_tokens": "--isl",
+            "output_tokens": "--osl"}) from None
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:

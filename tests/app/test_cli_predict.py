@@ -132,6 +132,19 @@ def test_usage_errors_are_one_line(args):
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+@pytest.mark.parametrize(("args", "flag"), [
+    (["--isl", "100000000", "--osl", "10", "--concurrency", "1"], "--isl"),
+    (["--isl", "10", "--osl", "10", "--rate", "-1"], "--rate"),
+    (["--isl", "10", "--osl", "10", "--concurrency", "1", "--gpu-memory-fraction", "2"],
+     "--gpu-memory-fraction"),
+    (["--isl", "10", "--osl", "10", "--concurrency", "1", "--gpus", "100000"], "--gpus"),
+])
+def test_a_bad_value_is_named_as_the_flag_typed(run, args, flag):
+    out = run("--engine", "vllm", "--model", "Qwen/Qwen3-8B", "--gpu", "H100-SXM", *args)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1].startswith(f"python -m app: error: {flag}: ")
+
+
 QWEN32_H100 = ["--engine", "vllm", "--model", "Qwen3-32B", "--gpu", "H100-SXM",
                "--isl", "1000", "--osl", "1000", "--concurrency", "8", "--num-requests", "40"]
 
