@@ -20,7 +20,7 @@ from core.capacity import Boundary, Capacity, GrowthRow, Limit, LoadCurve, LoadP
 from core.figures import Band, Interval
 from engines.config import EngineConfig
 from recommender.defaults import scheduler_caps
-from recommender.scoring import KEEP_UP_SHARE, MAX_REJECTED_SHARE, Goals, Target
+from recommender.scoring import KEEP_UP_SHARE, MAX_REJECTED_SHARE, Goals, Target, served_rps
 from recommender.simulator import SimRequests, SimResult, simulate
 from recommender.workload import replica_share
 
@@ -103,7 +103,7 @@ def holds_at(setting: Setting, dep: Deployment, *, replicas: int, multiple: floa
     span = float(share.arrival_s[-1] - share.arrival_s[0]) / multiple
     n = len(share.arrival_s)
     # All sent at once (or one request): no rate to keep up with; the SLOs alone judge.
-    kept_up = span <= 0 or s.request_throughput_rps >= KEEP_UP_SHARE * n / span
+    kept_up = span <= 0 or served_rps(s, span) >= KEEP_UP_SHARE * n / span
     ttft_ok = _within(s.ttft_s.p95, options.slo_ttft_s)
     tpot_ok = _within(s.tpot_s.p95, options.slo_tpot_s)
     served = s.rejected <= MAX_REJECTED_SHARE * n

@@ -208,6 +208,11 @@ def _load(request: RecommendRequest, workspace: Workspace | None, tmp: Path
         if profile.format.arrivals == "undefined":
             raise UsageError(f"{request.source}: the trace has no timestamps; give a request "
                              "rate for Poisson arrivals (--arrival-rate RPS)")
+        if profile.mean_qps is None:  # timestamps, but all one instant: no rate to serve
+            raise UsageError(f"{request.source}: its {profile.n_requests:,} request(s) arrive "
+                             "at one instant (a span of 0 s), so the trace states no rate: "
+                             "give a longer stretch of the log, or leave out its time column "
+                             "and give a rate (--arrival-rate RPS)")
         return profile, load_workload(ws, max_requests=request.max_requests), False
     from profiler.synth import synthesize
 

@@ -209,3 +209,13 @@ def test_trace_without_timestamps_asks_for_a_rate(cli, tmp_path: Path) -> None:
                   "-o", "rec.json", cwd=tmp_path)
     assert out.returncode == 2 and "--arrival-rate" in out.stderr
     assert not (tmp_path / "rec.json").exists()
+
+
+def test_a_trace_at_one_instant_states_no_rate(cli, tmp_path: Path) -> None:
+    trace = tmp_path / "two.csv"
+    trace.write_text("timestamp,input_tokens,output_tokens\n0,100,50\n0,200,20\n")
+    out = cli("recommend", str(trace), "--gpu", "H100-SXM", "--model", MODEL,
+              "-o", "rec.json", cwd=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "arrive at one instant" in out.stderr and "--arrival-rate" in out.stderr
+    assert not (tmp_path / "rec.json").exists()

@@ -10,7 +10,7 @@ from core.figures import EMPTY, Latency
 from engines.config import EngineConfig, SpeculativeConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.recommendation import PredictedMetrics
-from recommender.scoring import Goals, latency_s, predicted_metrics
+from recommender.scoring import Goals, Target, evaluate, latency_s, predicted_metrics
 from recommender.simulator import SimOptions, SimRequests, simulate
 
 GPU, MODEL = get_gpu("H100-SXM"), get_model("llama-3.1-8b")
@@ -49,3 +49,31 @@ def test_a_latency_without_value_ranks_worst():
     # 30 s + 99 x 2 s = 228 s for a very slow but served candidate.
     assert latency_s(served, 100.0) == pytest.approx(228.0)
     assert latency_s(unserved, 100.0) > 1e6 * latency_s(served, 100.0)
+
+
+def _target():
+    from recommender.facts import hardware_facts, model_facts
+    from recommender.params import load_params
+
+    return Target(GPU, MODEL, 1, hardware_facts(GPU, 1), model_facts(MODEL), load_params())
+
+
+def _evaluate(n: int, rate_rps: float):
+    arrivals = np.arange(n) / rate_rps
+    req = SimRequests(arrivals, np.full(n, 1000), np.full(n, 300))
+    cfg = EngineConfig(engine="vllm", model=MODEL.name)
+    return evaluate(cfg, req, 1, _target(), Goals("goodput", None, None))
+
+
+def test_a_few_requests_well_below_capacity_keep_up():
+    # 10 requests over 9 s on one H100 (each ~1-2 s alone): the last is served after the
+    # span ends, which completions over the makespan alone read as falling behind.
+    ev = _evaluate(10, 1.0)
+    assert ev.predicted.request_throughput_rps < 0.95 * ev.offered_rps  # the tail's dilution
+    assert ev.feasible, ev.rejected_reason
+
+
+def test_a_queue_that_grows_falls_behind():
+    # 400 requests at 100 req/s of 1000 + 300 tokens: far beyond what one H100 serves.
+    ev = _evaluate(400, 100.0)
+    assert not ev.feasible and ev.rejected_reason.startswith("falls behind")
