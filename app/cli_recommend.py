@@ -154,7 +154,7 @@ def recommendation_text(rec: Recommendation) -> str:
 
 
 def _capacity_lines(capacity: Capacity) -> list[str]:
-    from core.capacity import boundary_text, day_text, growth_table
+    from core.capacity import boundary_text, day_gpus_text, day_text, growth_table
 
     lines = [f"Holds     up to {boundary_text(capacity.pick)} (today "
              f"{capacity.today_rps:,.3g} req/s)",
@@ -166,7 +166,7 @@ def _capacity_lines(capacity: Capacity) -> list[str]:
               for r in growth_table(capacity)]
     if capacity.day is not None:
         lines += [f"Day plan  {day_text(capacity.day)}",
-                  "  GPUs per window: " + " ".join(str(w.gpus) for w in capacity.day.windows)]
+                  f"  GPUs per window, in order: {day_gpus_text(capacity.day)}"]
     return lines
 
 

@@ -198,6 +198,18 @@ def day_text(day: DayPlan) -> str:
     return text
 
 
+def day_gpus_text(day: DayPlan) -> str:
+    """The GPUs of each window in order, repeats run-length coded: '1 ×20, 2 ×3, 1 ×1'
+    (a week of hourly windows is 168 numbers otherwise)."""
+    runs: list[list[int]] = []
+    for w in day.windows:
+        if runs and runs[-1][0] == w.gpus:
+            runs[-1][1] += 1
+        else:
+            runs.append([w.gpus, 1])
+    return ", ".join(f"{g}" if n == 1 else f"{g} ×{n}" for g, n in runs)
+
+
 def _usd(amount: float) -> str:
     return f"${amount:,.0f}" if amount >= 100 else f"${amount:,.2f}"
 

@@ -161,7 +161,7 @@ def test_human_view_shows_pick_reasons_and_alternatives(human_run) -> None:
     assert out.returncode == 0, out.stderr
     for heading in ("Pick", "Decided   ranked by SLO boundary per GPU", "Predicted", "Band",
                     "Why", "Alternatives (best per engine)", "Holds     up to", "Growth",
-                    "Day plan  ", "  GPUs per window: ", "Price     $"):
+                    "Day plan  ", "  GPUs per window, in order: ", "Price     $"):
         assert heading in out.stdout
     assert " ms" in out.stdout
     # the human view printed, the JSON in -o's file; no workspace litter without --workspace

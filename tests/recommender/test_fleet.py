@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.capacity import Boundary, day_text
+from core.capacity import Boundary, day_gpus_text, day_text
 from profiler.profile import profile_trace
 from profiler.schema import RateSeries
 from profiler.workspace import Workspace
@@ -69,6 +69,7 @@ def test_a_long_trace_is_planned_by_the_hour_and_a_quiet_hour_keeps_one_replica(
     assert day.gpu_hours == pytest.approx(12.0) and day.peak_fleet_gpu_hours == pytest.approx(18.0)
     assert day.min_headroom == pytest.approx(1.2)
     assert "33% less" in day_text(day)
+    assert day_gpus_text(day) == "1 ×3, 3 ×3"  # one GPU per replica, runs coded
 
 
 def test_no_series_or_no_boundary_makes_no_plan():
