@@ -24,10 +24,11 @@ and scaled). DP ranks are balanced by the engine's router (round-robin), as here
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.arrivals import renewal_times
 from core.errors import UsageError
@@ -58,6 +59,8 @@ from recommender.steptime import DEFAULT_KIND
 CLOSED_PER_USER = 10
 MIN_REQUESTS = 200
 RATE_DEFAULT_REQUESTS = 2000
+# An engine release as the engines number theirs: 0.10.1, 1.0.0rc3, 0.6.6.post1, v0.11.
+RELEASE_PATTERN = r"v?\d{1,4}(\.\d{1,4}){0,3}((rc|a|b|\.post|\.dev)\d{1,4})?"
 
 
 class LoadPrediction(ServingFigures):
@@ -139,11 +142,19 @@ class PredictRequest(BaseModel):
     load: LoadSpec = Field(description="Lengths and arrivals.")
     harness: Harness = Field(default="served", description="How the load reaches the "
                              "engine: its API server, or in-process (`resolve.HARNESSES`).")
-    engine_version: str | None = Field(default=None, description="The engine release asked "
-                                       "about (memory-fraction default where it differs).")
+    engine_version: str | None = Field(
+        default=None, description="The engine release asked about, e.g. 0.10.1 or 1.0.0rc3 "
+        "(memory-fraction default where it differs).")
     step_time: str = Field(default=DEFAULT_KIND, description="Step-time provider.")
     spec_acceptance: float | None = Field(default=None, ge=0, le=1, description="Speculative "
                                           "per-token acceptance (default: the method's).")
+
+    @field_validator("engine_version")
+    @classmethod
+    def _a_release(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(RELEASE_PATTERN, value):
+            raise ValueError(f"{value[:40]!r} is not an engine release (e.g. 0.10.1, 1.0.0rc3)")
+        return value
 
 
 def predict(request: PredictRequest, *, params: PerfParams | None = None,

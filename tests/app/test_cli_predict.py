@@ -138,6 +138,10 @@ def test_usage_errors_are_one_line(args):
     (["--isl", "10", "--osl", "10", "--concurrency", "1", "--gpu-memory-fraction", "2"],
      "--gpu-memory-fraction"),
     (["--isl", "10", "--osl", "10", "--concurrency", "1", "--gpus", "100000"], "--gpus"),
+    (["--isl", "10", "--osl", "10", "--concurrency", "1", "--engine-version", "0.10;rm"],
+     "--engine-version"),
+    (["--isl", "10", "--osl", "10", "--concurrency", "1", "--engine-version", "$(id)"],
+     "--engine-version"),
 ])
 def test_a_bad_value_is_named_as_the_flag_typed(run, args, flag):
     out = run("--engine", "vllm", "--model", "Qwen/Qwen3-8B", "--gpu", "H100-SXM", *args)
