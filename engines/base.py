@@ -129,6 +129,18 @@ class EnginePlugin(Protocol):
         """
         ...
 
+    def served_config(self, config: EngineConfig, model: ModelFacts | None) -> EngineConfig:
+        """The config a deployment of `config` launches: `config` itself, or, where the engine
+        cannot quantize a checkpoint on load, the same with `model` set to the model's
+        pre-quantized checkpoint of `config.weight_quantization` (from `model`; None = no
+        facts, so `config.model` is taken to be in that format already).
+
+        Raises:
+            CapabilityError: one line: no checkpoint in that format is known, and what to
+                change.
+        """
+        ...
+
     def server_argv(self, config: EngineConfig) -> list[str]:
         """The full launch command as an argument list (program first)."""
         ...

@@ -41,6 +41,21 @@ def unsafe_character(value: str) -> str | None:
     return None
 
 
+def model_problem(value: str) -> str | None:
+    """Why `value` cannot be a model (HF id or path) on a command line, or None: the reason
+    reads after the word "model"."""
+    # The model is a positional argv element: a leading dash would read as a flag, and
+    # control characters have no place in a path or HF id.
+    if value != value.strip() or value.startswith("-"):
+        return "must not start with '-' or have surrounding whitespace"
+    if (bad := unsafe_character(value)) is not None:
+        return f"must not contain control characters ({bad})"
+    if len(value.encode()) > MAX_MODEL_BYTES:
+        return (f"is {len(value.encode()):,} bytes; an HF id or a path has at most "
+                f"{MAX_MODEL_BYTES:,}")
+    return None
+
+
 class SpeculativeConfig(BaseModel):
     """Speculative decoding: how drafts are proposed and how many tokens per step."""
 
@@ -163,15 +178,8 @@ class EngineConfig(BaseModel):
     @field_validator("model")
     @classmethod
     def _model_is_one_safe_token(cls, value: str) -> str:
-        # The model is a positional argv element: a leading dash would read as a flag, and
-        # control characters have no place in a path or HF id.
-        if value != value.strip() or value.startswith("-"):
-            raise ValueError("model must not start with '-' or have surrounding whitespace")
-        if (bad := unsafe_character(value)) is not None:
-            raise ValueError(f"model must not contain control characters ({bad})")
-        if len(value.encode()) > MAX_MODEL_BYTES:
-            raise ValueError(f"model is {len(value.encode()):,} bytes; an HF id or a path has "
-                             f"at most {MAX_MODEL_BYTES:,}")
+        if (problem := model_problem(value)) is not None:
+            raise ValueError(f"model {problem}")
         return value
 
     @field_validator("host")

@@ -236,12 +236,23 @@ def _refuse_existing(out: Path, names: list[str]) -> None:
                           "or pass --force to replace them")
 
 
+def served_config(request: ExportRequest) -> EngineConfig:
+    """The config the bundle launches: `request.config` as its plug-in deploys it, with the
+    model's pre-quantized checkpoint where the engine cannot quantize on load.
+
+    Raises:
+        CapabilityError: the engine cannot deploy the weight quantization asked for.
+    """
+    config = request.config
+    return get_engine(config.engine).served_config(config, request.model_facts)
+
+
 def render_bundle(request: ExportRequest) -> dict[str, str]:
     """File name → text of every bundle file (nothing written)."""
-    config = request.config
-    plugin = get_engine(config.engine)
+    plugin = get_engine(request.config.engine)
     if request.hardware is not None and request.model_facts is not None:
-        plugin.check(config, request.hardware, request.model_facts)
+        plugin.check(request.config, request.hardware, request.model_facts)
+    config = served_config(request)
     config_name, config_text = plugin.config_file(config)
     if not _FILE_NAME.fullmatch(config_name) or config_name in FIXED_FILES:
         raise ExportError(f"the {config.engine} plug-in's config file name {config_name!r} "
@@ -268,7 +279,7 @@ def render_bundle(request: ExportRequest) -> dict[str, str]:
                                      {config_name: config_text}),
         BENCH_SCRIPT: _bench_script(request.profile, host_port),
     }
-    files[REPORT_FILE] = _report(request, plugin, files, local_script=local_script,
+    files[REPORT_FILE] = _report(request, config, plugin, files, local_script=local_script,
                                   image=image, host_port=host_port)
     return files
 
@@ -286,7 +297,7 @@ def docker_command(request: ExportRequest, *, bundle_dir: str, hf_cache_dir: str
 
     `hf_cache_dir` is used when the request names no `model_cache_dir`.
     """
-    config = request.config
+    config = served_config(request)
     plugin = get_engine(config.engine)
     config_name = plugin.config_file(config)[0]
     return plugin.docker_run_argv(
@@ -355,9 +366,20 @@ def _parallelism(config: EngineConfig) -> str:
     return f"{text} → {config.gpus_per_instance} GPU(s) per replica"
 
 
-def _report(request: ExportRequest, plugin: EnginePlugin, files: dict[str, str], *,
-            local_script: str, image: str, host_port: int) -> str:
-    config = request.config
+def _served_model(request: ExportRequest, config: EngineConfig, plugin: EnginePlugin) -> str:
+    """The model line's text: the checkpoint served, and when it replaces the one asked for,
+    which one it replaces and the name clients request."""
+    text = _code(config.model)
+    if config.model != request.config.model:
+        text += (f" (the pre-quantized {config.weight_quantization} checkpoint of "
+                 f"{_code(request.config.model)}: {config.engine} does not quantize it on load;"
+                 f" clients request {_code(plugin.readiness(config).served_model_name)})")
+    return text
+
+
+def _report(request: ExportRequest, config: EngineConfig, plugin: EnginePlugin,
+            files: dict[str, str], *, local_script: str, image: str, host_port: int) -> str:
+    """REPORT.md of `request`, whose bundle launches `config` (see `served_config`)."""
     hardware = request.hardware
     gpu = request.gpu or (hardware.gpu_name if hardware else None)
     count = request.gpu_count or (hardware.gpu_count if hardware else None)
@@ -367,7 +389,7 @@ def _report(request: ExportRequest, plugin: EnginePlugin, files: dict[str, str],
         *([f"> **Not deployable as it is.** {request.not_deployable}", ""]
           if request.not_deployable else []),
         f"- Engine: {config.engine} (image {_code(image)})",
-        f"- Model: {_code(config.model)}",
+        f"- Model: {_served_model(request, config, plugin)}",
         f"- GPU: {target}; {_parallelism(config)}",
         f"- Key knobs: {', '.join(_knobs(config)) or 'engine defaults'}",
         f"- Endpoint: http://localhost:{host_port} (readiness: GET "

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+
+from engines.config import WeightQuantization, model_problem
 
 Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
 
@@ -60,3 +62,21 @@ class ModelFacts(BaseModel):
         description="Checkpoint ships multi-token-prediction layers (DeepSeek-V3, Qwen3-Next, "
         "GLM-4.5...); None when unknown.",
     )
+    quantized_checkpoints: dict[WeightQuantization, str] = Field(
+        default_factory=dict,
+        description="Published pre-quantized checkpoints of this model (HF ids) by weight "
+        "quantization, for engines that cannot quantize the checkpoint on load; empty when "
+        "none is known.",
+    )
+
+    @field_validator("quantized_checkpoints")
+    @classmethod
+    def _checkpoints_are_models(cls, value: dict[str, str]) -> dict[str, str]:
+        # Each name may become the model of a launch command.
+        for quant, name in value.items():
+            if quant == "none":
+                raise ValueError("quantized_checkpoints has no 'none' format")
+            problem = model_problem(name) if name else "must not be empty"
+            if problem is not None:
+                raise ValueError(f"quantized_checkpoints[{quant!r}]: model {problem}")
+        return value

@@ -144,6 +144,13 @@ class SglangEngine:
         """
         return settings(config, [])
 
+    def served_config(self, config: EngineConfig, model: ModelFacts | None) -> EngineConfig:
+        """`config` itself: `--quantization fp8` quantizes a BF16 checkpoint on load (online
+        FP8). The pre-quantized formats (awq, gptq, nvfp4, mxfp4) need `config.model` to be a
+        checkpoint in that format already; SGLang reads it, and this does not check it."""
+        del model
+        return config
+
     def server_argv(self, config: EngineConfig) -> list[str]:
         """`python3 -m sglang.launch_server --model-path MODEL --flag value …` as a list.
 

@@ -166,6 +166,41 @@ class TrtllmEngine:
         """
         return extra_options(config, role)
 
+    def served_config(self, config: EngineConfig, model: ModelFacts | None) -> EngineConfig:
+        """`config` serving the model's pre-quantized checkpoint of its weight quantization.
+
+        The PyTorch backend reads the format from the checkpoint and cannot quantize on load,
+        so `trtllm-serve meta-llama/Llama-3.1-8B-Instruct` with weight_quantization=fp8 would
+        run BF16. The checkpoint is swapped in when the facts say `config.model` is
+        unquantized (`weights_dtype` bf16/fp16); `config` is returned as it is when it asks
+        for no quantization, or when there are no facts or they say the checkpoint is already
+        quantized (then `config.model` is taken to be in that format). trtllm-serve 1.2.1
+        serves the model under its MODEL argument, so clients then ask for the checkpoint's id
+        (`readiness` of the result says so).
+
+        Raises:
+            CapabilityError: the facts name no checkpoint in that format (one line saying
+                what to change).
+        """
+        require_own(self.kind, config)
+        quant = config.weight_quantization
+        if quant is None or quant == "none" or model is None or model.weights_dtype is None:
+            return config
+        checkpoint = model.quantized_checkpoints.get(quant)
+        if checkpoint is None:
+            fixes = ("name one as the model, leave weight_quantization unset, or serve it with "
+                     "vLLM or SGLang (they quantize FP8 on load)" if quant == "fp8" else
+                     "name one as the model or leave weight_quantization unset")
+            raise CapabilityError(
+                f"weight_quantization={quant}: TensorRT-LLM cannot quantize the "
+                f"{model.weights_dtype} checkpoint {config.model} on load and no pre-quantized "
+                f"{quant} checkpoint of it is known; {fixes}"
+            )
+        if checkpoint == config.model:
+            return config
+        # Validated again: the name becomes the MODEL argument of every launch command.
+        return EngineConfig.model_validate({**config.model_dump(), "model": checkpoint})
+
     def server_argv(self, config: EngineConfig) -> list[str]:
         """`trtllm-serve MODEL … --extra_llm_api_options trtllm-extra-options.yaml`.
 
@@ -369,6 +404,7 @@ class TrtllmEngine:
         check_parallelism(config, hardware, model, kv_heads_must_divide=False)
         self._check_lengths(config, model)
         self._check_precision(config, hardware, model)
+        self.served_config(config, model)  # a format no checkpoint of the model is in
         spec = config.speculative
         if spec is not None and spec.method == "mtp" and model.has_mtp_heads is False:
             raise CapabilityError("speculative method mtp needs a checkpoint with MTP layers")

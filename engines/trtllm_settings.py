@@ -45,8 +45,9 @@ _KV_DTYPE_REFUSED: dict[str, str] = {
     "kv_cache_quant_algo), not on the PyTorch backend this plug-in renders; use fp8",
 }
 # The PyTorch backend reads weight quantization from the checkpoint (hf_quant_config.json /
-# config.json) and has no flag to force it, so weight_quantization only declares what the
-# checkpoint already is; it renders nothing and is checked against the GPU.
+# config.json) and has no flag to force it, so weight_quantization renders nothing here: it
+# declares the format of the checkpoint served, which `TrtllmEngine.served_config` swaps in
+# for an unquantized model (or refuses), and is checked against the GPU.
 _WEIGHT_QUANT_ACCEPTED = frozenset({"none", "fp8", "nvfp4", "awq"})
 _WEIGHT_QUANT_REFUSED: dict[str, str] = {
     quant: "the PyTorch backend cannot quantize on load and this plug-in validates only "

@@ -225,6 +225,13 @@ class VllmEngine:
         out += self._extra_settings(config, {name for name, _ in out})
         return out
 
+    def served_config(self, config: EngineConfig, model: ModelFacts | None) -> EngineConfig:
+        """`config` itself: `--quantization fp8` quantizes a BF16 checkpoint on load (online
+        FP8). The pre-quantized formats (awq, gptq, nvfp4, mxfp4) need `config.model` to be a
+        checkpoint in that format already; vLLM reads it, and this does not check it."""
+        del model
+        return config
+
     def server_argv(self, config: EngineConfig) -> list[str]:
         """`vllm serve MODEL --flag value …` as an argument list."""
         return ["vllm", "serve", config.model, *self._flags(config)]

@@ -38,7 +38,8 @@ def hardware_facts(gpu: GPU, gpu_count: int) -> HardwareFacts:
 
 
 def model_facts(model: ModelSpec) -> ModelFacts:
-    """Facts of a catalog (or user config.json) model. MTP heads are not in the catalog."""
+    """Facts of a catalog (or user config.json) model, with its published pre-quantized
+    checkpoints. MTP heads are not in the catalog."""
     unquantized = model.checkpoint_dtype if model.checkpoint_dtype in ("bf16", "fp16") else None
     return ModelFacts(
         num_attention_heads=model.num_attention_heads,
@@ -47,6 +48,8 @@ def model_facts(model: ModelSpec) -> ModelFacts:
         max_context_tokens=model.max_context_tokens,
         is_moe=model.num_experts is not None,
         weights_dtype=unquantized,
+        quantized_checkpoints={quant: checkpoint.name
+                               for quant, checkpoint in model.quantized_checkpoints.items()},
     )
 
 

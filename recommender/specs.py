@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.errors import UsageError
+from engines.config import WeightQuantization, model_problem
 
 Dtype = Literal["bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
 Confidence = Literal["high", "medium", "low"]
@@ -91,6 +92,21 @@ class GPU(_Record):
         return int(major), int(minor)
 
 
+class QuantizedCheckpoint(_Record):
+    """A published pre-quantized copy of a model, and where its name and format are stated."""
+
+    name: str = Field(min_length=1, description="Hugging Face id of the quantized checkpoint.")
+    source: str = Field(min_length=1, description="The page that names it and its format.")
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_model(cls, value: str) -> str:
+        # It becomes the model of an engine's launch command.
+        if (problem := model_problem(value)) is not None:
+            raise ValueError(f"model {problem}")
+        return value
+
+
 class ModelSpec(_Record):
     """Shapes of one decoder-only transformer, in the project's names (see models.yaml)."""
 
@@ -121,6 +137,10 @@ class ModelSpec(_Record):
     windowed_layers: int | None = Field(default=None, gt=0)
     tie_word_embeddings: bool = False
     checkpoint_dtype: Dtype = "bf16"
+    quantized_checkpoints: dict[WeightQuantization, QuantizedCheckpoint] = Field(
+        default_factory=dict,
+        description="Published pre-quantized checkpoints by weight quantization: what an "
+        "engine that cannot quantize on load (TensorRT-LLM) serves for that format.")
     total_params_b: float = Field(gt=0, description="billions")
     active_params_b: float = Field(gt=0, description="billions used per token")
     params_source: Literal["published", "estimated"] = "published"
@@ -145,6 +165,8 @@ class ModelSpec(_Record):
             raise ValueError("windowed_layers exceeds num_layers")
         if self.active_params_b > self.total_params_b * 1.0001:
             raise ValueError("active_params_b exceeds total_params_b")
+        if "none" in self.quantized_checkpoints:
+            raise ValueError("quantized_checkpoints has no 'none' format")
         return self
 
     def _check_mla(self) -> None:

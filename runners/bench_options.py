@@ -233,12 +233,14 @@ def _burst(o: BenchOptions) -> dict[str, Any]:
 
 def _launch_spec(o: BenchOptions, config: EngineConfig | None) -> LaunchSpec:
     from engines.errors import EngineError
-    from engines.export import load_request
+    from engines.export import load_request, served_config
     from runners.launch import LaunchSpec
 
     if config is None:
         try:
-            config = load_request(o.config_path or "").config
+            # What the export bundle would launch (e.g. TensorRT-LLM's FP8 checkpoint of the
+            # model), so the run measures the quantization that was predicted.
+            config = served_config(load_request(o.config_path or ""))
         except EngineError as exc:  # engines/ owns its own tree: map it at this edge
             raise UsageError(str(exc)) from None
     log_dir = Path(o.log_dir) if o.log_dir else DEFAULT_LOG_DIR

@@ -4,6 +4,7 @@ writes. Parametrized over every registered plug-in."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import stat
@@ -29,8 +30,11 @@ from engines.export import (
     render_bundle,
 )
 from engines.facts import HardwareFacts, ModelFacts
+from engines.sglang import PLUGIN as SGLANG
+from engines.trtllm import PLUGIN as TRTLLM
 from engines.vllm import PLUGIN as VLLM
-from tests.engines.conftest import H100, QWEN3_MOE
+from engines.vllm_flags import VALUE_FLAGS
+from tests.engines.conftest import H100, LLAMA_8B, QWEN3_MOE
 
 KINDS = sorted(ENGINES)
 H100X2 = HardwareFacts(gpu_name="H100 SXM", compute_capability=(9, 0),
@@ -275,6 +279,82 @@ def test_an_untranslatable_docker_option_is_refused(monkeypatch) -> None:
     monkeypatch.setitem(engines.ENGINES, "vllm", _TrtStyleDocker(["--privileged"]))
     with pytest.raises(ExportError, match="--privileged"):
         render_bundle(_request("vllm"))
+
+
+# -- the weight quantization a bundle deploys --------------------------------------------------
+# An FP8 pick of Llama-3.1-8B on H100s, with the facts the recommender exports (LLAMA_8B knows
+# the catalog's FP8 checkpoint). Each bundle is read back through the engine's own parser.
+
+BF16_ID, FP8_ID = "meta-llama/Llama-3.1-8B-Instruct", "nvidia/Llama-3.1-8B-Instruct-FP8"
+
+
+def _fp8_pick(tmp_path: Path, kind: str, model: str = BF16_ID,
+              facts: ModelFacts = LLAMA_8B) -> ExportRequest:
+    return _request(kind, config=_config(kind, model=model, weight_quantization="fp8"),
+                    gpu="H100-SXM", hardware=H100X2, model_facts=facts)
+
+
+def _pairs(argv: list[str]) -> set[tuple[str, str]]:
+    return set(itertools.pairwise(argv))
+
+
+def test_vllm_fp8_pick_quantizes_on_load(tmp_path: Path) -> None:
+    request = _fp8_pick(tmp_path, "vllm")
+    out = _export(tmp_path, request)
+    text = (out / "vllm-config.yaml").read_text()
+    assert yaml.safe_load(text)["quantization"] == "fp8"
+    assert "quantization" in VALUE_FLAGS  # a valued flag of vLLM's own parser
+    launched = _run_script(out / "launch.sh", _fake_bin(tmp_path, "vllm"), tmp_path)
+    assert launched == ["serve", BF16_ID, "--config", str(out.resolve() / "vllm-config.yaml")]
+    assert VLLM.config_from_file(BF16_ID, text, ["vllm", *launched]).weight_quantization == "fp8"
+    assert ("--quantization", "fp8") in _pairs(_container_args(request))  # docker, compose, k8s
+    assert BF16_ID in _container_args(request)
+
+
+def test_sglang_fp8_pick_quantizes_on_load(tmp_path: Path) -> None:
+    request = _fp8_pick(tmp_path, "sglang")
+    out = _export(tmp_path, request)
+    text = (out / "sglang-config.yaml").read_text()
+    assert yaml.safe_load(text)["quantization"] == "fp8"
+    launched = _run_script(out / "launch.sh", _fake_bin(tmp_path, "python3"), tmp_path)
+    assert launched == ["-m", "sglang.launch_server", "--model-path", BF16_ID, "--config",
+                        str(out.resolve() / "sglang-config.yaml")]
+    back = SGLANG.config_from_file(BF16_ID, text, ["python3", *launched])
+    assert back.weight_quantization == "fp8"
+
+
+def test_trtllm_fp8_pick_serves_the_fp8_checkpoint(tmp_path: Path) -> None:
+    request = _fp8_pick(tmp_path, "trtllm")
+    out = _export(tmp_path, request)
+    launched = _run_script(out / "launch.sh", _fake_bin(tmp_path, "trtllm-serve"), tmp_path)
+    assert launched[0] == FP8_ID
+    text = (out / "trtllm-extra-options.yaml").read_text()
+    back = TRTLLM.config_from_file(FP8_ID, text, ["trtllm-serve", *launched])
+    # The file and argv hold no quantization: the checkpoint served declares it (FP8).
+    assert back == request.config.model_copy(update={"model": FP8_ID,
+                                                     "weight_quantization": None})
+    assert FP8_ID in _container_args(request)
+    for name in ("launch.sh", "launch-docker.sh", "docker-compose.yaml", "kubernetes.yaml"):
+        body = (out / name).read_text()
+        assert FP8_ID in body and BF16_ID not in body, name
+    report = (out / "REPORT.md").read_text()
+    assert "`weight_quantization=fp8`" in report
+    assert (f"- Model: `{FP8_ID}` (the pre-quantized fp8 checkpoint of `{BF16_ID}`: trtllm does "
+            f"not quantize it on load; clients request `{FP8_ID}`)") in report.splitlines()
+
+
+def test_trtllm_fp8_pick_without_a_known_checkpoint_is_refused(tmp_path: Path) -> None:
+    qwen = ModelFacts(num_attention_heads=32, num_kv_heads=8, num_layers=36,
+                      max_context_tokens=40960, weights_dtype="bf16")
+    request = _fp8_pick(tmp_path, "trtllm", model="Qwen/Qwen3-8B", facts=qwen)
+    with pytest.raises(CapabilityError) as info:
+        export_bundle(request, tmp_path / "bundle")
+    assert str(info.value) == (
+        "weight_quantization=fp8: TensorRT-LLM cannot quantize the bf16 checkpoint "
+        "Qwen/Qwen3-8B on load and no pre-quantized fp8 checkpoint of it is known; name one as "
+        "the model, leave weight_quantization unset, or serve it with vLLM or SGLang (they "
+        "quantize FP8 on load)")
+    assert not (tmp_path / "bundle").exists()
 
 
 # -- report and checks -------------------------------------------------------------------------

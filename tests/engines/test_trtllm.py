@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from engines import ENGINES
 from engines.config import EngineConfig
@@ -15,6 +16,8 @@ from tests.engines.conftest import (
     B200,
     H100,
     LLAMA_8B,
+    LLAMA_8B_FP8,
+    LLAMA_8B_PREQUANTIZED,
     MI300X,
     MODEL,
     NASTY_MODEL,
@@ -29,6 +32,9 @@ DEEPSEEK = ModelFacts(
     is_moe=True,
     has_mtp_heads=True,
 )
+# Qwen3-8B's config.json shapes; the catalog knows no pre-quantized checkpoint of it.
+QWEN3_8B = ModelFacts(num_attention_heads=32, num_kv_heads=8, num_layers=36,
+                      max_context_tokens=40960, weights_dtype="bf16")
 EAGLE = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
 METRICS = {"return_perf_metrics": True, "enable_iter_perf_stats": True}
 
@@ -494,11 +500,12 @@ def test_disaggregation_files_need_the_section() -> None:
 
 def test_supported_configs_pass() -> None:
     PLUGIN.check(FULL, H100, LLAMA_8B)
-    PLUGIN.check(_config(weight_quantization="nvfp4", kv_cache_dtype="fp4"), B200, LLAMA_8B)
+    PLUGIN.check(_config(weight_quantization="nvfp4", kv_cache_dtype="fp4"), B200,
+                 LLAMA_8B_PREQUANTIZED)
     PLUGIN.check(
         _config(weight_quantization="awq", max_batched_tokens=2048, chunked_prefill=True),
         A100,
-        LLAMA_8B,
+        LLAMA_8B_PREQUANTIZED,
     )
     PLUGIN.check(_config(speculative={"method": "mtp", "num_tokens": 1}, tp=8), H100, DEEPSEEK)
     PLUGIN.check(_config(kv_cache_dtype="bf16"), A100, LLAMA_8B)
@@ -541,6 +548,23 @@ def _refusals() -> list[tuple[EngineConfig, HardwareFacts, ModelFacts, str]]:
             LLAMA_8B,
             "TensorRT-LLM NVFP4 weights need a Blackwell GPU (compute capability >= 10.0); "
             "H100 SXM has no FP4",
+        ),
+        (
+            _config(weight_quantization="nvfp4"),
+            B200,
+            LLAMA_8B,
+            "weight_quantization=nvfp4: TensorRT-LLM cannot quantize the bf16 checkpoint "
+            "meta-llama/Llama-3.1-8B-Instruct on load and no pre-quantized nvfp4 checkpoint of "
+            "it is known; name one as the model or leave weight_quantization unset",
+        ),
+        (
+            _config(model="Qwen/Qwen3-8B", weight_quantization="fp8"),
+            H100,
+            QWEN3_8B,
+            "weight_quantization=fp8: TensorRT-LLM cannot quantize the bf16 checkpoint "
+            "Qwen/Qwen3-8B on load and no pre-quantized fp8 checkpoint of it is known; name one "
+            "as the model, leave weight_quantization unset, or serve it with vLLM or SGLang "
+            "(they quantize FP8 on load)",
         ),
         (
             _config(kv_cache_dtype="fp4"),
@@ -608,6 +632,44 @@ def test_capability_refusals(
     with pytest.raises(CapabilityError) as info:
         PLUGIN.check(config, hardware, model)
     assert info.value.reason == message
+
+
+# -- the checkpoint served -------------------------------------------------------------------
+
+
+def test_fp8_of_an_unquantized_model_serves_its_fp8_checkpoint() -> None:
+    config = _config(tp=2, weight_quantization="fp8", kv_cache_dtype="fp8")
+    served = PLUGIN.served_config(config, LLAMA_8B)
+    assert served.model == "nvidia/Llama-3.1-8B-Instruct-FP8"
+    assert served.model_copy(update={"model": MODEL}) == config  # nothing else changes
+    assert PLUGIN.server_argv(served)[:2] == ["trtllm-serve", "nvidia/Llama-3.1-8B-Instruct-FP8"]
+    # trtllm-serve lists the model under its MODEL argument: clients ask for the checkpoint.
+    probe = PLUGIN.readiness(served)
+    assert probe.served_model_name == "nvidia/Llama-3.1-8B-Instruct-FP8"
+    assert probe.completion_body["model"] == "nvidia/Llama-3.1-8B-Instruct-FP8"
+
+
+@pytest.mark.parametrize(
+    ("config", "model"),
+    [
+        (_config(), LLAMA_8B),
+        (_config(weight_quantization="none"), LLAMA_8B),
+        (_config(weight_quantization="fp8"), None),  # no facts: the model field is trusted
+        (_config(weight_quantization="nvfp4"), LLAMA_8B_PREQUANTIZED),
+        (_config(model=LLAMA_8B_FP8, weight_quantization="fp8"), LLAMA_8B),
+    ],
+)
+def test_a_checkpoint_in_the_format_asked_is_served_as_named(
+    config: EngineConfig, model: ModelFacts | None
+) -> None:
+    assert PLUGIN.served_config(config, model) == config
+
+
+@pytest.mark.parametrize("checkpoints", [{"fp8": "-rf"}, {"fp8": ""}, {"fp8": "a\nb"},
+                                         {"none": "org/model"}])
+def test_checkpoint_names_must_be_models(checkpoints: dict[str, str]) -> None:
+    with pytest.raises(ValidationError, match="quantized_checkpoints"):
+        ModelFacts.model_validate({**LLAMA_8B.model_dump(), "quantized_checkpoints": checkpoints})
 
 
 def test_unknown_mtp_support_is_not_refused() -> None:

@@ -350,6 +350,10 @@ def test_kv_heads_not_dividing_heads_fails(catalog_copy: Path) -> None:
         ("models.yaml", "models", lambda m: next(x for x in m if "moe_intermediate_size" in x).pop(
             "moe_intermediate_size"), "moe_interm"),
         ("models.yaml", "models", lambda m: m.append(dict(m[0])), "listed twice"),
+        ("models.yaml", "models", lambda m: m[0]["quantized_checkpoints"].update(
+            none={"name": "org/x", "source": "s"}), "no 'none' format"),
+        ("models.yaml", "models", lambda m: m[0]["quantized_checkpoints"]["fp8"].update(
+            name="-x"), "must not start with '-'"),
     ],
 )
 def test_broken_entries_fail(

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engines.export import ExportRequest
+from engines.errors import CapabilityError
+from engines.export import ExportRequest, render_bundle
 from recommender.catalog import get_gpu, get_model
 from recommender.facts import hardware_facts, model_facts, with_catalog_facts
 
@@ -39,6 +40,12 @@ def test_model_facts():
     assert model_facts(get_model("mistralai/Mixtral-8x7B-Instruct-v0.1")).is_moe
 
 
+def test_model_facts_carry_the_published_quantized_checkpoints():
+    assert model_facts(get_model("meta-llama/Llama-3.3-70B-Instruct")).quantized_checkpoints == {
+        "fp8": "nvidia/Llama-3.3-70B-Instruct-FP8", "nvfp4": "nvidia/Llama-3.3-70B-Instruct-FP4"}
+    assert model_facts(get_model("Qwen/Qwen3-8B")).quantized_checkpoints == {}
+
+
 def _request(gpu: str | None, **config) -> ExportRequest:
     return ExportRequest.model_validate({"config": {"engine": "vllm", "model": "Qwen/Qwen3-8B",
                                                     **config}, "gpu": gpu})
@@ -61,3 +68,21 @@ def test_export_refuses_fp8_kv_on_a100_from_the_catalog(tmp_path):
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "fp8" in done.stderr.lower()
     assert not (tmp_path / "out").exists()
+
+
+def _trtllm_fp8(model: str) -> ExportRequest:
+    return with_catalog_facts(ExportRequest.model_validate(
+        {"config": {"engine": "trtllm", "model": model, "weight_quantization": "fp8"},
+         "gpu": "H100-SXM"}))
+
+
+def test_trtllm_fp8_export_from_the_catalog_serves_the_fp8_checkpoint():
+    files = render_bundle(_trtllm_fp8("llama-3.1-8b"))  # an alias names the catalog model
+    assert "exec trtllm-serve nvidia/Llama-3.1-8B-Instruct-FP8 --backend pytorch" in files[
+        "launch.sh"]
+
+
+def test_trtllm_fp8_export_of_a_model_without_a_checkpoint_is_refused():
+    with pytest.raises(CapabilityError, match=r"^weight_quantization=fp8: TensorRT-LLM cannot "
+                       r"quantize the bf16 checkpoint Qwen/Qwen3-8B on load"):
+        render_bundle(_trtllm_fp8("Qwen/Qwen3-8B"))

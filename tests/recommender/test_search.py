@@ -83,6 +83,18 @@ def test_grid_covers_every_engine_and_only_the_gpus_formats() -> None:
     assert len({v.model_dump_json() for v in variants}) == len(variants)
 
 
+@pytest.mark.parametrize(("model", "trtllm_fp8_kept"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", True),  # the catalog knows its FP8 checkpoint
+    ("Qwen/Qwen3-8B", False),  # no known one: TensorRT-LLM cannot quantize it on load
+])
+def test_only_exportable_weight_formats_are_kept(model: str, trtllm_fp8_kept: bool) -> None:
+    target = _target("H100-SXM", model, 1)
+    kept = [c for c in base_grid(target, 8192) if prune(c, target) is None]
+    fp8 = {c.engine for c in kept if c.weight_quantization == "fp8"}
+    assert fp8 == ({"vllm", "sglang", "trtllm"} if trtllm_fp8_kept else {"vllm", "sglang"})
+    assert "trtllm" in {c.engine for c in kept if c.weight_quantization is None}
+
+
 @pytest.fixture(scope="module")
 def mooncake(tmp_path_factory: pytest.TempPathFactory):
     """Mooncake's published trace: prompts as block-hash chains, 64 % of blocks reused."""
