@@ -131,9 +131,11 @@ class EnginePlugin(Protocol):
 
     def served_config(self, config: EngineConfig, model: ModelFacts | None) -> EngineConfig:
         """The config a deployment of `config` launches: `config` itself, or, where the engine
-        cannot quantize a checkpoint on load, the same with `model` set to the model's
-        pre-quantized checkpoint of `config.weight_quantization` (from `model`; None = no
-        facts, so `config.model` is taken to be in that format already).
+        cannot quantize a checkpoint into `config.weight_quantization` on load (TensorRT-LLM:
+        any format; vLLM and SGLang: awq, gptq, nvfp4...), the same with `model` set to the
+        model's pre-quantized checkpoint of that format (from `model`; None = no facts, so
+        `config.model` is taken to be in that format already). `check` calls it, so a format
+        with no such checkpoint is refused there too.
 
         Raises:
             CapabilityError: one line: no checkpoint in that format is known, and what to

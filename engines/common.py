@@ -1,6 +1,7 @@
 """Helpers the engine plug-ins share: docker arguments, image tags, checks every engine makes
-alike (GPU count, head divisibility, expert parallelism only for MoE), extra-arg collisions,
-instance layout, and reading a config file back.
+alike (GPU count, head divisibility, expert parallelism only for MoE), the pre-quantized
+checkpoint a config serves, extra-arg collisions, instance layout, and reading a config file
+back.
 
 Engine-neutral by construction: callers pass their own tables, patterns and wording. It must not
 branch on an engine's name.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import yaml
@@ -276,6 +277,42 @@ def check_marlin_weights(config: EngineConfig, hardware: HardwareFacts, model: M
             raise CapabilityError(
                 f"MXFP4 needs compute capability >= 8.0 in {engine}; {hardware.gpu_name} is older"
             )
+
+
+def prequantized_config(config: EngineConfig, model: ModelFacts | None, *, engine: str,
+                        on_load: Collection[str], readable: Collection[str] | None = None,
+                        fixes: str | Callable[[str], str]) -> EngineConfig:
+    """`config` serving the model's pre-quantized checkpoint of its weight quantization, for an
+    engine that quantizes a checkpoint on load only into the formats `on_load`.
+
+    `config` is returned as it is when it asks for no quantization or a format in `on_load`,
+    or when there are no facts or they say `config.model` is not unquantized
+    (`weights_dtype` None: it is then taken to be in that format already). Otherwise the
+    facts' checkpoint of that format is swapped in; `readable` limits that to the formats
+    whose published checkpoints (`ModelFacts.quantized_checkpoints`) the engine reads (None:
+    all of them). `fixes` is the refusal's tail, what to change (or a function of the format
+    giving it).
+
+    Raises:
+        CapabilityError: no checkpoint in that format is known: one line, "weight_quantization=Q:
+            `engine` cannot quantize the bf16 checkpoint M on load and no pre-quantized Q
+            checkpoint of it is known; FIXES".
+    """
+    quant = config.weight_quantization
+    if (quant is None or quant == "none" or quant in on_load or model is None
+            or model.weights_dtype is None):
+        return config
+    checkpoint = model.quantized_checkpoints.get(quant)
+    if checkpoint is None or (readable is not None and quant not in readable):
+        raise CapabilityError(
+            f"weight_quantization={quant}: {engine} cannot quantize the {model.weights_dtype} "
+            f"checkpoint {config.model} on load and no pre-quantized {quant} checkpoint of it "
+            f"is known; {fixes if isinstance(fixes, str) else fixes(quant)}"
+        )
+    if checkpoint == config.model:
+        return config
+    # Validated again: the name becomes the model argument of every launch command.
+    return EngineConfig.model_validate({**config.model_dump(), "model": checkpoint})
 
 
 def extra_settings(

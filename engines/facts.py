@@ -65,8 +65,8 @@ class ModelFacts(BaseModel):
     quantized_checkpoints: dict[WeightQuantization, str] = Field(
         default_factory=dict,
         description="Published pre-quantized checkpoints of this model (HF ids) by weight "
-        "quantization, for engines that cannot quantize the checkpoint on load; empty when "
-        "none is known.",
+        "quantization, for engines that cannot quantize the checkpoint into that format on "
+        "load (awq ones are AutoAWQ checkpoints); empty when none is known.",
     )
 
     @field_validator("quantized_checkpoints")

@@ -33,6 +33,7 @@ from engines.common import (
     instances,
     load_mapping,
     openai_readiness,
+    prequantized_config,
     require_own,
     same_argv,
     same_as_rendered,
@@ -66,6 +67,14 @@ BOOTSTRAP_BASE_PORT = 8998  # SGLang's default --disaggregation-bootstrap-port
 _IMAGE_TAG = re.compile(
     r"^(latest|dev|v?\d+\.\d+\.\d+(rc\d+|\.post\d+)?(-[0-9A-Za-z][0-9A-Za-z.]*)*)$"
 )
+
+# Formats `--quantization` produces from a BF16/FP16 checkpoint at load time: the docs'
+# "Online Quantization" names fp8 (awq/gptq/marlin online are announced, not there).
+_QUANTIZED_ON_LOAD = frozenset({"fp8"})
+# What to change when no checkpoint is known (the tail of `served_config`'s refusal); fp8
+# is the on-load alternative offered (`check` says whether the GPU runs it).
+_CHECKPOINT_FIXES = ("name one as the model, leave weight_quantization unset, or use fp8 "
+                     "(SGLang quantizes it on load)")
 
 
 class SglangEngine:
@@ -145,11 +154,24 @@ class SglangEngine:
         return settings(config, [])
 
     def served_config(self, config: EngineConfig, model: ModelFacts | None) -> EngineConfig:
-        """`config` itself: `--quantization fp8` quantizes a BF16 checkpoint on load (online
-        FP8). The pre-quantized formats (awq, gptq, nvfp4, mxfp4) need `config.model` to be a
-        checkpoint in that format already; SGLang reads it, and this does not check it."""
-        del model
-        return config
+        """`config`, or for a format SGLang cannot quantize on load the same serving the
+        model's pre-quantized checkpoint of it.
+
+        `--quantization fp8` quantizes a BF16 checkpoint on load (SGLang's only online
+        `--quantization` method), so it stays on the model named. awq, gptq, nvfp4 and mxfp4
+        only read a checkpoint already in that format: when the facts say `config.model` is
+        unquantized, the facts' checkpoint of the format is swapped in (`--model-path` and the
+        config file's `model-path`). `awq_marlin`/`gptq_marlin` still apply to it: SGLang
+        resolves an AWQ/GPTQ checkpoint to them itself. SGLang serves the model under its path
+        unless `served-model-name` says otherwise, so clients then ask for the checkpoint's id.
+
+        Raises:
+            CapabilityError: no checkpoint of that format is known (one line saying what to
+                change).
+        """
+        require_own(self.kind, config)
+        return prequantized_config(config, model, engine="SGLang", on_load=_QUANTIZED_ON_LOAD,
+                                   fixes=_CHECKPOINT_FIXES)
 
     def server_argv(self, config: EngineConfig) -> list[str]:
         """`python3 -m sglang.launch_server --model-path MODEL --flag value …` as a list.
@@ -299,6 +321,7 @@ class SglangEngine:
         self._check_kv_cache(config, hardware, model)
         check_marlin_weights(config, hardware, model, engine="SGLang", rendered=WEIGHT_QUANT,
                              mxfp4_needs_ampere=False)
+        self.served_config(config, model)  # a format no checkpoint of the model is in
         self._check_speculative(config, hardware, model)
 
     def _check_lengths(self, config: EngineConfig, model: ModelFacts) -> None:

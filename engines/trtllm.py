@@ -37,6 +37,7 @@ from engines.common import (
     docker_target,
     image_ref,
     load_mapping,
+    prequantized_config,
     require_own,
     same_argv,
     same_as_rendered,
@@ -73,6 +74,18 @@ CTX_CONFIG_FILE_NAME = "trtllm-ctx-extra-options.yaml"
 GEN_CONFIG_FILE_NAME = "trtllm-gen-extra-options.yaml"
 DISAGG_CONFIG_FILE_NAME = "trtllm-disagg-config.yaml"
 _IMAGE_TAG = re.compile(r"^\d+\.\d+\.\d+((rc|a|b)\d+)?(\.post\d+)?$")
+# Formats of the catalog's published checkpoints the PyTorch backend reads: ModelOpt FP8 /
+# NVFP4 and HF FP8 ones. The catalog's awq checkpoints are AutoAWQ (GEMM) ones, which it does
+# not read (its AWQ is ModelOpt W4A16-AWQ), so an awq pick is never swapped to them.
+_CHECKPOINT_FORMATS = frozenset({"fp8", "nvfp4"})
+
+
+def _checkpoint_fixes(quant: str) -> str:
+    """What to change when no checkpoint of `quant` is known (the tail of the refusal)."""
+    if quant == "fp8":
+        return ("name one as the model, leave weight_quantization unset, or serve it with vLLM "
+                "or SGLang (they quantize FP8 on load)")
+    return "name one as the model or leave weight_quantization unset"
 
 
 class TrtllmEngine:
@@ -179,27 +192,12 @@ class TrtllmEngine:
         (`readiness` of the result says so).
 
         Raises:
-            CapabilityError: the facts name no checkpoint in that format (one line saying
-                what to change).
+            CapabilityError: the facts name no checkpoint in that format that the backend
+                reads (none for awq: `_CHECKPOINT_FORMATS`), in one line saying what to change.
         """
         require_own(self.kind, config)
-        quant = config.weight_quantization
-        if quant is None or quant == "none" or model is None or model.weights_dtype is None:
-            return config
-        checkpoint = model.quantized_checkpoints.get(quant)
-        if checkpoint is None:
-            fixes = ("name one as the model, leave weight_quantization unset, or serve it with "
-                     "vLLM or SGLang (they quantize FP8 on load)" if quant == "fp8" else
-                     "name one as the model or leave weight_quantization unset")
-            raise CapabilityError(
-                f"weight_quantization={quant}: TensorRT-LLM cannot quantize the "
-                f"{model.weights_dtype} checkpoint {config.model} on load and no pre-quantized "
-                f"{quant} checkpoint of it is known; {fixes}"
-            )
-        if checkpoint == config.model:
-            return config
-        # Validated again: the name becomes the MODEL argument of every launch command.
-        return EngineConfig.model_validate({**config.model_dump(), "model": checkpoint})
+        return prequantized_config(config, model, engine="TensorRT-LLM", on_load=(),
+                                   readable=_CHECKPOINT_FORMATS, fixes=_checkpoint_fixes)
 
     def server_argv(self, config: EngineConfig) -> list[str]:
         """`trtllm-serve MODEL … --extra_llm_api_options trtllm-extra-options.yaml`.

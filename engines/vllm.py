@@ -35,6 +35,7 @@ from engines.common import (
     load_mapping,
     lookup,
     openai_readiness,
+    prequantized_config,
     require_own,
     reverse,
     same_argv,
@@ -85,6 +86,14 @@ _WEIGHT_QUANT_REFUSED: dict[str, str] = {
     "int4": "vLLM has no --quantization value for generic int4 weights; use awq/gptq or a "
     "pre-quantized (compressed-tensors W4A16) checkpoint with weight_quantization unset",
 }
+# Formats `--quantization` produces from a BF16/FP16 checkpoint at load time (docs: "Online
+# Dynamic Quantization" for fp8; "Online Quantization" lists mxfp4 from 0.29). The others
+# need a checkpoint already in that format (`served_config`).
+_QUANTIZED_ON_LOAD = frozenset({"fp8", "mxfp4"})
+# What to change when no checkpoint is known (the tail of `served_config`'s refusal); fp8
+# is the on-load alternative offered (`check` says whether the GPU runs it).
+_CHECKPOINT_FIXES = ("name one as the model, leave weight_quantization unset, or use fp8 "
+                     "(vLLM quantizes it on load)")
 _SPEC_WITH_MODEL = frozenset({"eagle", "eagle3", "draft_model"})
 _IMAGE_TAG = re.compile(r"^(latest|nightly|v?\d+\.\d+\.\d+([.+-][0-9A-Za-z.]+)?)$")
 _WHAT = "vLLM config file"
@@ -226,11 +235,24 @@ class VllmEngine:
         return out
 
     def served_config(self, config: EngineConfig, model: ModelFacts | None) -> EngineConfig:
-        """`config` itself: `--quantization fp8` quantizes a BF16 checkpoint on load (online
-        FP8). The pre-quantized formats (awq, gptq, nvfp4, mxfp4) need `config.model` to be a
-        checkpoint in that format already; vLLM reads it, and this does not check it."""
-        del model
-        return config
+        """`config`, or for a format vLLM cannot quantize on load the same serving the model's
+        pre-quantized checkpoint of it.
+
+        `--quantization fp8` (and, since 0.29, `mxfp4`) quantizes a BF16 checkpoint on load, so
+        those stay on the model named. awq, gptq and nvfp4 (`awq_marlin`, `gptq_marlin`,
+        `modelopt_fp4`) only read a checkpoint already in that format: when the facts say
+        `config.model` is unquantized, the facts' checkpoint of the format is swapped in (the
+        Marlin spellings still apply: vLLM picks them for an AWQ/GPTQ checkpoint). vLLM serves
+        the model under its own id unless `served-model-name` says otherwise, so clients then
+        ask for the checkpoint's id (`readiness` of the result says so).
+
+        Raises:
+            CapabilityError: no checkpoint of that format is known (one line saying what to
+                change).
+        """
+        require_own(self.kind, config)
+        return prequantized_config(config, model, engine="vLLM", on_load=_QUANTIZED_ON_LOAD,
+                                   fixes=_CHECKPOINT_FIXES)
 
     def server_argv(self, config: EngineConfig) -> list[str]:
         """`vllm serve MODEL --flag value …` as an argument list."""
@@ -386,6 +408,7 @@ class VllmEngine:
         self._check_kv_cache(config, hardware, model)
         check_marlin_weights(config, hardware, model, engine="vLLM", rendered=_WEIGHT_QUANT,
                              mxfp4_needs_ampere=True)
+        self.served_config(config, model)  # a format no checkpoint of the model is in
         self._check_speculative(config, model)
 
     def _check_lengths(self, config: EngineConfig, model: ModelFacts) -> None:

@@ -74,9 +74,10 @@ def layouts(gpus: int, model: ModelSpec) -> list[tuple[int, int, int]]:
 
 def weight_formats(gpu: GPU, model: ModelSpec) -> list[str | None]:
     """None (the checkpoint as it is) plus FP8 / 4-bit where the GPU runs them and the
-    checkpoint is unquantized. An engine that cannot quantize on load (TensorRT-LLM) refuses,
-    in `prune`, a format the model has no known pre-quantized checkpoint in (the
-    `served_config` its export would deploy), so every kept candidate can be exported."""
+    checkpoint is unquantized. An engine that cannot quantize into a format on load
+    (TensorRT-LLM any, vLLM and SGLang awq) refuses it, in `prune`, when the model has no
+    known pre-quantized checkpoint in it (the `served_config` its export would deploy), so
+    every kept candidate can be exported."""
     if model.checkpoint_dtype not in ("bf16", "fp16"):
         return [None]
     return [q for q, dtype in WEIGHT_FORMATS if q is None or dtype in gpu.weight_dtypes]

@@ -140,7 +140,8 @@ class ModelSpec(_Record):
     quantized_checkpoints: dict[WeightQuantization, QuantizedCheckpoint] = Field(
         default_factory=dict,
         description="Published pre-quantized checkpoints by weight quantization: what an "
-        "engine that cannot quantize on load (TensorRT-LLM) serves for that format.")
+        "engine that cannot quantize into that format on load (TensorRT-LLM; vLLM and SGLang "
+        "for awq, gptq, nvfp4) serves for it.")
     total_params_b: float = Field(gt=0, description="billions")
     active_params_b: float = Field(gt=0, description="billions used per token")
     params_source: Literal["published", "estimated"] = "published"

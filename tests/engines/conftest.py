@@ -42,13 +42,14 @@ MI300X = HardwareFacts(
     memory_per_gpu_gib=192,
 )
 LLAMA_8B_FP8 = "nvidia/Llama-3.1-8B-Instruct-FP8"  # the catalog's fp8 checkpoint of MODEL
+LLAMA_8B_AWQ = "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"  # and its (AutoAWQ) awq one
 LLAMA_8B = ModelFacts(
     num_attention_heads=32,
     num_kv_heads=8,
     num_layers=32,
     max_context_tokens=131072,
     weights_dtype="bf16",
-    quantized_checkpoints={"fp8": LLAMA_8B_FP8},
+    quantized_checkpoints={"fp8": LLAMA_8B_FP8, "awq": LLAMA_8B_AWQ},
 )
 # The same shapes when `model` names a checkpoint already quantized (its format is its own).
 LLAMA_8B_PREQUANTIZED = LLAMA_8B.model_copy(update={"weights_dtype": None,
@@ -57,3 +58,6 @@ GPT_OSS = ModelFacts(num_attention_heads=64, num_kv_heads=8, max_context_tokens=
 # Qwen3-235B-A22B's config.json: 64 query / 4 KV heads, 94 layers, 40960 positions, 128 experts.
 QWEN3_MOE = ModelFacts(num_attention_heads=64, num_kv_heads=4, num_layers=94,
                        max_context_tokens=40960, is_moe=True, weights_dtype="bf16")
+# Qwen3-8B's config.json shapes; the catalog knows no pre-quantized checkpoint of it.
+QWEN3_8B = ModelFacts(num_attention_heads=32, num_kv_heads=8, num_layers=36,
+                      max_context_tokens=40960, weights_dtype="bf16")

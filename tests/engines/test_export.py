@@ -34,7 +34,7 @@ from engines.sglang import PLUGIN as SGLANG
 from engines.trtllm import PLUGIN as TRTLLM
 from engines.vllm import PLUGIN as VLLM
 from engines.vllm_flags import VALUE_FLAGS
-from tests.engines.conftest import H100, LLAMA_8B, QWEN3_MOE
+from tests.engines.conftest import H100, LLAMA_8B, QWEN3_8B, QWEN3_MOE
 
 KINDS = sorted(ENGINES)
 H100X2 = HardwareFacts(gpu_name="H100 SXM", compute_capability=(9, 0),
@@ -354,6 +354,57 @@ def test_trtllm_fp8_pick_without_a_known_checkpoint_is_refused(tmp_path: Path) -
         "Qwen/Qwen3-8B on load and no pre-quantized fp8 checkpoint of it is known; name one as "
         "the model, leave weight_quantization unset, or serve it with vLLM or SGLang (they "
         "quantize FP8 on load)")
+    assert not (tmp_path / "bundle").exists()
+
+
+# An AWQ pick: vLLM and SGLang read AWQ only from an AWQ checkpoint, so the bundle serves the
+# catalog's one (LLAMA_8B knows it), or export refuses when the model has none.
+
+AWQ_ID = "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"
+LAUNCHER = {"vllm": "vllm", "sglang": "python3"}
+SERVE_ARGV = {
+    "vllm": lambda model, path: ["serve", model, "--config", path],
+    "sglang": lambda model, path: ["-m", "sglang.launch_server", "--model-path", model,
+                                   "--config", path],
+}
+
+
+def _awq_pick(kind: str, model: str = BF16_ID, facts: ModelFacts = LLAMA_8B) -> ExportRequest:
+    return _request(kind, config=_config(kind, model=model, weight_quantization="awq"),
+                    gpu="H100-SXM", hardware=H100X2, model_facts=facts)
+
+
+@pytest.mark.parametrize(("kind", "plugin"), [("vllm", VLLM), ("sglang", SGLANG)])
+def test_awq_pick_serves_the_awq_checkpoint(tmp_path: Path, kind: str, plugin) -> None:
+    request = _awq_pick(kind)
+    out = _export(tmp_path, request)
+    name = f"{kind}-config.yaml"
+    launched = _run_script(out / "launch.sh", _fake_bin(tmp_path, LAUNCHER[kind]), tmp_path)
+    assert launched == SERVE_ARGV[kind](AWQ_ID, str(out.resolve() / name))
+    text = (out / name).read_text()
+    back = plugin.config_from_file(AWQ_ID, text, [LAUNCHER[kind], *launched])
+    # The quantization predicted, now on the checkpoint that is in it.
+    assert (back.model, back.weight_quantization, back.tp) == (AWQ_ID, "awq", 2)
+    assert ("--quantization", "awq_marlin") in _pairs(_container_args(request))
+    for body in ("launch.sh", "launch-docker.sh", "docker-compose.yaml", "kubernetes.yaml"):
+        assert AWQ_ID in (out / body).read_text() and BF16_ID not in (out / body).read_text()
+    assert BF16_ID not in text
+    report = (out / "REPORT.md").read_text()
+    assert (f"- Model: `{AWQ_ID}` (the pre-quantized awq checkpoint of `{BF16_ID}`: {kind} does "
+            f"not quantize it on load; clients request `{AWQ_ID}`)") in report.splitlines()
+
+
+@pytest.mark.parametrize(("kind", "engine"), [("vllm", "vLLM"), ("sglang", "SGLang")])
+def test_awq_pick_without_a_known_checkpoint_is_refused(tmp_path: Path, kind: str,
+                                                        engine: str) -> None:
+    request = _awq_pick(kind, model="Qwen/Qwen3-8B", facts=QWEN3_8B)
+    with pytest.raises(CapabilityError) as info:
+        export_bundle(request, tmp_path / "bundle")
+    assert str(info.value) == (
+        f"weight_quantization=awq: {engine} cannot quantize the bf16 checkpoint Qwen/Qwen3-8B "
+        "on load and no pre-quantized awq checkpoint of it is known; name one as the model, "
+        f"leave weight_quantization unset, or use fp8 ({engine} quantizes it on load)")
+    assert "\n" not in str(info.value)
     assert not (tmp_path / "bundle").exists()
 
 

@@ -17,9 +17,12 @@ from tests.engines.conftest import (
     GPT_OSS,
     H100,
     LLAMA_8B,
+    LLAMA_8B_AWQ,
+    LLAMA_8B_PREQUANTIZED,
     MI300X,
     MODEL,
     NASTY_MODEL,
+    QWEN3_8B,
     QWEN3_MOE,
     T4,
 )
@@ -568,7 +571,11 @@ def test_supported_configs_pass() -> None:
     PLUGIN.check(_config(tp=8), H100, LLAMA_8B)  # 8 KV heads shard one per GPU
     PLUGIN.check(_config(weight_quantization="mxfp4"), H100, GPT_OSS)
     PLUGIN.check(_config(kv_cache_dtype="bf16"), A100, LLAMA_8B)
-    PLUGIN.check(_config(kv_cache_dtype="fp4", weight_quantization="nvfp4"), B200, LLAMA_8B)
+    # NVFP4 only from a checkpoint in it: the model named is one (facts say not unquantized).
+    PLUGIN.check(_config(kv_cache_dtype="fp4", weight_quantization="nvfp4"), B200,
+                 LLAMA_8B_PREQUANTIZED)
+    PLUGIN.check(_config(weight_quantization="awq"), A100, LLAMA_8B)  # its AWQ checkpoint
+    PLUGIN.check(_config(model="Qwen/Qwen3-8B", weight_quantization="fp8"), H100, QWEN3_8B)
     PLUGIN.check(_config(tp=8, speculative={"method": "mtp", "num_tokens": 3}), H100, DEEPSEEK)
     PLUGIN.check(_config(kv_cache_dtype="fp8"), MI300X, LLAMA_8B)
     PLUGIN.check(
@@ -650,6 +657,32 @@ def test_supported_configs_pass() -> None:
             "SGLang's mxfp4 applies only to MoE experts; model is dense",
         ),
         (
+            _config(model="Qwen/Qwen3-8B", weight_quantization="awq"),
+            H100,
+            QWEN3_8B,
+            "weight_quantization=awq: SGLang cannot quantize the bf16 checkpoint Qwen/Qwen3-8B "
+            "on load and no pre-quantized awq checkpoint of it is known; name one as the "
+            "model, leave weight_quantization unset, or use fp8 (SGLang quantizes it on load)",
+        ),
+        (
+            _config(weight_quantization="nvfp4"),
+            B200,
+            LLAMA_8B,
+            "weight_quantization=nvfp4: SGLang cannot quantize the bf16 checkpoint "
+            "meta-llama/Llama-3.1-8B-Instruct on load and no pre-quantized nvfp4 checkpoint "
+            "of it is known; name one as the model, leave weight_quantization unset, or use "
+            "fp8 (SGLang quantizes it on load)",
+        ),
+        (
+            _config(model="Qwen/Qwen3-235B-A22B", tp=8, weight_quantization="mxfp4"),
+            H100,
+            QWEN3_MOE,
+            "weight_quantization=mxfp4: SGLang cannot quantize the bf16 checkpoint "
+            "Qwen/Qwen3-235B-A22B on load and no pre-quantized mxfp4 checkpoint of it is "
+            "known; name one as the model, leave weight_quantization unset, or use fp8 "
+            "(SGLang quantizes it on load)",
+        ),
+        (
             _config(speculative={"method": "ngram", "num_tokens": 4}),
             MI300X,
             LLAMA_8B,
@@ -682,3 +715,38 @@ def test_capability_refusals(
     with pytest.raises(CapabilityError) as info:
         PLUGIN.check(config, hardware, model)
     assert info.value.reason == message
+
+
+# -- the checkpoint served -------------------------------------------------------------------
+
+
+def test_awq_of_an_unquantized_model_serves_its_awq_checkpoint() -> None:
+    config = _config(tp=2, weight_quantization="awq")
+    served = PLUGIN.served_config(config, LLAMA_8B)
+    assert served.model == "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"
+    assert served.model_copy(update={"model": MODEL}) == config
+    argv = PLUGIN.server_argv(served)
+    assert argv[argv.index("--model-path") + 1] == (
+        "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4")
+    # The Marlin spelling stays: SGLang resolves an AWQ checkpoint to awq_marlin when asked.
+    assert argv[argv.index("--quantization") + 1] == "awq_marlin"
+    data = yaml.safe_load(PLUGIN.config_file(served)[1])
+    assert data["model-path"] == "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"
+    assert PLUGIN.readiness(served).served_model_name == (
+        "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4")
+
+
+@pytest.mark.parametrize(
+    ("config", "model"),
+    [
+        (_config(weight_quantization="fp8"), LLAMA_8B),  # quantized on load: the BF16 model
+        (_config(model="Qwen/Qwen3-8B", weight_quantization="fp8"), QWEN3_8B),
+        (_config(weight_quantization="mxfp4"), GPT_OSS),  # the checkpoint's own format
+        (_config(), LLAMA_8B),
+        (_config(weight_quantization="awq"), None),  # no facts: the model field is trusted
+        (_config(weight_quantization="awq"), LLAMA_8B_PREQUANTIZED),
+        (_config(model=LLAMA_8B_AWQ, weight_quantization="awq"), LLAMA_8B),
+    ],
+)
+def test_a_model_served_as_named(config: EngineConfig, model: ModelFacts | None) -> None:
+    assert PLUGIN.served_config(config, model) == config

@@ -558,6 +558,15 @@ def _refusals() -> list[tuple[EngineConfig, HardwareFacts, ModelFacts, str]]:
             "it is known; name one as the model or leave weight_quantization unset",
         ),
         (
+            # The catalog's awq checkpoint is AutoAWQ; the PyTorch backend reads ModelOpt AWQ.
+            _config(weight_quantization="awq"),
+            A100,
+            LLAMA_8B,
+            "weight_quantization=awq: TensorRT-LLM cannot quantize the bf16 checkpoint "
+            "meta-llama/Llama-3.1-8B-Instruct on load and no pre-quantized awq checkpoint of "
+            "it is known; name one as the model or leave weight_quantization unset",
+        ),
+        (
             _config(model="Qwen/Qwen3-8B", weight_quantization="fp8"),
             H100,
             QWEN3_8B,

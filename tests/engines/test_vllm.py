@@ -12,7 +12,19 @@ from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
 from engines.vllm import PLUGIN
 from engines.vllm_flags import SWITCHES, VALUE_FLAGS
-from tests.engines.conftest import A100, GPT_OSS, H100, LLAMA_8B, NASTY_MODEL, QWEN3_MOE, T4
+from tests.engines.conftest import (
+    A100,
+    B200,
+    GPT_OSS,
+    H100,
+    LLAMA_8B,
+    LLAMA_8B_AWQ,
+    LLAMA_8B_PREQUANTIZED,
+    NASTY_MODEL,
+    QWEN3_8B,
+    QWEN3_MOE,
+    T4,
+)
 
 
 def _config(**overrides: object) -> EngineConfig:
@@ -419,6 +431,9 @@ def test_supported_configs_pass() -> None:
     PLUGIN.check(_config(tp=8), H100, LLAMA_8B)  # 8 KV heads shard one per GPU
     PLUGIN.check(_config(weight_quantization="mxfp4"), H100, GPT_OSS)
     PLUGIN.check(_config(kv_cache_dtype="bf16"), H100, LLAMA_8B)
+    PLUGIN.check(_config(weight_quantization="awq"), A100, LLAMA_8B)  # its AWQ checkpoint
+    PLUGIN.check(_config(model="Qwen/Qwen3-8B", weight_quantization="fp8"), H100, QWEN3_8B)
+    PLUGIN.check(_config(weight_quantization="nvfp4"), B200, LLAMA_8B_PREQUANTIZED)
 
 
 @pytest.mark.parametrize(
@@ -512,6 +527,32 @@ def test_supported_configs_pass() -> None:
             "MXFP4 needs compute capability >= 8.0 in vLLM; T4 is older",
         ),
         (
+            _config(model="Qwen/Qwen3-8B", weight_quantization="awq"),
+            H100,
+            QWEN3_8B,
+            "weight_quantization=awq: vLLM cannot quantize the bf16 checkpoint Qwen/Qwen3-8B "
+            "on load and no pre-quantized awq checkpoint of it is known; name one as the "
+            "model, leave weight_quantization unset, or use fp8 (vLLM quantizes it on load)",
+        ),
+        (
+            _config(weight_quantization="gptq"),
+            H100,
+            LLAMA_8B,
+            "weight_quantization=gptq: vLLM cannot quantize the bf16 checkpoint "
+            "meta-llama/Llama-3.1-8B-Instruct on load and no pre-quantized gptq checkpoint of "
+            "it is known; name one as the model, leave weight_quantization unset, or use fp8 "
+            "(vLLM quantizes it on load)",
+        ),
+        (
+            _config(weight_quantization="nvfp4"),
+            B200,
+            LLAMA_8B,
+            "weight_quantization=nvfp4: vLLM cannot quantize the bf16 checkpoint "
+            "meta-llama/Llama-3.1-8B-Instruct on load and no pre-quantized nvfp4 checkpoint "
+            "of it is known; name one as the model, leave weight_quantization unset, or use "
+            "fp8 (vLLM quantizes it on load)",
+        ),
+        (
             _config(extra_args={"no-enable-prefix-caching": True}),
             H100,
             LLAMA_8B,
@@ -526,6 +567,38 @@ def test_capability_refusals(
     with pytest.raises(CapabilityError) as info:
         PLUGIN.check(config, hardware, model)
     assert info.value.reason == message
+
+
+# -- the checkpoint served -------------------------------------------------------------------
+
+
+def test_awq_of_an_unquantized_model_serves_its_awq_checkpoint() -> None:
+    config = _config(tp=2, weight_quantization="awq")
+    served = PLUGIN.served_config(config, LLAMA_8B)
+    assert served.model == "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"
+    assert served.model_copy(update={"model": "meta-llama/Llama-3.1-8B-Instruct"}) == config
+    argv = PLUGIN.server_argv(served)
+    assert argv[:3] == ["vllm", "serve", "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"]
+    # The Marlin spelling stays: vLLM resolves an AWQ checkpoint to awq_marlin when asked.
+    assert argv[argv.index("--quantization") + 1] == "awq_marlin"
+    assert PLUGIN.readiness(served).served_model_name == (
+        "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4")
+
+
+@pytest.mark.parametrize(
+    ("config", "model"),
+    [
+        (_config(weight_quantization="fp8"), LLAMA_8B),  # quantized on load: the BF16 model
+        (_config(model="Qwen/Qwen3-8B", weight_quantization="fp8"), QWEN3_8B),
+        (_config(weight_quantization="mxfp4"), GPT_OSS),  # the checkpoint's own format
+        (_config(), LLAMA_8B),
+        (_config(weight_quantization="awq"), None),  # no facts: the model field is trusted
+        (_config(weight_quantization="awq"), LLAMA_8B_PREQUANTIZED),
+        (_config(model=LLAMA_8B_AWQ, weight_quantization="awq"), LLAMA_8B),
+    ],
+)
+def test_a_model_served_as_named(config: EngineConfig, model: ModelFacts | None) -> None:
+    assert PLUGIN.served_config(config, model) == config
 
 
 def test_scheduler_defaults_follow_vllm_usage_context():

@@ -86,3 +86,27 @@ def test_trtllm_fp8_export_of_a_model_without_a_checkpoint_is_refused():
     with pytest.raises(CapabilityError, match=r"^weight_quantization=fp8: TensorRT-LLM cannot "
                        r"quantize the bf16 checkpoint Qwen/Qwen3-8B on load"):
         render_bundle(_trtllm_fp8("Qwen/Qwen3-8B"))
+
+
+def _awq(engine: str, model: str) -> ExportRequest:
+    return with_catalog_facts(ExportRequest.model_validate(
+        {"config": {"engine": engine, "model": model, "weight_quantization": "awq"},
+         "gpu": "H100-SXM"}))
+
+
+@pytest.mark.parametrize(("engine", "serve"), [
+    ("vllm", "exec vllm serve hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4 --config"),
+    ("sglang", "--model-path hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4 --config"),
+])
+def test_awq_export_from_the_catalog_serves_the_awq_checkpoint(engine, serve):
+    assert model_facts(get_model("llama-3.1-8b")).quantized_checkpoints["awq"] == (
+        "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4")
+    assert serve in render_bundle(_awq(engine, "llama-3.1-8b"))["launch.sh"]
+
+
+@pytest.mark.parametrize(("engine", "name"), [("vllm", "vLLM"), ("sglang", "SGLang"),
+                                              ("trtllm", "TensorRT-LLM")])
+def test_awq_export_of_a_model_without_a_checkpoint_is_refused(engine, name):
+    with pytest.raises(CapabilityError, match=rf"^weight_quantization=awq: {name} cannot "
+                       r"quantize the bf16 checkpoint Qwen/Qwen3-8B on load"):
+        render_bundle(_awq(engine, "Qwen/Qwen3-8B"))

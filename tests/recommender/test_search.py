@@ -83,16 +83,23 @@ def test_grid_covers_every_engine_and_only_the_gpus_formats() -> None:
     assert len({v.model_dump_json() for v in variants}) == len(variants)
 
 
-@pytest.mark.parametrize(("model", "trtllm_fp8_kept"), [
-    ("meta-llama/Llama-3.1-8B-Instruct", True),  # the catalog knows its FP8 checkpoint
-    ("Qwen/Qwen3-8B", False),  # no known one: TensorRT-LLM cannot quantize it on load
+@pytest.mark.parametrize(("model", "fp8_engines", "awq_engines"), [
+    # The catalog knows its FP8 checkpoint and its (AutoAWQ) AWQ one, which TensorRT-LLM's
+    # PyTorch backend does not read.
+    ("meta-llama/Llama-3.1-8B-Instruct", {"vllm", "sglang", "trtllm"}, {"vllm", "sglang"}),
+    # No known checkpoint: FP8 only where quantized on load; AWQ nowhere (no engine
+    # quantizes to it on load).
+    ("Qwen/Qwen3-8B", {"vllm", "sglang"}, set()),
 ])
-def test_only_exportable_weight_formats_are_kept(model: str, trtllm_fp8_kept: bool) -> None:
+def test_only_exportable_weight_formats_are_kept(model: str, fp8_engines: set[str],
+                                                 awq_engines: set[str]) -> None:
     target = _target("H100-SXM", model, 1)
-    kept = [c for c in base_grid(target, 8192) if prune(c, target) is None]
-    fp8 = {c.engine for c in kept if c.weight_quantization == "fp8"}
-    assert fp8 == ({"vllm", "sglang", "trtllm"} if trtllm_fp8_kept else {"vllm", "sglang"})
-    assert "trtllm" in {c.engine for c in kept if c.weight_quantization is None}
+    grid = base_grid(target, 8192)
+    assert {c.engine for c in grid if c.weight_quantization == "awq"} == set(ENGINES)
+    kept = [c for c in grid if prune(c, target) is None]
+    assert {c.engine for c in kept if c.weight_quantization == "fp8"} == fp8_engines
+    assert {c.engine for c in kept if c.weight_quantization == "awq"} == awq_engines
+    assert {c.engine for c in kept if c.weight_quantization is None} == set(ENGINES)
 
 
 @pytest.fixture(scope="module")
