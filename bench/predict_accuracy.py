@@ -33,10 +33,13 @@ reports as its band and intervals. `--only A,B` limits the folds (a quick look; 
 --write-bands); `--rows-out FILE` writes every held-out row's prediction as JSON with the
 CSV's hash, fit procedure, provider and grouping they came from, and `--rows-in FILE`
 reports on such a file without fitting again (with --write-bands only when all four are
-today's: a change to how intervals are built from the same held-out predictions).
+today's: a change to how intervals are built from the same held-out predictions). The file
+is written after each fold, so `--resume FILE` goes on from the folds it holds: a run over
+the merged file (nine folds of ~20 CPU-minutes each) may span sessions.
 
 Run: .venv/bin/python bench/predict_accuracy.py [--quiet] [--write-bands]
      [--group family|source] [--step-time measured|roofline] [--only SUBSTR,...]
+     [--jobs 2] [--rows-out FILE | --resume FILE | --rows-in FILE] [--no-in-sample]
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ import multiprocessing
 import sys
 import time
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import NamedTuple
 
@@ -87,6 +91,7 @@ from recommender.params import PerfParams, load_params
 from recommender.predict_sim import PredictRequest, predict
 from recommender.steptime import DEFAULT_KIND, FALLBACK_KIND, PROVIDERS
 
+ROOT = Path(__file__).resolve().parents[1]
 BUDGET_MEDIAN_PCT = 15.0  # DESIGN §5
 METRIC_GROUPS = {"ttft_s": "TTFT", "tpot_s": "TPOT/ITL", "itl_s": "TPOT/ITL",
                  "e2e_s": "E2E", "output_throughput_tok_s": "throughput",
@@ -152,40 +157,63 @@ def _fold(rows: list[CalRow], fold: dict[int, str], held: str, step_time: str
     return fit_s, score_rows([r for r in rows if fold[r.index] == held], params)
 
 
+FoldResults = list[tuple[int, float | str]]  # (row index, predicted value or refusal)
+
+
 def cross_validate(rows: list[CalRow], *, group: str, step_time: str, quiet: bool,
-                   only: list[str] | None, jobs: int
+                   only: list[str] | None, jobs: int, done: dict[str, FoldResults] | None = None,
+                   on_fold: Callable[[dict[str, FoldResults]], None] | None = None,
                    ) -> tuple[dict[int, float], list[str]]:
     """({row index: predicted value} of every held-out row, [refusals]) over the folds (one
-    per `group` value: family or source), `jobs` folds at a time in their own processes."""
-    pred: dict[int, float] = {}
-    refused: list[str] = []
-    by_index = {r.index: r for r in rows}
+    per `group` value: family or source), `jobs` folds at a time in their own processes.
+    Folds in `done` (a --resume file's) are reported, not refitted; `on_fold` gets every
+    finished fold's results after each fold (the checkpoint a run can resume from)."""
     fold = folds(rows, group)
     groups = sorted(set(fold.values()))
     if only:
         groups = [g for g in groups if any(o in g for o in only)]
+    finished = {g: v for g, v in (done or {}).items() if g in groups}
     print(f"leave-one-{group}-out: {len(groups)} folds over {len(rows)} rows; each {group} "
           "predicted through the CLI's path by a fit on all the others (families under "
-          f"{SMALL_FAMILY_ROWS} rows held out together)\n")
+          f"{SMALL_FAMILY_ROWS} rows held out together)"
+          + (f"; {len(finished)} resumed from a checkpoint" if finished else "") + "\n")
     print(f"{group:60} {'rows':>5} {'median %':>9} {'p90 %':>7} {'fit s':>6}")
+    pred: dict[int, float] = {}
+    refused: list[str] = []
     context = multiprocessing.get_context("fork")
+    for held, results in finished.items():  # resumed: fit seconds not known (nan)
+        refused += _tally(rows, held, results, math.nan, pred, quiet=quiet)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = {g: pool.submit(_fold, rows, fold, g, step_time) for g in groups}
-        for held, future in futures.items():
-            fit_s, results = future.result()
-            for index, got in results:
-                r = by_index[index]
-                if isinstance(got, str):
-                    refused.append(f"row {index}: {got}")
-                    continue
-                pred[index] = got
-                if not quiet:
-                    print(f"    row {index:3d} {row_cell(r):34} {r.metric:24} measured "
-                          f"{r.value:10.4g} predicted {got:10.4g} APE {ape_of(r, got):7.1f}")
-            got_apes = [ape_of(by_index[i], pred[i]) for i, _ in results if i in pred]
-            print(f"{held[:60]:60} {_stats(got_apes) if got_apes else '    0':>23} "
-                  f"{fit_s:6.1f}", flush=True)
+        futures = {pool.submit(_fold, rows, fold, g, step_time): g
+                   for g in groups if g not in finished}
+        for future in as_completed(futures):  # checkpointed as each fold ends
+            held, (fit_s, results) = futures[future], future.result()
+            finished[held] = results
+            if on_fold is not None:
+                on_fold(finished)
+            refused += _tally(rows, held, results, fit_s, pred, quiet=quiet)
     return pred, refused
+
+
+def _tally(rows: list[CalRow], held: str, results: FoldResults, fit_s: float,
+           pred: dict[int, float], *, quiet: bool) -> list[str]:
+    """Print one fold's rows (unless `quiet`) and its line; its predictions go into `pred`;
+    returns its refusals."""
+    by_index = {r.index: r for r in rows}
+    refused = []
+    for index, got in results:
+        r = by_index[index]
+        if isinstance(got, str):
+            refused.append(f"row {index}: {got}")
+            continue
+        pred[index] = got
+        if not quiet:
+            print(f"    row {index:3d} {row_cell(r):34} {r.metric:24} measured "
+                  f"{r.value:10.4g} predicted {got:10.4g} APE {ape_of(r, got):7.1f}")
+    got_apes = [ape_of(by_index[i], pred[i]) for i, _ in results if i in pred]
+    print(f"{held[:60]:60} {_stats(got_apes) if got_apes else '    0':>23} "
+          f"{fit_s:6.1f}", flush=True)
+    return refused
 
 
 def ape_of(row: CalRow, predicted: float) -> float:
@@ -370,10 +398,28 @@ def _report(rows: list[CalRow], pred: dict[int, float], inside: dict[int, Covere
             print(f"  {title} {name[:50]:50} {share}")
 
 
+# The code and data a held-out prediction depends on besides the CSV (the CSV's parser,
+# recommender/calibrate.py, is checked row by row by `_saved` instead).
+CODE_GLOBS = ("core/*.py", "engines/*.py", "recommender/*.py", "data/catalog/*.yaml",
+              "data/calibration/sharegpt_lengths.csv")
+
+
+def code_sha256() -> str:
+    """SHA-256 over CODE_GLOBS' files (names and bytes), calibrate.py left out."""
+    digest = hashlib.sha256()
+    for path in sorted(p for g in CODE_GLOBS for p in ROOT.glob(g)):
+        if path.name != "calibrate.py":
+            digest.update(f"{path.relative_to(ROOT).as_posix()}\0".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
 def _provenance(step_time: str, group: str) -> dict[str, str]:
-    """What a --rows-out file's predictions depend on besides the rows themselves."""
+    """What a --rows-out file's predictions depend on besides the rows themselves: a file
+    resumed or turned into bands must come from today's CSV, code, procedure, provider and
+    grouping."""
     return {"csv_sha256": hashlib.sha256(DEFAULT_CSV.read_bytes()).hexdigest(),
-            "fit_procedure": PROCEDURE, "step_time": step_time, "group": group}
+            "code_sha256": code_sha256(), "fit_procedure": PROCEDURE, "step_time": step_time,
+            "group": group}
 
 
 def _saved(path: str, rows: list[CalRow], group: str, step_time: str
@@ -395,6 +441,44 @@ def _saved(path: str, rows: list[CalRow], group: str, step_time: str
     return pred, current
 
 
+def write_rows(path: str, rows: list[CalRow], finished: dict[str, FoldResults], group: str,
+               step_time: str) -> None:
+    """The --rows-out file: the finished folds' held-out predictions (`_saved` reads them),
+    their refusals, which folds are done, and what they depend on (`_provenance`)."""
+    by_index = {r.index: r for r in rows}
+    held, refused = {}, {}
+    for results in finished.values():
+        for i, got in results:
+            r = by_index[i]
+            if isinstance(got, str):
+                refused[str(i)] = got
+            else:
+                held[str(i)] = {"predicted": got, "measured": r.value, "metric": r.metric,
+                                "cell": row_cell(r), group: getattr(r, group)}
+    write_atomic(path, json.dumps({**_provenance(step_time, group), "rows": held,
+                                   "refused": refused, "folds_done": sorted(finished)},
+                                  indent=1))
+
+
+def _resumed(path: str, rows: list[CalRow], group: str, step_time: str
+             ) -> dict[str, FoldResults]:
+    """{fold: its results} of the folds a --rows-out file of today's CSV, procedure,
+    provider and grouping holds (exits otherwise: another file's folds would mix fits)."""
+    pred, current = _saved(path, rows, group, step_time)
+    if not current:
+        sys.exit(f"{path} was not written from today's CSV, fit procedure, --step-time and "
+                 "--group: nothing to resume")
+    saved = json.loads(Path(path).read_text(encoding="utf-8"))
+    refused = {int(i): str(why) for i, why in saved.get("refused", {}).items()}
+    fold = folds(rows, group)
+    done: dict[str, FoldResults] = {}
+    for name in saved.get("folds_done", []):
+        members = sorted(r.index for r in rows if fold[r.index] == name)
+        done[name] = [(i, pred[i]) if i in pred else (i, refused.get(i, "not in the file"))
+                      for i in members if i in pred or i in refused]
+    return done
+
+
 def main() -> int:
     """Print the cross-validated APEs and coverage (headline) and the in-sample line; exit
     0 whether or not the goal is met (it is reported)."""
@@ -409,12 +493,17 @@ def main() -> int:
     ap.add_argument("--no-in-sample", action="store_true", help="skip the secondary line")
     ap.add_argument("--jobs", type=int, default=2, help="folds fitted at once (processes)")
     ap.add_argument("--rows-out", metavar="JSON", help="write every held-out prediction")
+    ap.add_argument("--resume", metavar="JSON", help="go on from the folds a --rows-out "
+                    "file of today's CSV and procedure holds (it is written after each fold; "
+                    "it is then kept up to date unless --rows-out names another file)")
     ap.add_argument("--rows-in", metavar="JSON", help="report on the held-out predictions "
                     "a --rows-out run wrote (no refit: the intervals and their coverage "
                     "after a change to how they are built)")
     args = ap.parse_args()
     if args.write_bands and args.only:
         ap.error("--write-bands needs every fold (no --only)")
+    if args.resume and args.rows_in:
+        ap.error("--resume goes on fitting; --rows-in reports without fitting: one of them")
     rows, skipped = parse_csv(DEFAULT_CSV)
     shares = {g: sum(getattr(r, args.group) == g for r in rows) / len(rows)
               for g in {getattr(r, args.group) for r in rows}}
@@ -429,9 +518,13 @@ def main() -> int:
             sys.exit(f"{args.rows_in} was not written from today's CSV, fit procedure, "
                      "--step-time and --group: --write-bands needs a fresh run")
     else:
-        pred, refused = cross_validate(rows, group=args.group, step_time=args.step_time,
-                                       quiet=args.quiet, jobs=args.jobs,
-                                       only=args.only.split(",") if args.only else None)
+        out = args.rows_out or args.resume
+        done = _resumed(args.resume, rows, args.group, args.step_time) if args.resume else None
+        pred, refused = cross_validate(
+            rows, group=args.group, step_time=args.step_time, quiet=args.quiet,
+            jobs=args.jobs, only=args.only.split(",") if args.only else None, done=done,
+            on_fold=(lambda finished: write_rows(out, rows, finished, args.group,
+                                                 args.step_time)) if out else None)
     inside = coverage(rows, pred, args.group)
     _report(rows, pred, inside, args.group)
     print(f"\n{len(rows)} rows parsed ({len(skipped)} CSV rows skipped by the parser: "
@@ -448,12 +541,6 @@ def main() -> int:
           f"{np.median(ttft) if ttft else float('nan'):.1f} %) vs goal "
           f"{BUDGET_MEDIAN_PCT:.0f} %: {verdict}; interval coverage "
           f"{_covered(list(inside.values()))}")
-    if args.rows_out:
-        held = {str(i): {"predicted": v, "measured": by_row.value, "metric": by_row.metric,
-                         "cell": row_cell(by_row), args.group: getattr(by_row, args.group)}
-                for by_row in rows if (i := by_row.index) in pred and (v := pred[i])}
-        write_atomic(args.rows_out, json.dumps(
-            {**_provenance(args.step_time, args.group), "rows": held}, indent=1))
     if not args.no_in_sample:
         in_sample(rows, args.step_time)
     if args.write_bands:

@@ -44,6 +44,7 @@ def _bench():
 
 BENCH = _bench()
 ROWS, SKIPPED = parse_csv()
+BY_INDEX = {r.index: r for r in ROWS}
 
 
 def _from_json(text: str, row: CalRow) -> float:
@@ -58,7 +59,7 @@ def _cli_value(row: CalRow, capsys: pytest.CaptureFixture[str]) -> float:
 
 
 def test_every_rows_flags_make_the_request_the_bench_and_the_fit_use():
-    assert len(ROWS) > 350
+    assert len(ROWS) > 3000
     for row in ROWS:
         assert BENCH.cli_request(row, "measured") == row.request("measured"), row.index
 
@@ -155,3 +156,28 @@ def test_saved_predictions_write_bands_only_from_todays_csv_and_procedure(tmp_pa
     path.write_text(json.dumps(held))
     with pytest.raises(SystemExit, match="not today's calibration row"):
         BENCH._saved(str(path), ROWS, "family", "measured")
+
+
+def test_a_run_resumes_from_the_folds_its_checkpoint_holds(tmp_path, capsys):
+    """--rows-out is written after each fold; --resume reports those folds without
+    refitting them (here every fold asked for is in the file, so nothing is fitted)."""
+    fold = BENCH.folds(ROWS, "family")
+    names = sorted(set(fold.values()))[:2]
+    finished = {}
+    for name in names:
+        members = sorted(r.index for r in ROWS if fold[r.index] == name)
+        finished[name] = [(i, "refused: test") if k == 0 else (i, 1.25 * BY_INDEX[i].value)
+                          for k, i in enumerate(members)]
+    path = tmp_path / "rows.json"
+    BENCH.write_rows(str(path), ROWS, finished, "family", "measured")
+    done = BENCH._resumed(str(path), ROWS, "family", "measured")
+    assert done == finished
+    pred, refused = BENCH.cross_validate(ROWS, group="family", step_time="measured",
+                                         quiet=True, only=names, jobs=1, done=done)
+    want = {i: v for results in finished.values() for i, v in results if not isinstance(v, str)}
+    assert pred == want and len(refused) == 2
+    assert "2 resumed from a checkpoint" in capsys.readouterr().out
+    stale = json.loads(path.read_text()) | {"fit_procedure": "another"}
+    path.write_text(json.dumps(stale))
+    with pytest.raises(SystemExit, match="nothing to resume"):
+        BENCH._resumed(str(path), ROWS, "family", "measured")
