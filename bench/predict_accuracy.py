@@ -1,6 +1,6 @@
 """Accuracy of `python -m app predict` on the published rows, scored through the CLI's path.
 
-Every row of data/calibration/published_calibration.csv.gz states a measurement as `predict`
+Every row of data/calibration/published_calibration.csv states a measurement as `predict`
 flags (`CalRow.predict_argv`: engine, model, GPU and count, TP / DP / EP, precision, KV
 dtype, lengths, concurrency or offline, request count, running cap, memory fraction, engine
 release, harness). The bench parses those flags with the CLI's own parser
