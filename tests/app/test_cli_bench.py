@@ -226,39 +226,17 @@ def test_the_command_shown_builds_the_same_run(fields, tmp_path):
         assert direct.launch is not None and direct.launch.config == config
 
 
-def test_launch_from_a_trtllm_fp8_pick_serves_the_fp8_checkpoint(tmp_path):
-    """The launched engine runs what the bundle would: TensorRT-LLM cannot quantize on load,
-    so an FP8 pick of Llama-3.1-8B launches the catalog's FP8 checkpoint, not the BF16 one."""
+def _launched(tmp_path, engine: str, quantization: str):
+    """The launch `bench --launch local --config rec.json` builds for a pick of Llama-3.1-8B
+    on one H100 with `quantization` weights (the rec.json carrying the catalog's facts)."""
     from engines.export import ExportRequest
     from recommender.catalog import get_gpu, get_model
     from recommender.facts import hardware_facts, model_facts
     from runners.bench_options import build_request, parse_options
 
     request = ExportRequest(
-        config={"engine": "trtllm", "model": "meta-llama/Llama-3.1-8B-Instruct",
-                "weight_quantization": "fp8"},
-        hardware=hardware_facts(get_gpu("H100-SXM"), 1),
-        model_facts=model_facts(get_model("meta-llama/Llama-3.1-8B-Instruct")))
-    rec = tmp_path / "rec.json"
-    rec.write_text(request.model_dump_json())
-    options = parse_options({"launch": "local", "config_path": str(rec),
-                             "workload": "concurrency", "concurrency": 2, "num_requests": 6,
-                             "prompt_tokens": 16, "output_tokens": 3})
-    launch = build_request(options).launch
-    assert launch is not None and launch.config.model == "nvidia/Llama-3.1-8B-Instruct-FP8"
-
-
-def test_launch_from_a_vllm_awq_pick_serves_the_awq_checkpoint(tmp_path):
-    """vLLM reads AWQ only from an AWQ checkpoint: an AWQ pick of Llama-3.1-8B launches the
-    catalog's AWQ checkpoint (with --quantization awq_marlin), not the BF16 one."""
-    from engines.export import ExportRequest
-    from recommender.catalog import get_gpu, get_model
-    from recommender.facts import hardware_facts, model_facts
-    from runners.bench_options import build_request, parse_options
-
-    request = ExportRequest(
-        config={"engine": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct",
-                "weight_quantization": "awq"},
+        config={"engine": engine, "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "weight_quantization": quantization},
         hardware=hardware_facts(get_gpu("H100-SXM"), 1),
         model_facts=model_facts(get_model("meta-llama/Llama-3.1-8B-Instruct")))
     rec = tmp_path / "rec.json"
@@ -268,5 +246,19 @@ def test_launch_from_a_vllm_awq_pick_serves_the_awq_checkpoint(tmp_path):
                              "prompt_tokens": 16, "output_tokens": 3})
     launch = build_request(options).launch
     assert launch is not None
+    return launch
+
+
+def test_launch_from_a_trtllm_fp8_pick_serves_the_fp8_checkpoint(tmp_path):
+    """The launched engine runs what the bundle would: TensorRT-LLM cannot quantize on load,
+    so an FP8 pick of Llama-3.1-8B launches the catalog's FP8 checkpoint, not the BF16 one."""
+    launch = _launched(tmp_path, "trtllm", "fp8")
+    assert launch.config.model == "nvidia/Llama-3.1-8B-Instruct-FP8"
+
+
+def test_launch_from_a_vllm_awq_pick_serves_the_awq_checkpoint(tmp_path):
+    """vLLM reads AWQ only from an AWQ checkpoint: an AWQ pick of Llama-3.1-8B launches the
+    catalog's AWQ checkpoint (with --quantization awq_marlin), not the BF16 one."""
+    launch = _launched(tmp_path, "vllm", "awq")
     assert launch.config.model == "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"
     assert launch.config.weight_quantization == "awq"
