@@ -31,6 +31,11 @@ _MEAN_KEYS = frozenset({"kv_cache_usage", "prefix_cache_hit_rate", "spec_accept_
 _HISTOGRAM_SUFFIXES = ("_sum", "_count")
 _NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+# How a kept-alive connection the server closed while idle fails on the next request, before
+# any reply: the stale keep-alive race, not a failed scrape (RemoteDisconnected is one of the
+# ConnectionResetErrors, named for the reader).
+_STALE_ERRORS = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
+                 ConnectionAbortedError)
 
 
 class ExpositionError(RunnerError):
@@ -279,6 +284,28 @@ class Scraper:
     def _get(self) -> tuple[str, float]:
         """The body and the time at which the reply began (the server renders the page
         before it answers, so that is when the values were read)."""
+        # An open socket kept from an earlier scrape has served a reply: a failed scrape closes
+        # the connection, and http.client drops the socket after a `Connection: close` reply.
+        reused = self._conn is not None and self._conn.sock is not None
+        try:
+            resp = self._send()
+        except _STALE_ERRORS:
+            if not reused:
+                raise
+            # The server (uvicorn's keep-alive timeout, or under load) closed the idle
+            # connection as we sent on it; nothing was read, so the GET goes once more on a
+            # fresh connection, as urllib3 and requests do. A second failure is counted.
+            self._close()
+            resp = self._send()
+        at = self.pacer.now()
+        body = resp.read().decode("utf-8", errors="replace")
+        if resp.status != 200:
+            raise ExpositionError(f"HTTP {resp.status} from {self.url}")
+        return body, at
+
+    def _send(self) -> http.client.HTTPResponse:
+        """GET the URL on the kept connection (opened first when there is none); the reply,
+        its status and headers read."""
         parts = urlsplit(self.url)
         if self._conn is None:
             kind = http.client.HTTPSConnection if parts.scheme == "https" else (
@@ -286,12 +313,7 @@ class Scraper:
             self._conn = kind(parts.hostname or "", parts.port, timeout=self.timeout_s)
         path = parts.path or "/"
         self._conn.request("GET", path + (f"?{parts.query}" if parts.query else ""))
-        resp = self._conn.getresponse()
-        at = self.pacer.now()
-        body = resp.read().decode("utf-8", errors="replace")
-        if resp.status != 200:
-            raise ExpositionError(f"HTTP {resp.status} from {self.url}")
-        return body, at
+        return self._conn.getresponse()
 
     def _close(self) -> None:
         if self._conn is not None:

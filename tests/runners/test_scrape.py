@@ -261,6 +261,82 @@ def _url(server: http.server.ThreadingHTTPServer) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}/metrics"
 
 
+def _closing_server(answered: int | None) -> tuple[http.server.ThreadingHTTPServer, dict]:
+    """A /metrics server that answers the first GET of each of its first `answered` connections
+    (all of them with None), HTTP/1.1 with a Content-Length and no `Connection: close`, then
+    closes the socket, as uvicorn does to an idle keep-alive connection; later connections it
+    closes unanswered. It counts connections and replies; both are final once a scrape returns,
+    as the scraper sees each close only after the handler is done."""
+    state: dict = {"connections": 0, "replies": 0}
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def handle(self) -> None:  # one request at most, then the server closes the socket
+            with lock:
+                state["connections"] += 1
+                answer = answered is None or state["connections"] <= answered
+            if answer:
+                self.handle_one_request()
+
+        def do_GET(self) -> None:
+            with lock:
+                state["replies"] += 1
+                n = state["replies"]
+            body = f'vllm:num_requests_waiting{{model_name="m"}} {n}\n'.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, state
+
+
+def test_a_keep_alive_connection_the_server_closed_is_retried_on_a_fresh_one():
+    """The stale keep-alive race (CI: `RemoteDisconnected` on a scrape of vLLM): the kept
+    connection was closed by the server after its reply; the next scrape opens a fresh one
+    and succeeds, one connection per scrape."""
+    server, state = _closing_server(None)
+    scraper = Scraper(_url(server), get_engine("vllm").metric_names, sink=lambda _s: None)
+    try:
+        got = [scraper.scrape_once() for _ in range(4)]
+        assert [[s.value for s in scrape if s.key == "queue_depth"] for scrape in got] == [
+            [1], [2], [3], [4]]
+        assert scraper.scrapes == 4 and scraper.failures == 0 and scraper.last_error is None
+        assert state["connections"] == 4 and state["replies"] == 4
+    finally:
+        scraper._close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_retry_is_once_and_only_on_a_reused_connection():
+    """After one reply the server closes every connection unanswered: each scrape still fails
+    and is counted. The one on the reused connection retries once (one new connection after
+    the stale one); the later ones, on a fresh connection, are not retried (one each)."""
+    server, state = _closing_server(1)
+    scraper = Scraper(_url(server), get_engine("vllm").metric_names, sink=lambda _s: None)
+    try:
+        assert scraper.scrape_once() != [] and state["connections"] == 1
+        seen = []
+        for _ in range(3):
+            assert scraper.scrape_once() == []
+            seen.append(state["connections"])
+        assert seen == [2, 3, 4]  # no retry: [1, 2, 3]; retrying fresh ones too: [2, 4, 6]
+        assert scraper.scrapes == 1 and scraper.failures == 3 and state["replies"] == 1
+        assert scraper.last_error is not None
+    finally:
+        scraper._close()
+        server.shutdown()
+        server.server_close()
+
+
 def test_scrapes_land_while_the_event_loop_is_busy():
     """The load's loop blocked (as when it parses thousands of streams): the scraper, on its
     own thread, keeps sampling; the old on-loop scraper took none until the loop was free."""
