@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -35,9 +36,9 @@ from engines.config import EngineConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.params import GpuScales, PerfParams, default_params
 from recommender.perf import weight_quantization
-from recommender.resolve import Harness, resolve, scheduler_replicas
-from recommender.specs import ModelSpec
-from recommender.steady import steady_state
+from recommender.resolve import Harness, Prepared, prepare, resolve, scheduler_replicas
+from recommender.specs import GPU, ModelSpec
+from recommender.steady import Prediction, steady_state
 from recommender.steptime import DEFAULT_KIND, FALLBACK_KIND
 
 if TYPE_CHECKING:  # predict_sim imports the simulator; only where used
@@ -186,15 +187,69 @@ def _transient(row: CalRow) -> bool:
             and row.metric in LATENCY_METRICS)
 
 
+@dataclass(frozen=True, slots=True)
+class _Question:
+    """A row's deployment and load as the steady state prices them, made once per run (the
+    fit prices each thousands of times, with other parameters only)."""
+
+    model: ModelSpec
+    gpu: GPU
+    config: EngineConfig
+    load: LoadSpec
+    replicas: int
+    prepared: Prepared
+
+
+def _run_key(row: CalRow) -> CalRow:
+    """The row without what one run's rows differ in (metric, value) or what names it: one
+    key per question asked."""
+    return replace(row, index=0, metric="", value=0.0, split="", source="", family="")
+
+
+@lru_cache(maxsize=16384)
+def _question(key: CalRow) -> _Question:
+    model, gpu = get_model(key.model), get_gpu(key.gpu)
+    config = key.engine_config(model)
+    prepared = prepare(config, gpu, model, longest_tokens=key.isl + key.osl,
+                       engine_version=key.engine_version)
+    return _Question(model, gpu, config, key.load(), scheduler_replicas(config, key.gpus),
+                     prepared)
+
+
+def steady_prediction(row: CalRow, params: PerfParams) -> Prediction:
+    """The steady-state algebra's answer for the row's run at `params`: the fit's Jacobian,
+    the same step formula and resolved deployment as the simulator's.
+
+    Raises:
+        ServeFitError: the model refuses the row's deployment or load.
+    """
+    return _steady(_run_key(row), params)
+
+
+def _steady(key: CalRow, params: PerfParams) -> Prediction:
+    q = _question(key)
+    res = resolve(q.config, q.gpu, q.model, params, longest_tokens=key.isl + key.osl,
+                  harness=key.harness, engine_version=key.engine_version, prepared=q.prepared)
+    return steady_state(res, q.load, replicas=q.replicas)
+
+
 def predict_row(row: CalRow, params: PerfParams) -> float:
-    """The steady-state algebra's value for `row.metric` (SI units, all GPUs): the fit's
-    Jacobian, the same step formula and resolved deployment as the simulator's."""
-    model, gpu = get_model(row.model), get_gpu(row.gpu)
-    config = row.engine_config(model)
-    res = resolve(config, gpu, model, params, longest_tokens=row.isl + row.osl,
-                  harness=row.harness, engine_version=row.engine_version)
-    pred = steady_state(res, row.load(), replicas=scheduler_replicas(config, row.gpus))
-    return float(getattr(pred, row.metric))
+    """The steady-state value of `row.metric` (SI units, all GPUs)."""
+    return float(getattr(steady_prediction(row, params), row.metric))
+
+
+def _log_values(rows: list[CalRow], keys: list[CalRow], idx: np.ndarray,
+                params: PerfParams) -> np.ndarray:
+    """log of `predict_row` for rows[idx], one steady state per distinct run (`keys[i]` is
+    `_run_key(rows[i])`)."""
+    seen: dict[CalRow, Prediction] = {}
+    out = np.empty(len(idx))
+    for k, i in enumerate(idx):
+        pred = seen.get(keys[i])
+        if pred is None:
+            pred = seen[keys[i]] = _steady(keys[i], params)
+        out[k] = math.log(max(float(getattr(pred, rows[i].metric)), 1e-12))
+    return out
 
 
 def simulate_row(row: CalRow, params: PerfParams) -> float:
@@ -319,9 +374,10 @@ def identified(rows: list[CalRow], base: PerfParams, layout: _Layout, x: np.ndar
     move (a row is moved when its log prediction changes by more than IDENTIFY_TOL for a
     IDENTIFY_STEP log-step of the parameter). A parameter that one family alone identifies
     would carry that family's habits (its harness, client, builds) to everyone else."""
+    keys = [_run_key(r) for r in rows]
+
     def logs(v: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        params = layout.params(base, v)
-        return np.array([math.log(max(predict_row(rows[i], params), 1e-12)) for i in idx])
+        return _log_values(rows, keys, idx, layout.params(base, v))
 
     families = np.array([r.family for r in rows])
     deps = _dependents(rows, layout, len(x))
@@ -393,10 +449,11 @@ def _solve(rows: list[CalRow], base: PerfParams, layout: _Layout, prior: np.ndar
         x[free] = v
         return x
 
+    keys = [_run_key(r) for r in rows]
+    measured = np.log([r.value for r in rows])
+
     def errs(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        params = layout.params(base, x)
-        return np.array([math.log(max(predict_row(rows[i], params), 1e-12) / rows[i].value)
-                         for i in idx])
+        return _log_values(rows, keys, idx, layout.params(base, x)) - measured[idx]
 
     def residuals(v: np.ndarray) -> np.ndarray:
         x = full(v)
@@ -524,4 +581,5 @@ __all__ = [
     "refusal",
     "simulate_row",
     "simulate_rows",
+    "steady_prediction",
 ]

@@ -1,12 +1,12 @@
 """One resolve: (EngineConfig, GPU, model, load, fitted parameters) → the deployment that is
 simulated, with nothing left unset.
 
-Owns `Resolved` and `resolve`: the config with the engine's own choices written in
-(`recommender.defaults`), the memory plan, the scheduler caps and policy
-(`recommender.policies`), the step-time provider (an argument, the one the parameters were
-fitted with), the engine's parameters as the harness sees them, and the step formula's
-coefficients (`perf.StepCoefficients`). The simulator, the steady-state algebra, capacity,
-reasons and the fit read this record; no other code fills a default.
+Owns `Resolved`, `resolve` and its parameter-free half `prepare`: the config with the
+engine's own choices written in (`recommender.defaults`), the memory plan, the scheduler
+caps and policy (`recommender.policies`), the step-time provider (an argument, the one the
+parameters were fitted with), the engine's parameters as the harness sees them, and the step
+formula's coefficients (`perf.StepCoefficients`). The simulator, the steady-state algebra,
+capacity, reasons and the fit read this record; no other code fills a default.
 
 Harnesses (`HARNESSES`): how the load reaches the engine, as a benchmark states it.
 `served` goes through the engine's OpenAI API server (`vllm bench serve`, GuideLLM, the
@@ -27,7 +27,7 @@ import numpy as np
 from core.errors import UsageError
 from engines.common import check_moe_layout
 from engines.config import EngineConfig
-from recommender.defaults import SchedulerCaps, fill
+from recommender.defaults import Filled, SchedulerCaps, fill
 from recommender.memory import MemoryPlan, plan_memory
 from recommender.params import EngineParams, PerfParams
 from recommender.perf import (
@@ -90,11 +90,45 @@ def _engine_params(params: PerfParams | EngineParams, config: EngineConfig) -> P
     return params
 
 
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """The half of `resolve` no fitted parameter changes: the config with the engine's
+    choices written in (the release's memory fraction too) and its memory plan. A fit prices
+    the same deployment thousands of times with other parameters; it prepares it once."""
+
+    filled: Filled
+    memory: MemoryPlan
+    config: EngineConfig  # filled.config, with the release's memory fraction where it applies
+
+
+def prepare(
+    config: EngineConfig, gpu: GPU, model: ModelSpec, *, longest_tokens: int | None = None,
+    engine_version: str | None = None, kv_block_tokens: int = 16,
+) -> Prepared:
+    """`resolve`'s parameter-free half (its arguments mean the same).
+
+    Raises:
+        UsageError: a config that does not fit in memory, or a max_model_len beyond the
+            model's context.
+        CapabilityError: expert or attention data parallelism asked of a dense model.
+    """
+    check_moe_layout(config, is_moe=model.is_moe)
+    filled = fill(config, gpu, model, longest_tokens=longest_tokens)
+    memory = plan_memory(filled.config, gpu, model, block_size_tokens=kv_block_tokens,
+                         engine_version=engine_version)
+    if not memory.fits:
+        raise UsageError("; ".join(r.reason for r in memory.risks if r.blocking))
+    if engine_version is not None and memory.fraction_source == "engine_release":
+        return Prepared(filled, memory, filled.config.model_copy(
+            update={"gpu_memory_fraction": memory.gpu_memory_fraction}))
+    return Prepared(filled, memory, filled.config)
+
+
 def resolve(
     config: EngineConfig, gpu: GPU, model: ModelSpec, params: PerfParams | EngineParams, *,
     longest_tokens: int | None = None, harness: Harness = "served",
     engine_version: str | None = None, acceptance: float | None = None,
-    kv_block_tokens: int = 16,
+    kv_block_tokens: int = 16, prepared: Prepared | None = None,
 ) -> Resolved:
     """`config` on `gpu` serving `model`, resolved for a load whose longest request is
     `longest_tokens` (sizes an unset max_model_len and, without chunked prefill, the budget).
@@ -103,6 +137,8 @@ def resolve(
     roofline prices the step with the fallback's own fit (`PerfParams.fallback`), whose GPU
     scales then apply. `engine_version` is the release measured (its memory-fraction
     default where it differs); `acceptance` the speculative per-token acceptance.
+    `prepared`: `prepare` of the same config, GPU, model, longest_tokens, engine_version and
+    kv_block_tokens, made once (the fit's), else made here.
 
     Raises:
         UsageError: an unknown harness, a config that does not fit in memory, or a
@@ -111,24 +147,15 @@ def resolve(
     """
     if harness not in HARNESSES:
         raise UsageError(f"unknown harness {harness!r}; use one of {', '.join(HARNESSES)}")
-    check_moe_layout(config, is_moe=model.is_moe)
     perf_params = _engine_params(params, config)
-    filled = fill(config, gpu, model, longest_tokens=longest_tokens)
-    memory = plan_memory(filled.config, gpu, model, block_size_tokens=kv_block_tokens,
-                         engine_version=engine_version)
-    if not memory.fits:
-        raise UsageError("; ".join(r.reason for r in memory.risks if r.blocking))
-    if engine_version is not None and memory.fraction_source == "engine_release":
-        filled_config = filled.config.model_copy(
-            update={"gpu_memory_fraction": memory.gpu_memory_fraction})
-    else:
-        filled_config = filled.config
-    step, used = _step(filled_config, gpu, model, perf_params, acceptance, memory)
+    ready = prepared or prepare(config, gpu, model, longest_tokens=longest_tokens,
+                                engine_version=engine_version, kv_block_tokens=kv_block_tokens)
+    step, used = _step(ready.config, gpu, model, perf_params, acceptance, ready.memory)
     engine = HARNESSES[harness](used.engines[config.engine])
     kernels = step.kernels
     return Resolved(
-        config=filled_config, caps=filled.caps,
-        policy=policy_for(filled_config), memory=memory, step=step, params=engine,
+        config=ready.config, caps=ready.filled.caps,
+        policy=policy_for(ready.config), memory=ready.memory, step=step, params=engine,
         coefficients=step_coefficients(step, engine),
         table=kernels.table() if kernels is not None else np.zeros(0),
         step_time=kernels.kind if kernels is not None else FALLBACK_KIND,
@@ -163,4 +190,5 @@ def _step(config: EngineConfig, gpu: GPU, model: ModelSpec, params: PerfParams, 
     return dep, used
 
 
-__all__ = ["HARNESSES", "Harness", "Resolved", "resolve", "scheduler_replicas"]
+__all__ = ["HARNESSES", "Harness", "Prepared", "Resolved", "prepare", "resolve",
+           "scheduler_replicas"]

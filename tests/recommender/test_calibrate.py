@@ -368,3 +368,26 @@ def test_a_parameter_one_publisher_family_alone_identifies_keeps_its_prior():
     two = fit(gpustack + nvidia, sim_rounds=0)
     # the shared stage is identified by both families: it moves
     assert two.engines["trtllm"] != prior.engines["trtllm"]
+
+
+def test_the_fits_steady_state_prices_each_row_as_a_fresh_resolve_does():
+    # The fit prepares each run's deployment once and shares one steady state among the run's
+    # rows; every row must still get what resolving it from scratch gives (the reference
+    # below is the steady state of a full `resolve`, nothing cached).
+    from recommender.fitting import steady_prediction
+    from recommender.resolve import scheduler_replicas
+    from recommender.steady import steady_state
+
+    rows, _ = parse_csv()
+    params = load_params()
+    picked = [r for r in rows if r.engine == "trtllm"][:4] + [
+        r for r in rows if r.engine == "vllm" and r.concurrency][:4] + [
+        r for r in rows if r.engine == "sglang"][:4]
+    for row in picked + picked:  # twice: the second pass reads the cache
+        model, gpu = get_model(row.model), get_gpu(row.gpu)
+        config = row.engine_config(model)
+        res = resolve(config, gpu, model, params, longest_tokens=row.isl + row.osl,
+                      harness=row.harness, engine_version=row.engine_version)
+        expected = steady_state(res, row.load(), replicas=scheduler_replicas(config, row.gpus))
+        assert steady_prediction(row, params) == expected
+        assert predict_row(row, params) == getattr(expected, row.metric)
