@@ -243,11 +243,7 @@ def _gated_server(gate: threading.Event | None) -> tuple[http.server.ThreadingHT
             state["entered"].set()
             if gate is not None:
                 gate.wait(30)
-            body = f'vllm:num_requests_waiting{{model_name="m"}} {n}\n'.encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            _answer(self, n)
 
         def log_message(self, *_args: object) -> None:
             pass
@@ -255,6 +251,15 @@ def _gated_server(gate: threading.Event | None) -> tuple[http.server.ThreadingHT
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, state
+
+
+def _answer(handler: http.server.BaseHTTPRequestHandler, n: int) -> None:
+    """Reply 200 with a one-sample exposition whose value is `n` (Content-Length framed)."""
+    body = f'vllm:num_requests_waiting{{model_name="m"}} {n}\n'.encode()
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 def _url(server: http.server.ThreadingHTTPServer) -> str:
@@ -284,11 +289,7 @@ def _closing_server(answered: int | None) -> tuple[http.server.ThreadingHTTPServ
             with lock:
                 state["replies"] += 1
                 n = state["replies"]
-            body = f'vllm:num_requests_waiting{{model_name="m"}} {n}\n'.encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            _answer(self, n)
 
         def log_message(self, *_args: object) -> None:
             pass
