@@ -1,6 +1,6 @@
 """Accuracy of `python -m app predict` on the published rows, scored through the CLI's path.
 
-Every row of data/calibration/published_calibration.csv states a measurement as `predict`
+Every row of data/calibration/published_calibration.csv.gz states a measurement as `predict`
 flags (`CalRow.predict_argv`: engine, model, GPU and count, TP / DP / EP, precision, KV
 dtype, lengths, concurrency or offline, request count, running cap, memory fraction, engine
 release, harness). The bench parses those flags with the CLI's own parser
@@ -34,8 +34,8 @@ reports as its band and intervals. `--only A,B` limits the folds (a quick look; 
 CSV's hash, fit procedure, provider and grouping they came from, and `--rows-in FILE`
 reports on such a file without fitting again (with --write-bands only when all four are
 today's: a change to how intervals are built from the same held-out predictions). The file
-is written after each fold, so `--resume FILE` goes on from the folds it holds: a run over
-the merged file (nine folds of ~20 CPU-minutes each) may span sessions.
+is written after each fold, so `--resume FILE` goes on from the folds it holds (a killed
+run loses one fold at most; nine folds of 7-26 minutes each on a busy 2-core machine).
 
 Run: .venv/bin/python bench/predict_accuracy.py [--quiet] [--write-bands]
      [--group family|source] [--step-time measured|roofline] [--only SUBSTR,...]

@@ -1,6 +1,6 @@
 """Fit the performance model's per-engine parameters to published measurements.
 
-Parses `data/calibration/published_calibration.csv` (a copy of the shared benchmark set) into
+Parses `data/calibration/published_calibration.csv.gz` (a copy of the shared benchmark set) into
 typed rows (names mapped onto the catalog, metrics normalised to seconds / per-second over
 all GPUs), splits them by a stated hash rule, fits `PerfParams` with least squares on log
 relative error over the train rows, and writes data/calibration/fit.json with provenance.
@@ -38,10 +38,7 @@ from recommender.refit import refit_measured, report
 from recommender.steptime import DEFAULT_KIND, PROVIDERS
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_CSV = REPO / "data" / "calibration" / "published_calibration.csv"
-# Issue 24's twelve more publisher families, transcribed and parse-checked, not yet fitted:
-# their leave-one-family-out run outlasted the session that added them (data README).
-MORE_CSV = REPO / "data" / "calibration" / "issue24_rows.csv.gz"
+DEFAULT_CSV = REPO / "data" / "calibration" / "published_calibration.csv.gz"
 TEST_RULE = (
     "test iff int(sha256(setup)[:8], 16) % 4 == 0, setup = source|engine|model|gpu|num_gpus|"
     "tp|precision|isl|osl|dataset|concurrency|notes (all metrics of one run stay together)"

@@ -59,7 +59,7 @@ def _cli_value(row: CalRow, capsys: pytest.CaptureFixture[str]) -> float:
 
 
 def test_every_rows_flags_make_the_request_the_bench_and_the_fit_use():
-    assert len(ROWS) > 350
+    assert len(ROWS) > 3000
     for row in ROWS:
         assert BENCH.cli_request(row, "measured") == row.request("measured"), row.index
 

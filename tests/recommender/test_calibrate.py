@@ -144,16 +144,14 @@ def test_gpustack_moe_row_native_mxfp4_on_unstated_h100():
 def test_csv_holds_no_source_kept_out_for_validation():
     """Issue 12 keeps these out of the fit: they judge the model on data it never saw."""
     frame = pd.read_csv(calibrate.DEFAULT_CSV)
-    more = pd.read_csv(calibrate.MORE_CSV)
-    src = pd.concat([frame, more])["source"].str.lower()
+    src = frame["source"].str.lower()
     assert not src.str.contains("qwen3-32b/h100").any()  # GPUStack Qwen3-32B H100 page
     assert not src.str.contains("developer-guide/perf-overview").any()  # TRT-LLM 1.2-era
     assert not src.str.contains("oracle").any()  # Oracle's MI300X Llama-3.1-405B blog
     v10 = frame[frame["source"].str.lower().str.contains(
         "tensorrt-llm docs/source/performance/perf-overview.md @00f37686")]
     assert len(v10) == 80
-    both = pd.concat([frame, more], ignore_index=True)
-    perf_docs = both[both["source"].str.lower().str.contains(
+    perf_docs = frame[frame["source"].str.lower().str.contains(
         "tensorrt-llm docs/source/performance/perf-overview")]
     assert not perf_docs["model"].str.contains("Scout|235B", case=False).any()
     assert not v10["model"].str.contains("Scout|235B", case=False).any()
@@ -167,7 +165,7 @@ def test_csv_holds_no_source_kept_out_for_validation():
 
 
 def test_no_publisher_family_holds_more_than_35_percent_of_the_rows():
-    rows = parse_csv()[0] + parse_csv(calibrate.MORE_CSV)[0]
+    rows = parse_csv()[0]
     families = pd.Series([r.family for r in rows]).value_counts(normalize=True)
     assert families.max() <= 0.35, families.head(3).to_dict()
     assert len(families) >= 12
@@ -216,16 +214,15 @@ def test_every_mapped_gpu_name_is_in_the_catalog():
 def test_csv_parses_with_stated_split():
     rows, skipped = parse_csv()
     # 199 rows of the shared set + 315 GPUStack performance-lab rows + 10 Qwen3-30B-A3B rows
-    # + 48 rows of four families new in issue 24 (8 AMD blog rows state no request count)
-    assert len(rows) + len(skipped) == 572
-    assert len(skipped) == 193
-    assert sum("request count" in why for i, why in skipped if i >= 524) == 8
-    assert sum("restates row" in why for _, why in skipped) == 153
+    # + 48 rows of four families new in issue 24 (8 AMD blog rows state no request count),
+    # then issue 24's twelve more families from row 572 on (data/calibration/README.md)
+    assert len(rows) + len(skipped) == 4213
+    assert len(skipped) == 855
+    assert sum(i < 572 for i, _ in skipped) == 193
+    assert sum("request count" in why for i, why in skipped if 524 <= i < 572) == 8
+    assert sum("request count" in why for i, why in skipped if i >= 524) == 36
+    assert sum("restates row" in why for _, why in skipped) == 562
     assert not [why for _, why in skipped if "not mapped" in why or "catalog" in why]
-    # issue 24's twelve families, transcribed and not yet fitted (data/calibration/README.md)
-    more, more_skipped = parse_csv(calibrate.MORE_CSV)
-    assert (len(more), len(more) + len(more_skipped)) == (2979, 3641)
-    assert not [why for _, why in more_skipped if "not mapped" in why or "catalog" in why]
     test_share = sum(r.split == "test" for r in rows) / len(rows)
     assert 0.1 < test_share < 0.4
     again, _ = parse_csv()

@@ -33,17 +33,18 @@ def test_a_replay_is_the_closed_loop_at_its_mean_occupancy(rps, e2e_s, regime) -
 
 
 def test_an_moe_model_has_no_calibrated_cell_and_says_so(tmp_path: Path) -> None:
-    # Issue 12's rows calibrate MoE on Hopper and Blackwell; none measures MoE on Ampere.
+    # The published rows measure MoE on Ada only offline (trtllm-bench), and a trace replay
+    # is never offline: an MoE model on an L40S has no calibrated cell for any engine.
     cells = json.loads(BANDS_JSON.read_text())["cells"]
-    assert not any("/ampere/moe/" in cell for cell in cells)  # what makes this uncalibrated
-    rec = recommend(RecommendRequest(source=str(SAMPLE), gpu="A100-80GB", model=MOE,
+    assert [c for c in cells if "/ada/moe/" in c] == ["trtllm/ada/moe/offline"]
+    rec = recommend(RecommendRequest(source=str(SAMPLE), gpu="L40S", model=MOE,
                                      max_requests=300))
     pick = rec.pick.predicted
     assert pick.band is None
     assert pick.calibration_cell is not None
-    assert pick.calibration_cell.startswith(f"{rec.pick.config.engine}/ampere/moe/")
+    assert pick.calibration_cell.startswith(f"{rec.pick.config.engine}/ada/moe/")
     assert all(c.predicted.band is None
-               and "/ampere/moe/" in (c.predicted.calibration_cell or "")
+               and "/ada/moe/" in (c.predicted.calibration_cell or "")
                for c in rec.candidates)
     [warning] = [w for w in rec.warnings if w.code == "uncalibrated_cell"]
     assert (f"no published measurement covers {pick.calibration_cell}: the figures are the "
