@@ -235,7 +235,7 @@ def _gated_server(gate: threading.Event | None) -> tuple[http.server.ThreadingHT
     state: dict = {"n": 0, "entered": threading.Event()}
     lock = threading.Lock()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(_Quiet):
         def do_GET(self) -> None:
             with lock:
                 state["n"] += 1
@@ -245,12 +245,21 @@ def _gated_server(gate: threading.Event | None) -> tuple[http.server.ThreadingHT
                 gate.wait(30)
             _answer(self, n)
 
-        def log_message(self, *_args: object) -> None:
-            pass
+    return _serve(Handler), state
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+class _Quiet(http.server.BaseHTTPRequestHandler):
+    """A handler that logs nothing (each test server subclasses it)."""
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> http.server.ThreadingHTTPServer:
+    """A threading server of `handler` on a free loopback port, serving in a daemon thread."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, state
+    return server
 
 
 def _answer(handler: http.server.BaseHTTPRequestHandler, n: int) -> None:
@@ -275,7 +284,7 @@ def _closing_server(answered: int | None) -> tuple[http.server.ThreadingHTTPServ
     state: dict = {"connections": 0, "replies": 0}
     lock = threading.Lock()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(_Quiet):
         protocol_version = "HTTP/1.1"
 
         def handle(self) -> None:  # one request at most, then the server closes the socket
@@ -291,12 +300,7 @@ def _closing_server(answered: int | None) -> tuple[http.server.ThreadingHTTPServ
                 n = state["replies"]
             _answer(self, n)
 
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, state
+    return _serve(Handler), state
 
 
 def test_a_keep_alive_connection_the_server_closed_is_retried_on_a_fresh_one():
