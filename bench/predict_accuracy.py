@@ -90,6 +90,7 @@ from recommender.fitting import (
 )
 from recommender.params import PerfParams, load_params
 from recommender.predict_sim import PredictRequest, predict
+from recommender.resolve import resolve
 from recommender.steptime import DEFAULT_KIND, FALLBACK_KIND, PROVIDERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -379,11 +380,24 @@ def in_sample(rows: list[CalRow], step_time: str) -> None:
     print(f"\nsecondary: shipped fit.json on all rows (in-sample) {_stats(apes)}")
 
 
+def pricing_of(row: CalRow, params: PerfParams) -> str:
+    """What prices the row's steps under `params`' provider: its measured tables, or the
+    roofline fallback where they do not cover the cell (an AMD GPU, a weight format or
+    model they lack). Coverage depends on the cell only, not on fitted values."""
+    model, gpu = get_model(row.model), get_gpu(row.gpu)
+    res = resolve(row.engine_config(model), gpu, model, params,
+                  longest_tokens=row.isl + row.osl, harness=row.harness,
+                  engine_version=row.engine_version)
+    return "roofline fallback" if res.step_time == FALLBACK_KIND else f"{res.step_time} tables"
+
+
 def _report(rows: list[CalRow], pred: dict[int, float], inside: dict[int, Covered],
-            group: str) -> None:
+            group: str, step_time: str) -> None:
     ape = {i: ape_of(r, pred[i]) for r in rows if (i := r.index) in pred}
     _table("per cell (engine/gpu family/dense|moe/regime; low_batch = closed loop at <= "
            f"{LOW_BATCH_MAX_CONCURRENCY})", grouped(rows, ape, row_cell))
+    params = load_params(step_time=step_time)
+    _table("per step-time pricing", grouped(rows, ape, lambda r: pricing_of(r, params)))
     _table("per metric", grouped(rows, ape, lambda r: METRIC_GROUPS[r.metric]))
     _table(f"per {group} and metric",
            grouped(rows, ape, lambda r: f"{getattr(r, group)[:30]} {METRIC_GROUPS[r.metric]}"))
@@ -527,7 +541,7 @@ def main() -> int:
             on_fold=(lambda finished: write_rows(out, rows, finished, args.group,
                                                  args.step_time)) if out else None)
     inside = coverage(rows, pred, args.group)
-    _report(rows, pred, inside, args.group)
+    _report(rows, pred, inside, args.group, args.step_time)
     print(f"\n{len(rows)} rows parsed ({len(skipped)} CSV rows skipped by the parser: "
           f"`python -m recommender.calibrate` lists why), {len(refused)} refused by predict; "
           f"took {time.perf_counter() - t0:.0f} s")
