@@ -94,6 +94,12 @@ WEIGHT_MODES = {
 # Their GEMMs and MoE run aiconfigurator's fp8_block kernels, not per-tensor fp8 (measured
 # tables differ up to 2x: Qwen3-235B-A22B MoE at TP4, 256 decodes, 121 vs 57 ms on vLLM).
 FP8_BLOCK_FAMILIES = frozenset({"deepseek_v3", "qwen3", "qwen3_moe"})
+# FP8 weights on a GPU without FP8 tensor cores (Ampere) run weight-only: vLLM and SGLang
+# dequantize them in Marlin's W8A16 GEMMs, TensorRT-LLM refuses FP8 GEMMs there. The math is
+# bf16, so the bf16 tables price it; they read 2-byte weights where Marlin reads 1, so a
+# batch small enough to be weight-bandwidth bound comes out slower than it runs (up to ~2x at
+# one sequence), from tens of sequences on within a few percent (the GEMMs compute-bound).
+WEIGHT_ONLY_FP8_MODES = ("bfloat16", "bfloat16")
 KV_MODES = {"bf16": "bfloat16", "fp8": "fp8"}
 VERSION = "current"  # systems/query_versions.yaml: each backend's newest full collection
 
@@ -205,6 +211,8 @@ def cell_key(cell: StepCell) -> tuple[str, ...] | None:
     modes, kv = WEIGHT_MODES.get(cell.weights_format), KV_MODES.get(cell.kv_cache_dtype)
     if cell.weights_format == "fp8" and cell.model.model_type in FP8_BLOCK_FAMILIES:
         modes = ("fp8_block", "fp8_block")
+    if cell.weights_format == "fp8" and cell.gpu.fp8_dense_tflops is None:
+        modes = WEIGHT_ONLY_FP8_MODES
     if None in (system, backend, path, modes, kv):
         return None
     assert system and backend and path and modes and kv

@@ -262,6 +262,28 @@ def test_block_scaled_fp8_checkpoints_run_the_block_kernels():
     assert abs(tensor.decode_step_latency(256, 511, 2) / want_ms - 1) > 0.3
 
 
+def test_fp8_weights_without_fp8_tensor_cores_run_the_bf16_tables():
+    # Ampere has no FP8 tensor cores: vLLM serves an FP8 checkpoint there weight-only
+    # (Marlin W8A16, bf16 math). The measured provider prices it with aiconfigurator's bf16
+    # GEMMs (it measures no FP8 on A100), not the roofline fallback; memory still holds
+    # 1-byte weights.
+    model = get_model(LLAMA_8B)
+    config = EngineConfig(engine="vllm", model=model.name, tp=1, weight_quantization="fp8")
+    dep = deployment(config, get_gpu("A100-80GB"), model, step_time="measured")
+    assert dep.kernels is not None and dep.kernels.kind == "measured"
+    plain = deployment(config.model_copy(update={"weight_quantization": None}),
+                       get_gpu("A100-80GB"), model, step_time="measured")
+    assert dep.weights_bytes_per_gpu < 0.6 * plain.weights_bytes_per_gpu
+    bf16 = aic.EngineHandle.compile(
+        "meta-llama/Meta-Llama-3.1-8B", "a100_sxm", "vllm", backend_version="current",
+        tp_size=1, gemm_quant_mode="bfloat16", kvcache_quant_mode="bfloat16",
+        fmha_quant_mode="bfloat16")
+    for seqs, context in ((8, 2048), (64, 1024)):
+        want_ms = bf16.decode_step_latency(seqs, context - 1, 2)
+        assert _kernel_s(dep, Batch(0, seqs, context)) * 1e3 == pytest.approx(
+            want_ms, rel=0.03), (seqs, context)
+
+
 def test_measured_tables_are_built_once_per_cell(measured):
     dep, _ = measured
     again = _dep("measured")
