@@ -17,8 +17,9 @@ TensorRT-LLM docs one, NIM one, AMD's results page one, ...). For every family t
 fitted (`recommender.fitting.fit`, the one procedure, as `python -m recommender.calibrate`
 does) on the rows of all other families and that family's rows are predicted. The absolute
 percentage error (APE) of each held-out row is reported per family, per cell
-(`recommender.bands.cell_of`: engine × GPU family × dense/MoE × regime), per metric (TTFT,
-TPOT/ITL, throughput, each on its own line) and overall. Intervals: per interval group
+(`recommender.bands.cell_of`: engine × GPU family × dense/MoE × regime), per step-time
+pricing (the measured tables, or the roofline fallback for the cells they lack), per metric
+(TTFT, TPOT/ITL, throughput, each on its own line) and overall. Intervals: per interval group
 (`recommender.bands.interval_keys`: cell × metric, pooled with wider groups below 20 rows or
 3 families) the p10-p90 of the signed error log(measured / predicted) a family never seen
 should expect (`recommender.bands.predictive_interval`: each family's median shift, their
