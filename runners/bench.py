@@ -196,6 +196,9 @@ class _Live:
     warmup_requests: int = 0
     measured_from_s: float = 0.0  # perf_counter when the measured load began (after warm-up)
     server_gone: str | None = None
+    # The watchdog's first health check passed: only then can the server "stop" answering
+    # (a health path that never answered says nothing about the run).
+    health_armed: bool = False
     scraper: Scraper | None = None
     boundary_steps: list[BoundaryStep] = field(default_factory=list)
 
@@ -329,8 +332,8 @@ async def _drive(live: _Live, progress: Callable[[ProgressSample], None] | None,
     failed = True
     try:
         outcomes = await _workloads(live, halt)
-        if live.health_url is not None and live.server_gone is None and not await _healthy(
-                live.health_url):
+        if live.health_url is not None and live.health_armed and live.server_gone is None \
+                and not await _healthy(live.health_url):
             live.server_gone = "the server stopped answering its health check during the run"
         failed = False
         return outcomes
@@ -444,6 +447,7 @@ async def _watchdog(url: str, live: _Live, halt: asyncio.Event, done: asyncio.Ev
     if not await _healthy(url):
         live.health_url = None
         return
+    live.health_armed = True
     failures = 0
     while not done.is_set():
         failures = 0 if await _healthy(url) else failures + 1

@@ -219,3 +219,36 @@ def test_a_speculating_engine_counts_reach_the_report(fake, tmp_path):
     a = next(r.real for r in np.roots([1, 1, 1, 1 - 3.0])
              if abs(r.imag) < 1e-12 and 0 < r.real < 1)
     assert spec.acceptance == pytest.approx(a, abs=1e-6)
+
+
+def test_a_health_path_that_never_answered_is_not_a_server_that_stopped(tmp_path, monkeypatch):
+    # The watchdog arms on a first passing health check. A run whose requests all fail before
+    # that first check has answered (a slow machine) must be failed by its requests, not
+    # called a server that "stopped answering during the run": it never answered. The first
+    # check is made to take 2 s and fail; the three requests fail at once (non-HTTP bytes).
+    import asyncio
+
+    from tests.runners.hostile import HostileServer
+
+    calls = []
+
+    async def slow_then_down(url: str) -> bool:
+        calls.append(url)
+        if len(calls) == 1:
+            await asyncio.sleep(2.0)
+        return False
+
+    monkeypatch.setattr(runners.bench, "_healthy", slow_then_down)
+    server = HostileServer("not_http").start()
+    try:
+        spec = WorkloadSpec(kind="concurrency", concurrency=3, num_requests=3,
+                            prompt_tokens=8, output_tokens=2)
+        request = BenchRequest(endpoint_url=server.url, workload=spec, model="m",
+                               vocab_size=5000, timeout_s=2.0)
+        report = run_bench(request, workspace=Workspace(tmp_path / "w.duckdb"))
+    finally:
+        server.stop()
+    assert report.status == "failed"
+    assert (report.error or "").startswith("no request succeeded: 3 of 3 failed")
+    assert len(calls) == 1  # no second check of a path that never passed one
+
