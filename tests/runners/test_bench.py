@@ -251,4 +251,3 @@ def test_a_health_path_that_never_answered_is_not_a_server_that_stopped(tmp_path
     assert report.status == "failed"
     assert (report.error or "").startswith("no request succeeded: 3 of 3 failed")
     assert len(calls) == 1  # no second check of a path that never passed one
-
