@@ -50,6 +50,7 @@ STALE_INCOMING_S = 3600.0  # an upload's copy takes seconds; older temporaries a
 _EXPANSION_PATH = re.compile(r"\S*servefit-expand-[^\s/]+/[^\s:,]*")
 TRACE_KEY = "servefit.trace"
 RECOMMENDATION_KEY = "servefit.recommendation"
+RECOMMENDED_FOR_KEY = "servefit.recommendation.trace"  # digest of the trace it was made on
 PENDING_KEY = "servefit.start.pending"  # an upload not yet read successfully
 OWNED_KEY = "servefit.owned"
 SHARED_HISTORY_ENV_VAR = "SERVEFIT_SHARED_HISTORY"
@@ -100,6 +101,22 @@ def current_trace() -> TraceChoice:
     if choice is None:
         choice = st.session_state[TRACE_KEY] = sample_choice()
     return choice
+
+
+def keep_recommendation(trace_digest: str, rec: Any) -> None:
+    """Make `rec`, made on the trace of `trace_digest`, the session's recommendation."""
+    st.session_state[RECOMMENDATION_KEY] = rec
+    st.session_state[RECOMMENDED_FOR_KEY] = trace_digest
+
+
+def current_recommendation() -> Any:
+    """The session's recommendation when it was made on the current trace, else None: after
+    another trace is chosen, the views must not show the previous trace's pick under the new
+    trace's name."""
+    rec = st.session_state.get(RECOMMENDATION_KEY)
+    if rec is None or st.session_state.get(RECOMMENDED_FOR_KEY) != current_trace().digest:
+        return None
+    return rec
 
 
 def display_name(name: str) -> str:

@@ -24,7 +24,7 @@ PAGES = (
 
 def run() -> None:
     """Build the navigation; a function so tests can drive it."""
-    st.set_page_config(page_title="ServeFit", page_icon=":material/speed:", layout="wide")
+    st.set_page_config(page_title="ServeFit", page_icon="⚡", layout="wide")
     page = st.navigation([
         st.Page(VIEWS / file, title=title, icon=icon, default=i == 0)
         for i, (file, title, icon) in enumerate(PAGES)

@@ -18,10 +18,11 @@ from app.render import (
     price_text,
 )
 from app.resources import (
-    RECOMMENDATION_KEY,
     bundle_zip,
     catalog_names,
+    current_recommendation,
     current_trace,
+    keep_recommendation,
     profile_for,
     save_recommendation,
     store_model_config,
@@ -38,35 +39,51 @@ DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 OWN_MODEL = "my own config.json…"
 
 
-def _form():
-    """The request form; returns a RecommendRequest when submitted, else None."""
+def _index(options: list[str], value: str, fallback: str) -> int:
+    for name in (value, fallback):
+        if name in options:
+            return options.index(name)
+    return 0
+
+
+def _form(shown):
+    """The request form, filled with the shown recommendation's request (so the inputs say
+    what the pick on screen was asked for, also after a visit to another view); returns a
+    RecommendRequest when submitted, else None."""
     from recommender.recommendation import RecommendRequest
 
     gpus, models = catalog_names()
     choice = current_trace()
+    was = shown.request if shown is not None else RecommendRequest(
+        source=choice.path, gpu=DEFAULT_GPU, model=DEFAULT_MODEL)
     with st.form("recommend"):
         left, mid, right = st.columns(3)
-        gpu = left.selectbox("GPU", gpus, index=gpus.index(DEFAULT_GPU) if DEFAULT_GPU in gpus
-                             else 0, key="rec.gpu")
-        count = left.number_input("GPUs", min_value=1, max_value=1024, value=1, key="rec.gpus")
+        gpu = left.selectbox("GPU", gpus, index=_index(gpus, was.gpu, DEFAULT_GPU),
+                             key="rec.gpu")
+        count = left.number_input("GPUs", min_value=1, max_value=1024, value=was.gpus,
+                                  key="rec.gpus")
         model_names = [*models, OWN_MODEL]
-        model = mid.selectbox("Model", model_names, index=model_names.index(DEFAULT_MODEL)
-                              if DEFAULT_MODEL in model_names else 0, key="rec.model")
+        model = mid.selectbox("Model", model_names,
+                              index=_index(model_names, was.model, DEFAULT_MODEL),
+                              key="rec.model")
         config_json = mid.file_uploader("or its config.json (with the option above)",
                                         type=["json"])
-        ttft = right.number_input("SLO: p95 TTFT (ms), 0 = none", min_value=0.0, value=0.0,
-                                 key="rec.slo_ttft_ms")
-        tpot = right.number_input("SLO: p95 TPOT (ms), 0 = none", min_value=0.0, value=0.0,
-                                 key="rec.slo_tpot_ms")
+        ttft = right.number_input("SLO: p95 TTFT (ms), 0 = none", min_value=0.0,
+                                  value=(was.slo_ttft_p95_s or 0.0) * 1e3,
+                                  key="rec.slo_ttft_ms")
+        tpot = right.number_input("SLO: p95 TPOT (ms), 0 = none", min_value=0.0,
+                                  value=(was.slo_tpot_p95_s or 0.0) * 1e3,
+                                  key="rec.slo_tpot_ms")
         objective = st.radio("Objective", list(OBJECTIVES), format_func=OBJECTIVES.__getitem__,
-                             horizontal=True)
+                             index=list(OBJECTIVES).index(was.objective), horizontal=True)
         with st.expander("Search settings"):
             max_requests = st.number_input("Requests simulated (a window of the trace)",
-                                           min_value=100, value=20_000, step=1_000,
+                                           min_value=100, value=was.max_requests, step=1_000,
                                            key="rec.max_requests")
-            seed = st.number_input("Seed", min_value=0, value=0)
+            seed = st.number_input("Seed", min_value=0, value=was.seed)
             price = st.number_input("USD per GPU-hour for $/Mtok, 0 = the catalog's list "
-                                    "price", min_value=0.0, value=0.0, key="rec.gpu_price")
+                                    "price", min_value=0.0,
+                                    value=was.gpu_price_per_hour_usd or 0.0, key="rec.gpu_price")
         if not st.form_submit_button("Recommend", type="primary"):
             return None
     if model == OWN_MODEL:
@@ -103,7 +120,7 @@ def _run(request) -> None:
         return
     bar.empty()
     save_recommendation(choice, rec)
-    st.session_state[RECOMMENDATION_KEY] = rec
+    keep_recommendation(choice.digest, rec)
 
 
 def _pick(rec) -> None:
@@ -232,13 +249,13 @@ def render() -> None:
         return
     st.caption(f"Trace: {plain(choice.name)}, {profile.n_requests:,} requests")
     try:
-        request = _form()
+        request = _form(current_recommendation())
     except ServeFitError as exc:
         st.error(str(exc))
         request = None
     if request is not None:
         _run(request)
-    rec = st.session_state.get(RECOMMENDATION_KEY)
+    rec = current_recommendation()
     if rec is None:
         st.info("Pick the GPU, model and SLOs, then press Recommend.")
         return

@@ -9,9 +9,10 @@ import streamlit as st
 
 from app.render import latency_rows, plain
 from app.resources import (
-    RECOMMENDATION_KEY,
+    SAMPLE_TRACE,
     TRACE_KEY,
     TraceChoice,
+    keep_recommendation,
     shared_history,
     store_cursor,
     store_workspace,
@@ -39,9 +40,7 @@ def _profiles() -> None:
     picked = st.selectbox("Trace", list(labels), key="runs.trace")
     if st.button("Work on this trace"):
         e = labels[picked]
-        st.session_state[TRACE_KEY] = TraceChoice(
-            name=e.trace_name, digest=e.trace_digest, path=e.trace_path,
-            options=IngestOptions.model_validate_json(e.options_json))
+        st.session_state[TRACE_KEY] = _choice(e)
         st.success(f"Now working on {plain(e.trace_name)}.")
 
 
@@ -60,10 +59,35 @@ def _recommendations() -> None:
     labels = {f"{e.title} — {e.trace_name} ({e.rec_id[:6]})": e for e in entries}
     picked = st.selectbox("Recommendation", list(labels), key="runs.rec")
     if st.button("Open it in Recommend"):
-        stored = recommendations.load_recommendation(store_cursor(), labels[picked].rec_id)
-        if stored is not None:
-            st.session_state[RECOMMENDATION_KEY] = Recommendation.model_validate_json(stored[1])
-            st.page_link("views/recommend.py", label="Go to Recommend")
+        entry = labels[picked]
+        stored = recommendations.load_recommendation(store_cursor(), entry.rec_id)
+        if stored is None:
+            return
+        # The views show a recommendation with the trace it was made on: that trace becomes
+        # the current one when this session can still read it.
+        trace = _trace_of(entry.trace_digest)
+        if trace is None:
+            st.error(f"Its trace, {plain(entry.trace_name)}, is no longer among this session's "
+                     "profiled traces: upload it again to see this recommendation.")
+            return
+        st.session_state[TRACE_KEY] = trace
+        keep_recommendation(trace.digest, Recommendation.model_validate_json(stored[1]))
+        st.success(f"Now working on {plain(trace.name)} with this recommendation.")
+        st.page_link("views/recommend.py", label="Go to Recommend")
+
+
+def _trace_of(digest: str) -> TraceChoice | None:
+    """The newest profiled trace of this content the session may see, else None."""
+    for e in visible_profiles(profiles.list_profiles(store_cursor())):
+        if e.trace_digest == digest:
+            return _choice(e)
+    return None
+
+
+def _choice(e) -> TraceChoice:
+    return TraceChoice(name=e.trace_name, digest=e.trace_digest, path=e.trace_path,
+                       options=IngestOptions.model_validate_json(e.options_json),
+                       sample=e.trace_path == str(SAMPLE_TRACE))
 
 
 def _runs() -> None:

@@ -96,10 +96,9 @@ def render() -> None:
     st.title("ServeFit")
     st.markdown("Profile your LLM traffic, get an engine and configuration for it "
                 "(vLLM, SGLang, TensorRT-LLM), export the config files, and validate live.")
-    current = current_trace()
-    st.info(f"Current trace: {plain(current.name)}"
-            + (f" — the bundled sample, {SAMPLE_LABEL}" if current.sample else ""))
-    if not current.sample and st.button("Use the bundled sample instead"):
+    # Filled last: an upload or a button below may change the trace during this run.
+    current_line = st.empty()
+    if not current_trace().sample and st.button("Use the bundled sample instead"):
         _try_profile(sample_choice())
     upload = st.file_uploader(
         "Upload a trace: CSV/TSV, JSON, JSONL or Parquet, optionally gzip or zstd "
@@ -117,6 +116,9 @@ def render() -> None:
         _try_profile(target.model_copy(update={"options": options}))
     if pending is None:
         st.page_link("views/profile.py", label="See the load profile", icon=":material/monitoring:")
+    current = current_trace()
+    current_line.info(f"Current trace: {plain(current.name)}"
+                      + (f" — the bundled sample, {SAMPLE_LABEL}" if current.sample else ""))
 
 
 render()

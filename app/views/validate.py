@@ -16,9 +16,9 @@ import streamlit as st
 from app import charts
 from app.render import comparison_rows, measured_rows, plain, speculation_text
 from app.resources import (
-    RECOMMENDATION_KEY,
     BenchJob,
     app_home,
+    current_recommendation,
     current_trace,
     environment,
     hide_home,
@@ -195,7 +195,7 @@ def _live() -> None:
 
 
 def _results(report) -> None:
-    rec = st.session_state.get(RECOMMENDATION_KEY)
+    rec = current_recommendation()
     st.subheader(f"Run {report.run_id}: {report.status}")
     if report.error:  # a failed run (runners.bench.run_failure) says why, as the CLI does
         st.error(plain(f"The run failed: {report.error}"))
@@ -251,7 +251,7 @@ def _boundary(measured, rec) -> None:
 
 def render() -> None:
     st.title("Validate live")
-    rec = st.session_state.get(RECOMMENDATION_KEY)
+    rec = current_recommendation()
     if rec is None:
         st.info("Get a recommendation first (Recommend, or open a saved one under Runs); "
                 "this view benchmarks its pick.")

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -124,8 +125,17 @@ def _select(page, label: str, option_prefix: str) -> str:
     return text
 
 
+def _outside(url: str) -> bool:
+    """A request the page makes to another host than the app's (a CDN, a font server)."""
+    parsed = urllib.parse.urlparse(url)
+    return parsed.scheme not in ("data", "blob") and parsed.hostname not in (
+        "127.0.0.1", "localhost")
+
+
 def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    elsewhere: list[str] = []  # the app runs where nothing outside may be reachable
+    page.on("request", lambda request: _outside(request.url) and elsewhere.append(request.url))
     page.goto(app_url)
     page.get_by_text("the bundled sample").first.wait_for(timeout=SLOW_MS)
     _shot(page, "start")
@@ -134,6 +144,8 @@ def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path):
     df = pd.read_csv(TRACE)
     page.locator('input[type="file"]').first.set_input_files(str(TRACE))
     page.get_by_text(f"{TRACE.name}: {len(df):,} requests").wait_for(timeout=SLOW_MS)
+    # the line on top names the upload in the same run, not the sample it replaced
+    page.get_by_text(f"Current trace: {TRACE.name}").wait_for(timeout=SLOW_MS)
 
     _go(page, "Profile")
     assert _metric(page, "Requests") == f"{len(df):,}"
@@ -182,6 +194,7 @@ def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path):
     assert "broken.csv" in alert.first.inner_text()
     assert "Traceback" not in page.content()
     _shot(page, "start_error")
+    assert not elsewhere, elsewhere  # e.g. a Material Symbols favicon from fonts.gstatic.com
 
 
 def _successes(metrics_url: str) -> float:

@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app.render import plain
-from app.resources import RECOMMENDATION_KEY
+from app.resources import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY
 from engines.export import ExportRequest, render_bundle
 from tests import reference as ref
 from tests.app.conftest import ENTRY
@@ -142,6 +142,7 @@ def test_each_engines_best_can_be_exported(app_home, recommended):
     rec = recommended.session_state[RECOMMENDATION_KEY]
     at = AppTest.from_file(str(ENTRY), default_timeout=300)
     at.session_state[RECOMMENDATION_KEY] = rec
+    at.session_state[RECOMMENDED_FOR_KEY] = recommended.session_state[RECOMMENDED_FOR_KEY]
     at.run()
     at.switch_page("views/recommend.py").run()
     assert not at.exception and not at.error
@@ -157,6 +158,37 @@ def test_each_engines_best_can_be_exported(app_home, recommended):
     config_file = {"vllm": "vllm-config.yaml", "sglang": "sglang-config.yaml",
                    "trtllm": "trtllm-extra-options.yaml"}[engine]
     assert config_file in labels, labels
+
+
+def test_the_form_keeps_what_the_pick_was_asked_for_and_another_trace_hides_it(app_home,
+                                                                            recommended):
+    """Back from another view, the form says what the pick on screen was asked for (Streamlit
+    drops the state of widgets a run does not draw: the SLOs read 0 under a 2 s pick); after
+    another trace is chosen, the previous trace's pick is not shown under its name."""
+    import io
+
+    from app.resources import store_upload
+
+    rec = recommended.session_state[RECOMMENDATION_KEY]
+    at = AppTest.from_file(str(ENTRY), default_timeout=300)
+    at.session_state[RECOMMENDATION_KEY] = rec
+    at.session_state[RECOMMENDED_FOR_KEY] = recommended.session_state[RECOMMENDED_FOR_KEY]
+    at.run()
+    at.switch_page("views/recommend.py").run()
+    at.switch_page("views/profile.py").run()
+    at.switch_page("views/recommend.py").run()
+    assert not at.exception and not at.error
+    assert at.number_input(key="rec.slo_ttft_ms").value == 2000.0
+    assert at.number_input(key="rec.slo_tpot_ms").value == 50.0
+    assert at.number_input(key="rec.max_requests").value == 1_000
+    assert at.selectbox(key="rec.model").value == MODEL
+    assert any(s.value.startswith("Pick:") for s in at.subheader)
+    data = (ref.TRACES / "BurstGPT_1.head400.csv").read_bytes()
+    at.session_state[TRACE_KEY] = store_upload(io.BytesIO(data), "burst.csv", len(data))
+    at.run()
+    assert not at.exception and not at.error
+    assert not [s for s in at.subheader if s.value.startswith("Pick:")]
+    assert "press Recommend" in at.info[0].value
 
 
 def test_a_trace_read_with_a_column_map_is_recommended_on_its_own_requests(app_home):

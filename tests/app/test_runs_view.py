@@ -47,6 +47,26 @@ def test_history_survives_a_restart(app_home, monkeypatch):
     assert at.session_state[TRACE_KEY].digest == first.session_state[TRACE_KEY].digest
 
 
+def test_opening_a_recommendation_works_on_its_trace(app_home):
+    """A session on another trace that opens the sample's recommendation works on the sample
+    again, so Recommend shows the pick with the trace it was made on."""
+    first = recommend_on_sample()
+    rec = first.session_state[RECOMMENDATION_KEY]
+    at = first
+    at.switch_page("views/start.py").run()
+    at.file_uploader[0].set_value(("burst.csv", (ref.TRACES / "BurstGPT_1.head400.csv")
+                                   .read_bytes(), "text/csv")).run()
+    assert at.session_state[TRACE_KEY].name == "burst.csv"
+    at.switch_page("views/runs.py").run()
+    next(b for b in at.button if b.label == "Open it in Recommend").click().run()
+    assert not at.exception and not at.error
+    assert at.session_state[TRACE_KEY].sample
+    at.switch_page("views/recommend.py").run()
+    assert any(s.value == f"Pick: {rec.pick.config.engine} — {rec.pick.label}"
+               for s in at.subheader)
+    assert ref.SAMPLE.name in at.caption[0].value.replace("\\", "")  # Markdown-escaped
+
+
 def _upload(name: str, data: bytes) -> AppTest:
     """A browser session that uploads a trace (and so profiles it)."""
     at = AppTest.from_file(str(ENTRY), default_timeout=180).run()

@@ -38,6 +38,20 @@ def test_opens_on_the_bundled_sample(app_home):
     assert at.session_state[TRACE_KEY].sample
 
 
+def test_the_current_trace_line_follows_a_change_made_in_the_same_run(app_home):
+    """The line is drawn after the upload or button that changes the trace: it used to name
+    the previous trace above the success message until the next rerun."""
+    data = (ref.TRACES / "BurstGPT_1.head400.csv").read_bytes()
+    at = AppTest.from_file(str(ENTRY), default_timeout=120)
+    at.session_state[TRACE_KEY] = _store(data, "burst.csv")
+    at.run()
+    assert _literal(at.info[0].value) == "Current trace: burst.csv"
+    _button(at, "Use the bundled sample instead").click().run()
+    assert not at.exception and not at.error
+    assert "AzureLLMInferenceTrace_conv.csv — the bundled sample" in _literal(at.info[0].value)
+    assert at.success  # the same run's message, under a line that already agrees with it
+
+
 def test_unknown_columns_get_a_mapping_form(app_home):
     df = pd.read_csv(ref.TRACES / "BurstGPT_3.head400.csv").rename(columns=RENAMED)
     choice = _store(df.to_csv(index=False).encode(), "renamed.csv")

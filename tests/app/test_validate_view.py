@@ -3,12 +3,13 @@ server (tests/runners/fake_openai.py) measured, stored and compared with the pre
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.resources import RECOMMENDATION_KEY
+from app.resources import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY, store_upload
 from app.views.validate import JOB_KEY
 from recommender.recommend import recommend
 from recommender.recommendation import RecommendRequest
@@ -29,16 +30,33 @@ def rec(tmp_path_factory):
 
 def _validate(rec) -> AppTest:
     at = AppTest.from_file(str(ENTRY), default_timeout=180)
-    if rec is not None:
+    if rec is not None:  # made on the sample, the session's trace until another is chosen
         at.session_state[RECOMMENDATION_KEY] = rec
+        at.session_state[RECOMMENDED_FOR_KEY] = SAMPLE_DIGEST
     at.run()
     at.switch_page("views/validate.py").run()
     assert not at.exception
     return at
 
 
+SAMPLE_DIGEST = hashlib.sha256(ref.SAMPLE.read_bytes()).hexdigest()[:16]
+
+
 def test_without_a_recommendation_it_says_what_to_do(app_home):
     at = _validate(None)
+    assert "Get a recommendation first" in at.info[0].value
+
+
+def test_another_traces_recommendation_is_not_benchmarked(app_home, rec):
+    """After another trace is chosen, the sample's pick is not offered for it."""
+    import io
+
+    data = (ref.TRACES / "BurstGPT_1.head400.csv").read_bytes()
+    at = _validate(rec)
+    assert not at.info or "Get a recommendation first" not in at.info[0].value
+    at.session_state[TRACE_KEY] = store_upload(io.BytesIO(data), "burst.csv", len(data))
+    at.run()
+    assert not at.exception
     assert "Get a recommendation first" in at.info[0].value
 
 
