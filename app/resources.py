@@ -444,6 +444,17 @@ def environment() -> Environment:
         or str(Path.home() / ".cache" / "huggingface"))
 
 
+@st.cache_data(ttl=30, show_spinner=False, max_entries=16)
+def local_engine_missing(config_json: str, venv: str | None) -> str | None:
+    """Why the pick's engine cannot start as a local process here, or None
+    (`runners.launch.local_prerequisite`; kept 30 s, it may start a Python)."""
+    from engines.config import EngineConfig
+    from runners.launch import local_prerequisite
+
+    config = EngineConfig.model_validate_json(config_json)
+    return local_prerequisite(config, Path(venv) if venv else None)
+
+
 class BenchJob:
     """One live benchmark running on a background thread of this session.
 

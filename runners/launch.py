@@ -11,6 +11,7 @@ import http.client
 import logging
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -221,6 +222,42 @@ def _probe(spec: LaunchSpec) -> ReadinessProbe:
         return spec.probe
     assert spec.config is not None  # the validator guarantees one of them
     return get_engine(spec.config.engine).readiness(spec.config)
+
+
+# -- prerequisites -----------------------------------------------------------------------------
+
+_MODULE_CHECK = ("import importlib.util, sys; "
+                 "sys.exit(importlib.util.find_spec(sys.argv[1]) is None)")
+_MODULE_CHECK_TIMEOUT_S = 30.0
+
+
+def local_prerequisite(config: EngineConfig, venv: Path | None = None) -> str | None:
+    """Why `config`'s engine cannot start here as a local process, in one line; None when its
+    program (and, for `python -m X`, the package X) is found: on PATH, or in `venv`'s bin
+    first, as the launch resolves it. Said before a run, not after it failed."""
+    argv = get_engine(config.engine).server_argv(config)
+    path = os.environ.get("PATH", "")
+    where = "PATH"
+    if venv is not None:
+        path = os.pathsep.join([str(venv / "bin"), path])
+        where = f"{venv / 'bin'} or PATH"
+    program = shutil.which(argv[0], path=path)
+    if program is None:
+        return (f"`{argv[0]}` is not in {where}: install {config.engine} here, or name the "
+                "virtual environment that holds it")
+    if len(argv) > 2 and argv[1] == "-m":
+        package = argv[2].split(".")[0]
+        try:
+            found = subprocess.run([program, "-c", _MODULE_CHECK, package],
+                                   capture_output=True, timeout=_MODULE_CHECK_TIMEOUT_S,
+                                   check=False).returncode == 0
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"`{argv[0]}` did not answer whether it has `{package}` ({exc})"
+        if not found:
+            return (f"`{argv[0]} -m {argv[2]}` needs the `{package}` package, which "
+                    f"`{argv[0]}` in {where} does not have: install {config.engine} there, "
+                    "or name the virtual environment that holds it")
+    return None
 
 
 # -- start -------------------------------------------------------------------------------------

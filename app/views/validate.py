@@ -22,6 +22,7 @@ from app.resources import (
     current_trace,
     environment,
     hide_home,
+    local_engine_missing,
     profile_for,
     remember_run,
     trace_path_for,
@@ -37,13 +38,18 @@ from runners.schemas import Api
 from runners.workloads import BENCH_KINDS
 
 JOB_KEY = "servefit.validate.job"
+JOB_FOR_KEY = "servefit.validate.job_for"  # the command line of the form the job ran
 
 
-def _where(env, pick_engine: str) -> dict:
-    """The server fields of the run's `BenchOptions`."""
+def _where(env, config) -> dict:
+    """The server fields of the run's `BenchOptions`, with what each way needs said before a
+    run rather than after it failed."""
+    pick_engine = config.engine
     where = st.radio("Server", list(LAUNCH_MODES), format_func=LAUNCH_MODES.__getitem__,
                      key="val.where")
     if where == "endpoint":
+        st.caption("Nothing is launched: a server must already answer the OpenAI API at this "
+                   "URL (e.g. the exported `serve.sh` on the GPU machine).")
         kinds = list(get_args(EngineKind))
         return {"endpoint": st.text_input("Base URL", "http://127.0.0.1:8000", key="val.url"),
                 "model": st.text_input("Served model name (empty: the server's first)", "",
@@ -55,12 +61,19 @@ def _where(env, pick_engine: str) -> dict:
     if where == "local":
         out["engine_venv"] = st.text_input("Virtual environment holding the engine (empty: the "
                                            "engine's command on PATH)", "", key="val.venv") or None
+        missing = local_engine_missing(config.model_dump_json(), out["engine_venv"])
+        if missing:
+            st.warning(plain(hide_home(f"Not startable here: {missing}.")))
         if not env.nvidia_gpu:
             st.warning("No NVIDIA GPU here (no nvidia-smi): only a CPU build of an engine can "
                        "start, and its figures say nothing about the GPU prediction.")
     else:
         out["model_cache_dir"] = st.text_input("Host folder of the Hugging Face cache",
                                                env.host_models_dir, key="val.models_dir")
+        if not env.nvidia_gpu:
+            st.warning("No NVIDIA GPU here (no nvidia-smi): the image starts with `--gpus`, "
+                       "which Docker refuses without one; run the command below on the GPU "
+                       "machine.")
         if not (env.docker_cli and env.docker_socket):
             st.warning("No Docker here (" + ("no socket" if env.docker_cli else "no docker CLI")
                        + "): run the app with the Docker socket mounted (see README, Docker), "
@@ -259,7 +272,7 @@ def render() -> None:
     st.caption(f"Config: {rec.pick.label} ({rec.model}); trace: {plain(current_trace().name)}")
     env = environment()
     try:
-        where = _where(env, rec.pick.config.engine)
+        where = _where(env, rec.pick.config)
         with user_paths(current_trace()):
             options = bench_options(rec, where, _workload(trace_path_for(current_trace())))
     except ServeFitError as exc:
@@ -271,6 +284,13 @@ def render() -> None:
                            mime="application/json", key="val.rec_json")
         st.code(shlex.join(bench_argv(options)), language="bash")
     job: BenchJob | None = st.session_state.get(JOB_KEY)
+    asked = shlex.join(bench_argv(options))
+    if job is not None and not job.running and st.session_state.get(JOB_FOR_KEY) != asked:
+        # A finished run (or its error) belongs to the form as it was: after the server or
+        # the load changes, showing it here would pass it off as this form's answer.
+        st.session_state.pop(JOB_KEY)
+        st.caption("The last run was for other settings; its results are under Runs.")
+        job = None
     busy = job is not None and job.running
     if st.button("Start the benchmark", type="primary", disabled=busy, key="val.start"):
         try:
@@ -279,6 +299,7 @@ def render() -> None:
             st.error(plain(f"cannot run this benchmark: {hide_home(str(exc))}"))
         else:
             st.session_state[JOB_KEY] = BenchJob(request).start()
+            st.session_state[JOB_FOR_KEY] = asked
     _live()
 
 

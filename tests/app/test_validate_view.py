@@ -73,6 +73,15 @@ def test_docker_mode_without_docker_says_so_and_gives_the_command(app_home, rec,
     assert ref.SAMPLE.name in command
 
 
+def test_local_mode_says_up_front_that_the_engine_is_not_installed(app_home, rec, monkeypatch):
+    monkeypatch.setenv("PATH", "")  # neither the engine's program nor a python3
+    at = _validate(rec)
+    at.radio(key="val.where").set_value("local").run()
+    assert not at.exception
+    warned = [w.value for w in at.warning if "Not startable here" in w.value]
+    assert len(warned) == 1 and "is not in PATH" in warned[0].replace("\\", ""), warned
+
+
 def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
     server = FakeOpenAI(ttft_s=0.01, tpot_s=0.005).start()
     try:
@@ -172,6 +181,12 @@ def test_a_server_whose_every_stream_is_garbage_is_a_failed_run_with_its_reason(
     assert any(e.value.replace("\\", "") == f"The run failed: {report.error}".replace("\\", "")
                for e in at.error)
     assert report.error.startswith("no request succeeded")
+    # another server: the failure above is not this form's answer any more
+    at.radio(key="val.where").set_value("docker").run()
+    assert not at.exception
+    assert not any("The run failed" in e.value for e in at.error)
+    assert JOB_KEY not in at.session_state
+    assert any("last run was for other settings" in c.value for c in at.caption)
 
 
 def test_a_file_url_is_refused_before_a_run(app_home, rec):

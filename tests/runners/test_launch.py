@@ -23,7 +23,14 @@ from engines import get_engine
 from engines.common import openai_readiness
 from engines.config import EngineConfig
 from runners.client import send
-from runners.launch import Endpoint, LaunchError, LaunchSpec, group_alive, launched
+from runners.launch import (
+    Endpoint,
+    LaunchError,
+    LaunchSpec,
+    group_alive,
+    launched,
+    local_prerequisite,
+)
 from runners.ports import free_port
 from runners.schemas import RequestSpec
 
@@ -381,3 +388,34 @@ def test_bad_command_is_a_launch_error(tmp_path, engine):
 def test_spec_validation(fields):
     with pytest.raises(ValidationError):
         LaunchSpec(**fields)
+
+
+def _executable(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_a_local_engine_that_is_not_installed_is_said_before_a_run(tmp_path, monkeypatch):
+    """Issue 27: local mode ran `python3 -m sglang.launch_server` without SGLang and showed
+    the failure after it; the prerequisite is now one line up front, resolved as the launch
+    resolves the program (the venv's bin first, then PATH)."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    vllm = EngineConfig(engine="vllm", model="m")
+    assert "`vllm` is not in PATH" in local_prerequisite(vllm)
+    venv = tmp_path / "venv"
+    _executable(venv / "bin" / "vllm", "#!/bin/sh\nexit 0\n")
+    assert local_prerequisite(vllm, venv) is None
+    # a python without the package, then one whose path holds it
+    sglang = EngineConfig(engine="sglang", model="m")
+    argv = get_engine("sglang").server_argv(sglang)
+    assert argv[1] == "-m"
+    python = _executable(venv / "bin" / argv[0], f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    why = local_prerequisite(sglang, venv)
+    assert why is not None and "needs the `sglang` package" in why
+    package = tmp_path / "site" / "sglang"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
+    assert local_prerequisite(sglang, venv) is None
