@@ -37,12 +37,22 @@ _SPAN_SQL = f"SELECT count(arrival_s), max(arrival_s) - min(arrival_s) FROM {REQ
 
 # The table is stored in request_id order and DuckDB preserves insertion order, so a streaming
 # lag over () sees arrival order without a sort (Spark gets ORDER BY request_id: spark_sql).
+# Besides the CV: the smallest step between distinct arrival times and the share of arrivals
+# at the same instant as the one before, which tell a coarse clock from the traffic.
 _GAPS_CV_SQL = f"""
-SELECT stddev_pop(gap) / avg(gap) FROM (
+SELECT stddev_pop(gap) / avg(gap),
+       min(CASE WHEN gap > 0 THEN gap END),
+       avg(CASE WHEN gap = 0 THEN 1.0 ELSE 0.0 END)
+FROM (
     SELECT arrival_s - lag(arrival_s) OVER () AS gap
     FROM {REQUESTS_TABLE} WHERE arrival_s IS NOT NULL
 ) WHERE gap IS NOT NULL
 """
+
+# A clock this coarse, with at least this share of arrivals tied, makes the 1 s figures and
+# the CV describe the timestamps' resolution (Mooncake's come in 3 s steps).
+COARSE_CLOCK_STEP_S = 1.0
+COARSE_CLOCK_TIED_SHARE = 0.5
 
 # One pass over the trace into per-second counts; the 1 s and 60 s peaks and the (dense) rate
 # series of `?`-second windows all come from that small table: floor(t / w) = floor(t) // w
@@ -250,7 +260,9 @@ def _timing(
     if rows is None:  # not in arrival order (an older workspace), or not DuckDB: SQL
         rows = con.execute(_WINDOWS_SQL, [window]).fetchall()
     peak1, peak60 = float(rows[0][4]), rows[0][5] / 60.0
-    (cv,) = con.execute(_GAPS_CV_SQL).fetchone()
+    cv, step, tied = con.execute(_GAPS_CV_SQL).fetchone()
+    if clock := _coarse_clock(step, tied):
+        warnings.append(clock)
     mean = n_timed / duration if duration else None
     if not duration:
         warnings.append("all requests arrive at the same instant: rates are undefined")
@@ -271,6 +283,18 @@ def _timing(
         output_tokens=[int(r[3]) for r in rows],
     ) if duration else None
     return timing, series
+
+
+def _coarse_clock(step_s: float | None, tied_share: float | None) -> str | None:
+    """The warning for timestamps too coarse for the per-second figures, else None."""
+    if step_s is None or tied_share is None or step_s < COARSE_CLOCK_STEP_S * 0.999 \
+            or tied_share < COARSE_CLOCK_TIED_SHARE:
+        return None
+    figures = ("the 1 s peak, its peak-to-mean and the inter-arrival CV"
+               if step_s > COARSE_CLOCK_STEP_S * 1.001 else "the inter-arrival CV")
+    return (f"arrival times come in steps of {step_s:,.4g} s and {tied_share:.0%} of requests "
+            f"arrive at the same instant as the one before: {figures} describe the clock's "
+            "resolution, not the traffic; read the 60 s figures")
 
 
 def _rate_window(duration_s: float) -> int:

@@ -97,6 +97,23 @@ def test_figures_equal_independent_computation(profiles, name):
 
 
 @pytest.mark.parametrize("name", list(TRACES))
+def test_a_clock_coarser_than_the_per_second_figures_is_said(profiles, name):
+    """Issue 27: Mooncake's conversation trace stamps arrivals in 3 s steps (90 % of them at
+    the instant of the one before), so its 1 s peak and CV are the clock's; the others not."""
+    path, reader = TRACES[name]
+    gaps = np.diff(reader(path)["t"])
+    step, tied = gaps[gaps > 0].min(), (gaps == 0).mean()
+    said = [w for w in profiles[name].warnings if "arrival times come in steps" in w]
+    if step >= 1.0 and tied >= 0.5:
+        assert len(said) == 1 and f"steps of {step:,.4g} s" in said[0], said
+        assert f"{tied:.0%} of requests" in said[0] and "the 1 s peak" in said[0]
+    else:
+        assert not said, said
+    if name == "mooncake_conversation":
+        assert said  # the case this rule is for
+
+
+@pytest.mark.parametrize("name", list(TRACES))
 def test_rate_series_counts_every_request(profiles, name):
     path, reader = TRACES[name]
     raw = reader(path)
