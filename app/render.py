@@ -121,8 +121,9 @@ def prediction_text(prediction: LoadPrediction) -> str:
 def latency_rows(figures: dict[str, Latency]) -> dict[str, list[str]]:
     """Latency percentiles (`core.figures.Latency` by name, seconds) as a ms table for the
     screen."""
-    return {"": list(figures), **{q: [fmt_ms(getattr(f, q), "{:,.1f}") for f in figures.values()]
-                                  for q in QUANTILES}}
+    return {"latency (ms)": list(figures),
+            **{q: [fmt_ms(getattr(f, q), "{:,.1f}") for f in figures.values()]
+               for q in QUANTILES}}
 
 
 def interval_text(figures: ServingFigures) -> str:
@@ -216,6 +217,60 @@ def candidate_rows(candidates: list[Candidate]) -> dict[str, list]:
                             for c in candidates],
         "why not": [c.rejected_reason or "" for c in candidates],
     }
+
+
+# What each part of a configuration label (recommender.recommend.label) means, for the
+# legend under the tables: (pattern of the part, words with the part's value as {0}).
+LABEL_TERMS: tuple[tuple[str, str], ...] = (
+    (r"tp(\d+)$", "tp{0}: tensor parallelism over {0} GPU(s) per replica"),
+    (r"tep(\d+)$", "tep{0}: tensor parallelism over {0} GPUs, experts spread by expert "
+                    "parallelism over the same GPUs"),
+    (r"(?:tp\d+)?dep(\d+)$", "dep{0}: attention data-parallel over {0} GPUs with the experts "
+                              "spread over all of them (DeepSeek-style DEP)"),
+    (r"×(\d+)$", "×{0}: {0} replicas of that layout behind a router"),
+    (r"kv-(\w+)$", "kv-{0}: the KV cache stored in {0}"),
+    (r"seqs(\d+)$", "seqs{0}: at most {0} sequences in a batch (max_num_seqs / "
+                    "max-running-requests / max_batch_size)"),
+    (r"budget(\d+)$", "budget{0}: at most {0} tokens scheduled per step "
+                      "(max_num_batched_tokens / chunked-prefill size / max_num_tokens)"),
+    (r"chunked-(on|off)$", "chunked-{0}: long prompts split across steps ({0})"),
+    (r"prefix-(on|off)$", "prefix-{0}: prefix caching, reuse of shared prompt blocks ({0})"),
+    (r"(ngram|eagle3?|draft_model|mtp)(\d+)$",
+     "{0}{1}: speculative decoding, {1} draft tokens a step proposed by {0}"),
+)
+
+# Help for the candidate table's columns (shown on hover).
+CANDIDATE_HELP = {
+    "config": "The engine and its settings; the legend below says what each part means.",
+    "feasible": "Fits in GPU memory and meets the SLOs at today's load.",
+    "KV headroom": "Share of the KV cache left free at the busiest moment of the replay.",
+    "band": "Median error of this calibration cell on published runs left out of the fit.",
+    "coverage (rows)": "How many held-out published runs the band comes from (0: none).",
+    "$/Mtok today": "US dollars per million output tokens at today's load.",
+    "why not": "Why the search ranked it out, when it did.",
+}
+
+# What binds first as load grows (core.capacity.Limit), said in full on hover.
+LIMIT_HELP = {
+    "kv_capacity": "The KV cache fills: sequences are preempted or wait for memory.",
+    "compute": "The GPU is busy every step: a queue grows though neither cap binds.",
+    "max_num_seqs": "The sequence cap is reached while requests wait.",
+    "prefill_interference": "TPOT breaks with no queue: prefills stretch the decode steps "
+                            "of running sequences.",
+    "none": "Nothing breaks within the loads tried.",
+}
+
+
+def label_legend(labels: list[str]) -> list[str]:
+    """One line per kind of label part the given labels use, in LABEL_TERMS' order, each
+    with the first value seen (engine and weight names are left as they are)."""
+    lines = []
+    parts = [p for text in labels for p in re.split(r"\s+|(?=×)", text) if p]
+    for pattern, words in LABEL_TERMS:
+        hit = next((m for p in parts if (m := re.fullmatch(pattern, p))), None)
+        if hit is not None:
+            lines.append(words.format(*hit.groups()))
+    return lines
 
 
 def candidate_points(candidates: list[Candidate], pick_label: str) -> list[dict]:

@@ -7,12 +7,15 @@ import streamlit as st
 
 from app import charts
 from app.render import (
+    CANDIDATE_HELP,
+    LIMIT_HELP,
     band_text,
     candidate_points,
     candidate_rows,
     decision_line,
     fmt_ms,
     interval_text,
+    label_legend,
     latency_rows,
     plain,
     price_text,
@@ -158,14 +161,22 @@ def _pick(rec) -> None:
         st.warning(warning.text)
 
 
+def _candidates_table(candidates) -> None:
+    st.dataframe(candidate_rows(candidates), hide_index=True, column_config={
+        name: st.column_config.Column(help=text) for name, text in CANDIDATE_HELP.items()})
+
+
 def _others(rec) -> None:
     st.markdown("**Best configuration of each engine**")
-    st.dataframe(candidate_rows(rec.alternatives), hide_index=True)
+    _candidates_table(rec.alternatives)
+    with st.expander("What the configuration labels mean"):
+        st.markdown("\n".join(f"- {plain(line)}" for line in
+                               label_legend([c.label for c in rec.candidates])))
     st.plotly_chart(charts.latency_throughput(
         candidate_points(rec.candidates, rec.pick.label), "output tokens/s (all GPUs)",
         "TTFT p95 (ms)"), width="stretch")
     with st.expander(f"All {len(rec.candidates)} candidates"):
-        st.dataframe(candidate_rows(rec.candidates), hide_index=True)
+        _candidates_table(rec.candidates)
     if rec.routing is not None:
         st.markdown(f"**Routing plan** — {rec.routing.gain_text}")
         st.dataframe({"route": [d.criteria for d in rec.routing.deployments],
@@ -188,7 +199,7 @@ def _capacity(rec) -> None:
     cols[1].metric("× trace mean", f"{b.multiple_of_mean:,.2g}×")
     cols[2].metric("× trace peak", "n/a" if b.multiple_of_peak is None
                    else f"{b.multiple_of_peak:,.2g}×")
-    cols[3].metric("Binds first", LIMIT_TEXT[b.binding])
+    cols[3].metric("Binds first", LIMIT_TEXT[b.binding], help=LIMIT_HELP[b.binding])
     st.caption(f"{boundary_text(b)}. Today: {cap.today_rps:,.3g} req/s. Found with "
                f"{cap.method}.")
     st.dataframe({"engine's best": [x.label for x in [b, *cap.alternatives]],

@@ -212,3 +212,23 @@ def test_a_trace_read_with_a_column_map_is_recommended_on_its_own_requests(app_h
     rec = at.session_state[RECOMMENDATION_KEY]
     assert rec.request.source.endswith(".parquet")  # the canonical copy, not the raw CSV
     assert "synthetic" not in rec.window  # the trace's own requests were simulated
+
+
+def test_every_label_part_on_screen_is_explained(recommended):
+    """Issue 27: 'budget2048', 'kv-fp8', 'chunked-off' were shown with no word on what they
+    are; each part of every candidate's label (past the engine and weight format) now has a
+    line in the legend, and the latency table and the candidate columns say their units."""
+    at = recommended
+    rec = at.session_state[RECOMMENDATION_KEY]
+    (legend,) = [e for e in at.expander if e.label == "What the configuration labels mean"]
+    text = legend.markdown[0].value.replace("\\", "")
+    parts = {p for c in rec.candidates for p in c.label.replace("×", " ×").split()[2:]}
+    parts -= {c.config.weight_quantization or "bf16" for c in rec.candidates}
+    assert parts
+    for part in parts:
+        kind = part.rstrip("0123456789").removesuffix("-on").removesuffix("-off")
+        assert f"- {kind}" in text, (part, text)
+    tables = [t.value for t in at.dataframe]
+    latency = next(t for t in tables if "latency (ms)" in t.columns)
+    assert list(latency["latency (ms)"]) == ["TTFT", "TPOT", "ITL", "E2E"]
+    assert any("TTFT p95 (ms)" in t.columns for t in tables)
