@@ -43,7 +43,11 @@ def log_histogram(hist: LogHistogram, title: str, unit: str) -> go.Figure:
                              line={"shape": "hv"}), secondary_y=True)
     fig.update_xaxes(type="log", title_text=unit)
     fig.update_yaxes(title_text="count", secondary_y=False)
-    fig.update_yaxes(title_text="CDF", range=[0, 1], secondary_y=True)
+    # Fixed quartile ticks: left to itself Plotly aligns them with the counts' grid
+    # (0.307, 0.615, 0.922).
+    fig.update_yaxes(title_text="CDF", range=[0, 1], tickmode="array",
+                     tickvals=[0, 0.25, 0.5, 0.75, 1], tickformat=".0%", showgrid=False,
+                     secondary_y=True)
     subtitle = f" ({hist.zeros:,} at zero, not on the log axis)" if hist.zeros else ""
     return _layout(fig, title + subtitle)
 

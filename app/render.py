@@ -273,6 +273,25 @@ def label_legend(labels: list[str]) -> list[str]:
     return lines
 
 
+def _compact(n: int) -> str:
+    """A count compact for a tile label (1500 -> 1,500, 16000 -> 16k, 5120000 -> 5.12M)."""
+    if n >= 1_000_000:
+        return f"{n / 1e6:.3g}M"
+    return f"{n / 1e3:.3g}k" if n >= 10_000 or (n >= 1000 and n % 1000 == 0) else f"{n:,}"
+
+
+def lru_tile(blocks: int, ratio: float, block_size: int | None) -> tuple[str, str, str]:
+    """An LRU reuse tile: its size in tokens when the block size is known (16 for text the
+    profiler hashed, 512 for Mooncake's hash ids), else in blocks."""
+    if block_size:
+        return (f"LRU {_compact(blocks * block_size)} tok", f"{ratio:.1%}",
+                f"Prefix-cache hit ratio of an LRU cache holding {blocks:,} blocks of "
+                f"{block_size:,} tokens ({blocks * block_size:,} tokens).")
+    return (f"LRU {_compact(blocks)} blocks", f"{ratio:.1%}",
+            f"Prefix-cache hit ratio of an LRU cache holding {blocks:,} blocks (the trace "
+            "does not say how many tokens a block holds).")
+
+
 def candidate_points(candidates: list[Candidate], pick_label: str) -> list[dict]:
     """Chart points: output tok/s against p95 TTFT (ms), grouped by engine (a candidate
     without a p95 TTFT has no point)."""

@@ -5,18 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.render import fmt_value, ngram_detail, plain
+from app.render import fmt_value, lru_tile, ngram_detail, plain
 from app.resources import charts_for, current_trace, profile_for
 from core.errors import ServeFitError
 from profiler.chart_data import ChartData, segment_outlines
 from profiler.schema import Profile
 
 TILES_PER_ROW = 4  # five cut values and labels short at common window widths
-
-
-def _blocks(n: int) -> str:
-    """A cache size in blocks, compact for a tile label (1000 -> 1k, 1500 -> 1,500)."""
-    return f"{n // 1000:,}k" if n >= 1000 and n % 1000 == 0 else f"{n:,}"
 
 
 def _headline(p: Profile) -> None:
@@ -44,8 +39,7 @@ def _headline(p: Profile) -> None:
          "Share of prompt blocks already seen earlier in the trace: the hit ratio of an "
          "unbounded prefix cache."),
     ]
-    tiles += [(f"Reuse, LRU {_blocks(int(blocks))}", f"{ratio:.1%}",
-               f"Prefix-cache hit ratio of an LRU cache holding {int(blocks):,} blocks.")
+    tiles += [lru_tile(int(blocks), ratio, p.format.block_size)
               for blocks, ratio in (p.prefix_reuse_lru or {}).items()]
     ngram = p.format.ngram_acceptance
     if ngram is not None:
@@ -94,11 +88,12 @@ def _segments_tab(p: Profile) -> None:
     st.dataframe({"segment": [i + 1 for i in range(len(p.segments))],
                   "share": [f"{s.share:.1%}" for s in p.segments],
                   "requests": [s.n_requests for s in p.segments],
-                  "input p50": [s.input_tokens_p50 for s in p.segments],
-                  "output p50": [s.output_tokens_p50 for s in p.segments]},
+                  "input p50 (tokens)": [f"{s.input_tokens_p50:,.0f}" for s in p.segments],
+                  "output p50 (tokens)": [f"{s.output_tokens_p50:,.0f}" for s in p.segments]},
                  hide_index=True)
-    st.dataframe({"": ["input tokens", "output tokens"],
-                  **{k: [getattr(p.input_tokens, k), getattr(p.output_tokens, k)]
+    st.dataframe({"tokens": ["input", "output"],
+                  **{k: [f"{getattr(p.input_tokens, k):,.{1 if k == 'mean' else 0}f}",
+                         f"{getattr(p.output_tokens, k):,.{1 if k == 'mean' else 0}f}"]
                      for k in ("p50", "p90", "p99", "mean", "min", "max")}},
                  hide_index=True)
 

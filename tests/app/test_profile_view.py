@@ -106,11 +106,12 @@ def test_reuse_tiles_are_short_with_their_detail_in_help(app_home):
     at.switch_page("views/profile.py").run()
     assert not at.exception and not at.error
     labels = [m.label for m in at.metric]
-    assert [x for x in labels if x.startswith("Reuse, LRU")] == [
-        "Reuse, LRU 1k", "Reuse, LRU 10k", "Reuse, LRU 100k"]
+    # sized in tokens: Mooncake's hash ids stand for blocks of 512 tokens (issue 27)
+    assert [x for x in labels if x.startswith("LRU")] == [
+        "LRU 512k tok", "LRU 5.12M tok", "LRU 51.2M tok"]
     assert max(map(len, labels)) <= 16
     assert all(m.value == "n/a" or len(m.value) <= 9 for m in at.metric)
     assert all(m.help for m in at.metric)
-    assert next(m.help for m in at.metric if m.label == "Reuse, LRU 10k").endswith(
-        "holding 10,000 blocks.")
+    assert next(m.help for m in at.metric if m.label == "LRU 5.12M tok").endswith(
+        "holding 10,000 blocks of 512 tokens (5,120,000 tokens).")
     assert next(m.value for m in at.metric if m.label == "Prefix reuse").endswith("%")
