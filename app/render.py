@@ -293,12 +293,21 @@ def lru_tile(blocks: int, ratio: float, block_size: int | None) -> tuple[str, st
 
 
 def candidate_points(candidates: list[Candidate], pick_label: str) -> list[dict]:
-    """Chart points: output tok/s against p95 TTFT (ms), grouped by engine (a candidate
-    without a p95 TTFT has no point)."""
-    return [{"x": c.predicted.output_throughput_tok_s, "y": c.predicted.ttft_s.p95 * 1e3,
+    """Chart points on the axes the Pareto flags are computed on (recommender.scoring.
+    pareto_flags): x the latency objective (p95 TTFT + p95 TPOT x (mean output - 1), ms),
+    y goodput per GPU (req/s). The mean output length is the one every candidate served:
+    output tokens/s over requests/s. A candidate that served nothing has no point."""
+    from recommender.scoring import latency_s
+
+    served = [c for c in candidates if c.predicted.request_throughput_rps > 0]
+    if not served:
+        return []
+    p0 = served[0].predicted
+    mean_out = p0.output_throughput_tok_s / p0.request_throughput_rps
+    return [{"x": latency_s(c.predicted, mean_out) * 1e3,
+             "y": (c.predicted.goodput_rps or 0.0) / (c.replicas * c.config.gpus_per_instance),
              "label": c.label, "group": c.config.engine, "pareto": c.pareto,
-             "picked": c.label == pick_label} for c in candidates
-            if c.predicted.ttft_s.p95 is not None]
+             "picked": c.label == pick_label} for c in served]
 
 
 def _ms(value: float | None, digits: int = 1) -> float | None:

@@ -173,8 +173,9 @@ def _others(rec) -> None:
         st.markdown("\n".join(f"- {plain(line)}" for line in
                                label_legend([c.label for c in rec.candidates])))
     st.plotly_chart(charts.latency_throughput(
-        candidate_points(rec.candidates, rec.pick.label), "output tokens/s (all GPUs)",
-        "TTFT p95 (ms)"), width="stretch")
+        candidate_points(rec.candidates, rec.pick.label),
+        "p95 TTFT + p95 TPOT × (mean output − 1) (ms, log)", "goodput per GPU (req/s)"),
+        width="stretch")
     with st.expander(f"All {len(rec.candidates)} candidates"):
         _candidates_table(rec.candidates)
     if rec.routing is not None:

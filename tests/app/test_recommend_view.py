@@ -232,3 +232,39 @@ def test_every_label_part_on_screen_is_explained(recommended):
     latency = next(t for t in tables if "latency (ms)" in t.columns)
     assert list(latency["latency (ms)"]) == ["TTFT", "TPOT", "ITL", "E2E"]
     assert any("TTFT p95 (ms)" in t.columns for t in tables)
+
+
+def test_the_candidates_chart_is_drawn_on_its_fronts_axes(recommended):
+    """Issue 27: the chart plotted output tok/s (the same for every candidate that keeps up)
+    against p95 TTFT while its front came from goodput per GPU and latency, so the pick's
+    star sat off the line. Now the points are those axes, recomputed here from the figures."""
+    at = recommended
+    rec = at.session_state[RECOMMENDATION_KEY]
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    (chart,) = [s for s in specs if "Pareto" in s["layout"]["title"]["text"]]
+    traces = {t["name"]: t for t in chart["data"]}
+    served = [c for c in rec.candidates if c.predicted.request_throughput_rps > 0]
+    p = served[0].predicted
+    mean_out = p.output_throughput_tok_s / p.request_throughput_rps
+
+    def point(c):
+        f = c.predicted
+        latency = f.ttft_s.p95 + f.tpot_s.p95 * max(mean_out - 1, 0)
+        gpus = c.replicas * c.config.tp * c.config.dp * c.config.pp
+        return latency * 1e3, (f.goodput_rps or 0.0) / gpus
+
+    front = sorted(point(c) for c in served if c.pareto)
+    drawn = sorted(zip(traces["Pareto front"]["x"], traces["Pareto front"]["y"], strict=True))
+    assert len(drawn) == len(front)
+    for got, want in zip(drawn, front, strict=True):
+        assert got == pytest.approx(want)
+    # the front is what no other candidate beats on both axes
+    points = [point(c) for c in served]
+    for x, y in front:
+        assert not any(x2 <= x and y2 >= y and (x2, y2) != (x, y) for x2, y2 in points)
+    star = (traces["pick"]["x"][0], traces["pick"]["y"][0])
+    assert star == pytest.approx(point(rec.pick))
+    if rec.pick.pareto:
+        assert any(star == pytest.approx(d) for d in drawn)
+    assert chart["layout"]["xaxis"]["type"] == "log"
+    assert len({round(x, 6) for x, _ in points}) > 1  # not a vertical strip
