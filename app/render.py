@@ -46,6 +46,24 @@ def fmt_value(value: float | None, spec: str = "{:,.2f}") -> str:
     return _num(value, spec)
 
 
+# The library's messages name the CLI's flags; the web views name their own fields instead.
+WEB_WORDS = (
+    ("--synthesize-arrivals RATE", "a rate in “Synthesize Poisson arrivals” (Start, Reading "
+                                   "options)"),
+    ("--synthesize-arrivals", "“Synthesize Poisson arrivals” (Start, Reading options)"),
+    ("--arrival-rate RPS", "a rate in “Arrival rate for a trace without timestamps” "
+                           "(Recommend, Search settings)"),
+    ("pass --tokenizer DIR for exact counts", "the CLI's --tokenizer DIR counts them exactly"),
+)
+
+
+def web_words(text: str) -> str:
+    """A library message with the CLI flags it names said as the web form's fields."""
+    for flag, field in WEB_WORDS:
+        text = text.replace(flag, field)
+    return text
+
+
 def fmt_ms(seconds: float | None, spec: str = "{:,.0f} ms") -> str:
     """Seconds shown as milliseconds."""
     return "n/a" if seconds is None else spec.format(seconds * 1e3)

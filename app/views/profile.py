@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.render import fmt_value, lru_tile, ngram_detail, plain
+from app.render import fmt_value, lru_tile, ngram_detail, plain, web_words
 from app.resources import charts_for, current_trace, profile_for
 from core.errors import ServeFitError
 from profiler.chart_data import ChartData, segment_outlines
@@ -106,12 +106,12 @@ def render() -> None:
             profile = profile_for(choice)
             chart_records = charts_for(choice)
     except ServeFitError as exc:
-        st.error(plain(str(exc)))
+        st.error(plain(web_words(str(exc))))
         return
     st.caption(plain(f"{choice.name}: {profile.format.explanation}. "
                      f"Time: {profile.format.timestamp_rule}."))
     for warning in profile.warnings:
-        st.warning(plain(warning))
+        st.warning(plain(web_words(warning)))
     _headline(profile)
     arrivals, lengths, reuse, segments = st.tabs(
         ["Arrivals", "Lengths", "Prefix reuse", "Segments"])

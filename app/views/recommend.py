@@ -19,6 +19,7 @@ from app.render import (
     latency_rows,
     plain,
     price_text,
+    web_words,
 )
 from app.resources import (
     bundle_zip,
@@ -83,6 +84,9 @@ def _form(shown):
             max_requests = st.number_input("Requests simulated (a window of the trace)",
                                            min_value=100, value=was.max_requests, step=1_000,
                                            key="rec.max_requests")
+            rate = st.number_input("Arrival rate for a trace without timestamps (req/s), "
+                                   "0 = the trace's own", min_value=0.0,
+                                   value=was.arrival_rate_rps or 0.0, key="rec.arrival_rate")
             seed = st.number_input("Seed", min_value=0, value=was.seed)
             price = st.number_input("USD per GPU-hour for $/Mtok, 0 = the catalog's list "
                                     "price", min_value=0.0,
@@ -98,6 +102,7 @@ def _form(shown):
         source=trace_path_for(choice), gpu=gpu, gpus=int(count), model=model,
         slo_ttft_p95_s=ttft / 1e3 or None, slo_tpot_p95_s=tpot / 1e3 or None,
         objective=objective, max_requests=int(max_requests), seed=int(seed),
+        arrival_rate_rps=rate or None,
         gpu_price_per_hour_usd=price or None)
 
 
@@ -119,7 +124,7 @@ def _run(request) -> None:
                             progress=progress)
     except ServeFitError as exc:
         bar.empty()
-        st.error(plain(str(exc)))
+        st.error(plain(web_words(str(exc))))
         return
     bar.empty()
     save_recommendation(choice, rec)
@@ -158,7 +163,7 @@ def _pick(rec) -> None:
                                             if r.value is not None else "")
                           for r in rec.reasons))
     for warning in rec.warnings:
-        st.warning(warning.text)
+        st.warning(plain(web_words(warning.text)))
 
 
 def _candidates_table(candidates) -> None:

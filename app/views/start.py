@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.render import plain
+from app.render import plain, web_words
 from app.resources import (
     PENDING_KEY,
     SAMPLE_LABEL,
@@ -48,11 +48,11 @@ def _try_profile(choice: TraceChoice) -> bool:
         with st.spinner(f"Reading and profiling {plain(choice.name)}…"):
             profile = profile_for(choice)
     except FormatDetectionError as exc:
-        st.error(plain(str(exc)))
+        st.error(plain(web_words(str(exc))))
         st.info("Name the columns below (or pick the format) and read the file again.")
         return False
     except ServeFitError as exc:
-        st.error(plain(str(exc)))
+        st.error(plain(web_words(str(exc))))
         return False
     st.session_state[TRACE_KEY] = choice
     st.session_state.pop(PENDING_KEY, None)

@@ -268,3 +268,27 @@ def test_the_candidates_chart_is_drawn_on_its_fronts_axes(recommended):
         assert any(star == pytest.approx(d) for d in drawn)
     assert chart["layout"]["xaxis"]["type"] == "log"
     assert len({round(x, 6) for x, _ in points}) > 1  # not a vertical strip
+
+
+def test_a_trace_without_timestamps_asks_for_the_forms_rate_and_takes_it(app_home):
+    """Issue 27: the web form said '--arrival-rate RPS', a flag it had no field for."""
+    import io
+
+    from app.resources import store_upload
+
+    data = (ref.TRACES / "sharegpt_head1000.json.gz").read_bytes()
+    at = AppTest.from_file(str(ENTRY), default_timeout=300)
+    at.session_state[TRACE_KEY] = store_upload(io.BytesIO(data), "sharegpt.json.gz", len(data))
+    at.run()
+    at.switch_page("views/recommend.py").run()
+    at.number_input(key="rec.max_requests").set_value(200)
+    next(b for b in at.button if b.label == "Recommend").click().run()
+    assert not at.exception
+    (error,) = [e.value.replace("\\", "") for e in at.error]
+    assert "no timestamps" in error and "Arrival rate for a trace without timestamps" in error
+    assert "--arrival-rate" not in error
+    at.number_input(key="rec.arrival_rate").set_value(2.0)
+    next(b for b in at.button if b.label == "Recommend").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    rec = at.session_state[RECOMMENDATION_KEY]
+    assert rec.request.arrival_rate_rps == 2.0
