@@ -17,7 +17,7 @@ WORKDIR /opt/servefit
 COPY requirements.txt ./
 RUN pip install --no-cache-dir -r requirements.txt
 
-# Only what the app runs: the libraries, their data and the Streamlit config.
+# Only what the app runs: the libraries (app/ holds the Streamlit config) and their data.
 COPY core/ core/
 COPY app/ app/
 COPY profiler/ profiler/
@@ -25,7 +25,6 @@ COPY engines/ engines/
 COPY recommender/ recommender/
 COPY runners/ runners/
 COPY data/ data/
-COPY .streamlit/ .streamlit/
 
 # Non-root. Add the socket's group at run time (--group-add) to start sibling containers.
 RUN useradd --create-home --uid 10001 --user-group servefit \

@@ -45,15 +45,15 @@ def _free_port() -> int:
 
 @pytest.fixture
 def app_url(tmp_path):
-    """The app as scripts/run_app.sh starts it (repository root: its .streamlit/config.toml),
-    with its store in tmp_path."""
+    """The app as a user starts it, from a directory outside the checkout (its config sits
+    beside the entry script, app/.streamlit/config.toml), with its store in tmp_path."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SERVEFIT_APP_HOME": str(tmp_path / "home")}
     log = (tmp_path / "streamlit.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"),
          "--server.port", str(port), "--server.address", "127.0.0.1"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -139,6 +139,8 @@ def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path):
     page.goto(app_url)
     page.get_by_text("the bundled sample").first.wait_for(timeout=SLOW_MS)
     _shot(page, "start")
+    # the upload cap of app/.streamlit/config.toml, though started from another directory
+    assert "2GB per file" in page.locator('[data-testid="stFileUploader"]').first.inner_text()
 
     # upload a real trace through the file input
     df = pd.read_csv(TRACE)
@@ -178,7 +180,7 @@ def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path):
 
     _go(page, "Validate")
     page.get_by_text("Run it from a shell instead").click()
-    assert "python -m app bench" in page.locator("code").first.inner_text(timeout=SLOW_MS)
+    page.locator("code", has_text="python -m app bench").first.wait_for(timeout=SLOW_MS)
     _shot(page, "validate")
 
     _go(page, "Runs")
