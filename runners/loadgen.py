@@ -17,6 +17,7 @@ as failures with `error_kind="cancelled"`, and every finished result is kept.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from typing import Any
 
@@ -68,10 +69,25 @@ async def prepare(schedule: Schedule, options: LoadOptions) -> Prepared:
         except TimeoutError:  # aiohttp's timeouts are TimeoutErrors too
             raise RunnerError(f"{options.url} did not answer within {wait_s:g} s while asked "
                               "for its model or prompts") from None
+        except aiohttp.ClientConnectorError as exc:
+            raise RunnerError(f"cannot connect to {options.url} ({_refusal(exc)}): start the "
+                              "server first (e.g. the exported serve.sh), or check the URL "
+                              "and port") from None
         except aiohttp.ClientError as exc:
             raise RunnerError(f"cannot reach {options.url}: {type(exc).__name__}: "
                               f"{one_line(str(exc))}") from None
     return Prepared(model=model, high_id=high)
+
+
+def _refusal(exc: aiohttp.ClientConnectorError) -> str:
+    """The operating system's words for a failed connect ('Connection refused'), without
+    aiohttp's 'ssl:default [...]' wrapping."""
+    cause = exc.os_error
+    if cause is None:
+        return "no connection"
+    if cause.errno and cause.errno > 0:  # asyncio's strerror is 'Connect call failed (...)'
+        return os.strerror(cause.errno)
+    return one_line(cause.strerror or str(cause))
 
 
 async def _texts(session: Any, schedule: Schedule, options: LoadOptions,
