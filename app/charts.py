@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.capacity import DayPlan, LoadCurve
 from profiler.chart_data import ArrivalSeries, Heatmap, LogHistogram, ReuseCurve, SegmentOutline
+
+if TYPE_CHECKING:
+    from recommender.memory import MemoryPlan
 
 HEIGHT = 360
 MARGIN = {"t": 80, "b": 40, "l": 50, "r": 20}
@@ -166,3 +170,26 @@ def day_plan(day: DayPlan) -> go.Figure:
     fig.update_yaxes(title_text="GPUs", secondary_y=False)
     fig.update_yaxes(title_text="arrivals (req/s)", secondary_y=True)
     return _layout(fig, "GPUs the pick needs over the trace's span")
+
+
+# The memory split's parts in stacking order: (MemoryPlan field, name on the chart).
+MEMORY_PARTS = (("weights_bytes_per_gpu", "weights"),
+                ("activation_reserve_bytes_per_gpu", "activations (peak step)"),
+                ("fixed_reserve_bytes_per_gpu", "CUDA context, graphs, NCCL"),
+                ("kv_cache_bytes_per_gpu", "KV cache pool"),
+                ("headroom_bytes_per_gpu", "left unclaimed"))
+
+
+def memory_split(plan: MemoryPlan) -> go.Figure:
+    """One GPU's memory (recommender.memory.MemoryPlan) as a stacked bar, GB."""
+    fig = go.Figure()
+    for field, name in MEMORY_PARTS:
+        gb = max(getattr(plan, field), 0.0) / 1e9
+        fig.add_trace(go.Bar(x=[gb], y=["one GPU"], orientation="h", name=name,
+                             hovertemplate=f"{name}: %{{x:,.1f}} GB<extra></extra>",
+                             text=[f"{gb:,.1f}"], textposition="inside"))
+    fig.update_xaxes(title_text=f"GB of {plan.gpu_memory_bytes / 1e9:,.0f} GB",
+                     range=[0, plan.gpu_memory_bytes / 1e9])
+    _layout(fig, "GPU memory of the pick, per GPU")
+    fig.update_layout(barmode="stack", height=240)
+    return fig

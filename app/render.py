@@ -20,6 +20,7 @@ from core.figures import (
 from profiler.schema import LengthStats, NgramAcceptance, Profile
 
 if TYPE_CHECKING:
+    from recommender.memory import MemoryPlan
     from recommender.predict_sim import LoadPrediction
     from recommender.recommendation import Candidate, Decision
     from recommender.specs import GpuPrice
@@ -308,6 +309,24 @@ def lru_tile(blocks: int, ratio: float, block_size: int | None) -> tuple[str, st
     return (f"LRU {_compact(blocks)} blocks", f"{ratio:.1%}",
             f"Prefix-cache hit ratio of an LRU cache holding {blocks:,} blocks (the trace "
             "does not say how many tokens a block holds).")
+
+
+FRACTION_WORDS = {"config": "set in the config", "engine_release": "the release's default",
+                  "engine_default": "the engine's default", "fallback": "assumed"}
+
+
+def memory_text(plan: MemoryPlan, profile: Profile) -> str:
+    """The pick's KV pool in words: its size, the tokens it holds and how many sequences of
+    the trace's mean length (prompt + output) fit at once."""
+    from recommender.memory import max_concurrent_sequences
+
+    tokens = profile.input_tokens.mean + profile.output_tokens.mean
+    sequences = max_concurrent_sequences(plan, tokens)
+    return (f"KV cache pool {plan.kv_cache_bytes_per_gpu / 1e9:,.1f} GB per GPU (memory "
+            f"fraction {plan.gpu_memory_fraction:.2f}, {FRACTION_WORDS[plan.fraction_source]}): "
+            f"{plan.kv_capacity_tokens:,} tokens per replica in blocks of "
+            f"{plan.block_size_tokens}, about {sequences:,} sequences at once at the trace's "
+            f"mean {tokens:,.0f} tokens (prompt + output)")
 
 
 def candidate_points(candidates: list[Candidate], pick_label: str) -> list[dict]:

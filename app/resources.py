@@ -444,6 +444,17 @@ def environment() -> Environment:
         or str(Path.home() / ".cache" / "huggingface"))
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def memory_plan_of(config_json: str, gpu: str, model: str) -> Any:
+    """The per-GPU memory plan (recommender.memory.MemoryPlan) of a pick's config."""
+    from engines.config import EngineConfig
+    from recommender.catalog import get_gpu, get_model
+    from recommender.memory import plan_memory
+
+    return plan_memory(EngineConfig.model_validate_json(config_json), get_gpu(gpu),
+                       get_model(model))
+
+
 @st.cache_data(ttl=30, show_spinner=False, max_entries=16)
 def local_engine_missing(config_json: str, venv: str | None) -> str | None:
     """Why the pick's engine cannot start as a local process here, or None

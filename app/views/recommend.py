@@ -17,6 +17,7 @@ from app.render import (
     interval_text,
     label_legend,
     latency_rows,
+    memory_text,
     plain,
     price_text,
     web_words,
@@ -27,6 +28,7 @@ from app.resources import (
     current_recommendation,
     current_trace,
     keep_recommendation,
+    memory_plan_of,
     profile_for,
     save_recommendation,
     store_model_config,
@@ -131,7 +133,17 @@ def _run(request) -> None:
     keep_recommendation(choice.digest, rec)
 
 
-def _pick(rec) -> None:
+def _memory(rec, profile) -> None:
+    try:
+        plan = memory_plan_of(rec.pick.config.model_dump_json(), rec.gpu, rec.request.model)
+    except ServeFitError as exc:
+        st.caption(plain(f"No memory split: {exc}"))
+        return
+    st.plotly_chart(charts.memory_split(plan), width="stretch")
+    st.caption(plain(memory_text(plan, profile)))
+
+
+def _pick(rec, profile) -> None:
     p = rec.pick.predicted
     for warning in rec.warnings:
         if warning.code == UNSERVABLE:  # said first: the pick cannot serve the load as it is
@@ -158,6 +170,7 @@ def _pick(rec) -> None:
         st.warning("The pick does not meet the SLOs: it is the closest candidate.")
     st.dataframe(latency_rows({"TTFT": p.ttft_s, "TPOT": p.tpot_s, "ITL": p.itl_s,
                                "E2E": p.e2e_s}), hide_index=True)
+    _memory(rec, profile)
     st.markdown("**Why**")
     st.markdown("\n".join(f"- {r.text}" + (f" (`{r.figure}` = {r.value:,.4g})"
                                             if r.value is not None else "")
@@ -276,7 +289,7 @@ def render() -> None:
     if rec is None:
         st.info("Pick the GPU, model and SLOs, then press Recommend.")
         return
-    _pick(rec)
+    _pick(rec, profile)
     _capacity(rec)
     _others(rec)
     _downloads(rec)

@@ -85,13 +85,14 @@ def test_recommendation_figures_and_files(recommended):
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     (chart,) = [c for c in charts if any(t.get("name") == "pick" for t in c["data"])]
     star = next(t for t in chart["data"] if t["name"] == "pick")
-    assert star["x"] == [p.output_throughput_tok_s]
+    assert len(star["x"]) == 1  # where: test_the_candidates_chart_is_drawn_on_its_fronts_axes
     # how far the pick holds: the boundary, and its load curve charted from the library's
     # points (ms on screen), with the SLO lines and the mean, peak and boundary marked
     cap = rec.capacity
     assert metrics["SLO boundary"] == f"{cap.pick.rate_rps:,.3g} req/s"
     (curve,) = [c for c in charts if c is not chart
-                and not c["layout"]["title"]["text"].startswith("GPUs the pick")]
+                and not c["layout"]["title"]["text"].startswith(("GPUs the pick",
+                                                                 "GPU memory"))]
     ttft = next(t for t in curve["data"] if t["name"] == "TTFT")
     assert ttft["x"] == [q.rate_rps for q in cap.curve.points]
     assert ttft["y"] == [q.ttft_p95_s * 1e3 for q in cap.curve.points]
@@ -292,3 +293,23 @@ def test_a_trace_without_timestamps_asks_for_the_forms_rate_and_takes_it(app_hom
     assert not at.exception and not at.error, [e.value for e in at.error]
     rec = at.session_state[RECOMMENDATION_KEY]
     assert rec.request.arrival_rate_rps == 2.0
+
+
+def test_the_picks_gpu_memory_split_adds_up_to_the_gpu(recommended):
+    """Issue 27: the GPU memory split (weights, activations, fixed reserve, KV pool, what is
+    left) is drawn, and its parts add up to one GPU's memory."""
+    from recommender.catalog import get_gpu
+
+    at = recommended
+    rec = at.session_state[RECOMMENDATION_KEY]
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    (chart,) = [s for s in specs if s["layout"]["title"]["text"].startswith("GPU memory")]
+    parts = {t["name"]: t["x"][0] for t in chart["data"]}
+    assert list(parts) == ["weights", "activations (peak step)", "CUDA context, graphs, NCCL",
+                           "KV cache pool", "left unclaimed"]
+    gpu_gb = get_gpu(rec.gpu).memory_gb  # GB of 10^9 bytes, as the chart
+    assert sum(parts.values()) == pytest.approx(gpu_gb, rel=1e-6)
+    # an 8B bf16 model on one GPU: about 16 GB of weights
+    assert 14 < parts["weights"] < 18 or rec.pick.config.weight_quantization
+    (caption,) = [c.value.replace("\\", "") for c in at.caption if "KV cache pool" in c.value]
+    assert "sequences at once" in caption
