@@ -123,14 +123,18 @@ def live_run(samples: Sequence) -> go.Figure:
     return fig
 
 
-def load_curve(curve: LoadCurve) -> go.Figure:
+def load_curve(curve: LoadCurve,
+               bands: dict[str, tuple[float, float]] | None = None) -> go.Figure:
     """Predicted p95 TTFT and TPOT (ms, log axes) against load, with the SLO lines and the
-    trace's mean, its peak and the boundary marked."""
+    trace's mean, its peak and the boundary marked; `bands` (figure -> (low, high) as
+    ratios to the value, the figure's p10-p90 interval) shade each curve."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("p95 TTFT (ms)", "p95 TPOT (ms)"))
     x = [p.rate_rps for p in curve.points]
     for col, (name, slo) in enumerate((("ttft_p95_s", curve.slo_ttft_s),
                                         ("tpot_p95_s", curve.slo_tpot_s)), start=1):
         y = [None if getattr(p, name) is None else getattr(p, name) * 1e3 for p in curve.points]
+        if bands and name in bands:
+            _band(fig, x, y, bands[name], col)
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=name[:4].upper(),
                                  marker={"color": ["green" if p.holds else "red"
                                                    for p in curve.points]}), 1, col)
@@ -153,6 +157,17 @@ def load_curve(curve: LoadCurve) -> go.Figure:
     fig.update_yaxes(type="log")
     fig.update_layout(showlegend=False)
     return _layout(fig, "Predicted p95 latency against load (green: SLOs hold)")
+
+
+def _band(fig: go.Figure, x: list[float], y: list[float | None],
+          ratios: tuple[float, float], col: int) -> None:
+    """The p10-p90 interval around a curve, shaded (lower edge first, filled to the upper)."""
+    low, high = ratios
+    for edge, fill in ((low, None), (high, "tonexty")):
+        fig.add_trace(go.Scatter(x=x, y=[None if v is None else v * edge for v in y],
+                                 mode="lines", line={"width": 0}, fill=fill,
+                                 fillcolor="rgba(99,110,250,0.18)", hoverinfo="skip",
+                                 name="p10-p90 interval"), 1, col)
 
 
 def day_plan(day: DayPlan) -> go.Figure:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from core.figures import (
     DEFAULT_COMPARE,
+    INTERVAL_METRIC,
     LATENCIES,
     QUANTILES,
     Band,
@@ -327,6 +328,18 @@ def memory_text(plan: MemoryPlan, profile: Profile) -> str:
             f"{plan.kv_capacity_tokens:,} tokens per replica in blocks of "
             f"{plan.block_size_tokens}, about {sequences:,} sequences at once at the trace's "
             f"mean {tokens:,.0f} tokens (prompt + output)")
+
+
+def curve_bands(figures: ServingFigures) -> dict[str, tuple[float, float]]:
+    """The p10-p90 interval ratios of p95 TTFT and TPOT (load curve figure -> (low, high)),
+    for the figures that have one; the curve carries today's interval to every load."""
+    out = {}
+    for curve_name, group in (("ttft_p95_s", INTERVAL_METRIC["ttft_s"]),
+                              ("tpot_p95_s", INTERVAL_METRIC["tpot_s"])):
+        found = figures.intervals.get(group)
+        if found is not None:
+            out[curve_name] = (found.low, found.high)
+    return out
 
 
 def candidate_points(candidates: list[Candidate], pick_label: str) -> list[dict]:

@@ -12,6 +12,7 @@ from app.render import (
     band_text,
     candidate_points,
     candidate_rows,
+    curve_bands,
     decision_line,
     fmt_ms,
     interval_text,
@@ -227,7 +228,8 @@ def _capacity(rec) -> None:
     st.markdown("**At 2× / 5× / 10× today's traffic**")
     rows = growth_table(cap)
     st.dataframe({k: [r[k] for r in rows] for k in (rows[0] if rows else {})}, hide_index=True)
-    st.plotly_chart(charts.load_curve(cap.curve), width="stretch")
+    st.plotly_chart(charts.load_curve(cap.curve, curve_bands(rec.pick.predicted)),
+                    width="stretch")
     if cap.day is not None:
         st.markdown(f"**Over the trace's span** {plain(day_text(cap.day))}")
         st.caption(f"Sized from {cap.day.method}.")

@@ -96,6 +96,18 @@ def test_recommendation_figures_and_files(recommended):
     ttft = next(t for t in curve["data"] if t["name"] == "TTFT")
     assert ttft["x"] == [q.rate_rps for q in cap.curve.points]
     assert ttft["y"] == [q.ttft_p95_s * 1e3 for q in cap.curve.points]
+    # the TTFT interval shaded around the curve: today's p10-p90 ratios at every load
+    interval = p.intervals.get("ttft")
+    shaded = [t for t in curve["data"] if t["name"] == "p10-p90 interval"]
+    if interval is not None:
+        low, high = shaded[0], shaded[1]  # TTFT's panel first
+        assert low["y"] == pytest.approx([q.ttft_p95_s * 1e3 * interval.low
+                                          for q in cap.curve.points])
+        assert high["y"] == pytest.approx([q.ttft_p95_s * 1e3 * interval.high
+                                           for q in cap.curve.points])
+        assert high["fill"] == "tonexty"
+    else:
+        assert not shaded
     marks = {a["text"] for a in curve["layout"]["annotations"]}
     assert {"SLO", "mean", "peak", "boundary"} <= marks
     # the SLO label sits on its line: on a log axis an annotation's y is log10 of the value
