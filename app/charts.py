@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.capacity import DayPlan, LoadCurve
+from core.figures import Latency
 from profiler.chart_data import ArrivalSeries, Heatmap, LogHistogram, ReuseCurve, SegmentOutline
 
 if TYPE_CHECKING:
@@ -157,6 +158,28 @@ def load_curve(curve: LoadCurve,
     fig.update_yaxes(type="log")
     fig.update_layout(showlegend=False)
     return _layout(fig, "Predicted p95 latency against load (green: SLOs hold)")
+
+
+def latency_quantiles(figures: Sequence[tuple[str, Latency, tuple[float, float] | None]]
+                      ) -> go.Figure:
+    """Predicted latency distributions, one panel per (name, Latency, interval ratios or
+    None): p50 to p99 in ms, each with its p10-p90 interval as an error bar."""
+    names = ("p50", "p90", "p95", "p99")
+    fig = make_subplots(rows=1, cols=len(figures),
+                        subplot_titles=[f"{name} (ms)" for name, _, _ in figures])
+    for col, (name, latency, ratios) in enumerate(figures, start=1):
+        y = [getattr(latency, q) for q in names]
+        shown = [(q, v * 1e3) for q, v in zip(names, y, strict=True) if v is not None]
+        error = None
+        if ratios is not None:
+            low, high = ratios
+            error = {"type": "data", "symmetric": False,
+                     "array": [v * (high - 1) for _, v in shown],
+                     "arrayminus": [v * (1 - low) for _, v in shown]}
+        fig.add_trace(go.Scatter(x=[q for q, _ in shown], y=[v for _, v in shown],
+                                 mode="markers+lines", name=name, error_y=error), 1, col)
+    fig.update_layout(showlegend=False)
+    return _layout(fig, "Predicted latency distribution of the pick (bars: p10-p90 interval)")
 
 
 def _band(fig: go.Figure, x: list[float], y: list[float | None],

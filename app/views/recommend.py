@@ -171,6 +171,10 @@ def _pick(rec, profile) -> None:
         st.warning("The pick does not meet the SLOs: it is the closest candidate.")
     st.dataframe(latency_rows({"TTFT": p.ttft_s, "TPOT": p.tpot_s, "ITL": p.itl_s,
                                "E2E": p.e2e_s}), hide_index=True)
+    bands = curve_bands(p)
+    st.plotly_chart(charts.latency_quantiles([("TTFT", p.ttft_s, bands.get("ttft_p95_s")),
+                                              ("TPOT", p.tpot_s, bands.get("tpot_p95_s"))]),
+                    width="stretch")
     _memory(rec, profile)
     st.markdown("**Why**")
     st.markdown("\n".join(f"- {r.text}" + (f" (`{r.figure}` = {r.value:,.4g})"

@@ -90,9 +90,8 @@ def test_recommendation_figures_and_files(recommended):
     # points (ms on screen), with the SLO lines and the mean, peak and boundary marked
     cap = rec.capacity
     assert metrics["SLO boundary"] == f"{cap.pick.rate_rps:,.3g} req/s"
-    (curve,) = [c for c in charts if c is not chart
-                and not c["layout"]["title"]["text"].startswith(("GPUs the pick",
-                                                                 "GPU memory"))]
+    (curve,) = [c for c in charts
+                if c["layout"]["title"]["text"].startswith("Predicted p95 latency against")]
     ttft = next(t for t in curve["data"] if t["name"] == "TTFT")
     assert ttft["x"] == [q.rate_rps for q in cap.curve.points]
     assert ttft["y"] == [q.ttft_p95_s * 1e3 for q in cap.curve.points]
@@ -325,3 +324,21 @@ def test_the_picks_gpu_memory_split_adds_up_to_the_gpu(recommended):
     assert 14 < parts["weights"] < 18 or rec.pick.config.weight_quantization
     (caption,) = [c.value.replace("\\", "") for c in at.caption if "KV cache pool" in c.value]
     assert "sequences at once" in caption
+
+
+def test_the_predicted_latency_distributions_are_drawn(recommended):
+    """Issue 27: TTFT and TPOT percentiles of the pick as a chart, with their intervals."""
+    at = recommended
+    p = at.session_state[RECOMMENDATION_KEY].pick.predicted
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    (chart,) = [s for s in specs
+                if s["layout"]["title"]["text"].startswith("Predicted latency distribution")]
+    for trace, latency, group in zip(chart["data"], (p.ttft_s, p.tpot_s), ("ttft", "tpot"),
+                                     strict=True):
+        assert trace["x"] == ["p50", "p90", "p95", "p99"]
+        want = [getattr(latency, q) * 1e3 for q in trace["x"]]
+        assert trace["y"] == pytest.approx(want)
+        interval = p.intervals.get(group)
+        if interval is not None:
+            assert trace["error_y"]["array"] == pytest.approx(
+                [v * (interval.high - 1) for v in want])
