@@ -21,6 +21,7 @@ from core.figures import (
 from profiler.schema import LengthStats, NgramAcceptance, Profile
 
 if TYPE_CHECKING:
+    from profiler.chart_data import ModelShare
     from recommender.memory import MemoryPlan
     from recommender.predict_sim import LoadPrediction
     from recommender.recommendation import Candidate, Decision
@@ -340,6 +341,19 @@ def curve_bands(figures: ServingFigures) -> dict[str, tuple[float, float]]:
         if found is not None:
             out[curve_name] = (found.low, found.high)
     return out
+
+
+def model_rows(models: list[ModelShare]) -> dict[str, list]:
+    """The per-model split (profiler.chart_data.ModelShare) as a table for the screen."""
+    def tokens(v: float | None) -> str:
+        return "" if v is None else f"{v:,.0f}"
+
+    return {"model": [m.model for m in models],
+            "requests": [f"{m.requests:,}" for m in models],
+            "share": [f"{m.share:.1%}" for m in models],
+            "input p50 (tokens)": [tokens(m.input_tokens_p50) for m in models],
+            "output p50 (tokens)": [tokens(m.output_tokens_p50) for m in models],
+            "output tokens, all": [f"{m.output_tokens_total:,}" for m in models]}
 
 
 def candidate_points(candidates: list[Candidate], pick_label: str) -> list[dict]:

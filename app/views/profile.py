@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
-from app.render import fmt_value, lru_tile, ngram_detail, plain, web_words
+from app.render import fmt_value, lru_tile, model_rows, ngram_detail, plain, web_words
 from app.resources import charts_for, current_trace, profile_for
 from core.errors import ServeFitError
 from profiler.chart_data import ChartData, segment_outlines
@@ -82,6 +82,13 @@ def _reuse_tab(c: ChartData) -> None:
     st.plotly_chart(charts.reuse_curve(c.prefix_reuse), width="stretch")
 
 
+def _models_tab(c: ChartData) -> None:
+    if c.models is None:
+        st.info("The trace names one model or none, so there is no per-model split.")
+        return
+    st.dataframe(model_rows(c.models), hide_index=True)
+
+
 def _segments_tab(p: Profile) -> None:
     st.caption("Clusters of requests in (log input, log output) space; when they differ enough, "
                "the recommender proposes routing them to separate deployments.")
@@ -113,8 +120,8 @@ def render() -> None:
     for warning in profile.warnings:
         st.warning(plain(web_words(warning)))
     _headline(profile)
-    arrivals, lengths, reuse, segments = st.tabs(
-        ["Arrivals", "Lengths", "Prefix reuse", "Segments"])
+    arrivals, lengths, reuse, segments, models = st.tabs(
+        ["Arrivals", "Lengths", "Prefix reuse", "Segments", "Models"])
     with arrivals:
         _arrival_tab(chart_records)
     with lengths:
@@ -123,6 +130,8 @@ def render() -> None:
         _reuse_tab(chart_records)
     with segments:
         _segments_tab(profile)
+    with models:
+        _models_tab(chart_records)
 
 
 render()

@@ -115,3 +115,20 @@ def test_reuse_tiles_are_short_with_their_detail_in_help(app_home):
     assert next(m.help for m in at.metric if m.label == "LRU 5.12M tok").endswith(
         "holding 10,000 blocks of 512 tokens (5,120,000 tokens).")
     assert next(m.value for m in at.metric if m.label == "Prefix reuse").endswith("%")
+
+
+def test_a_trace_naming_models_gets_a_per_model_table(app_home):
+    import io
+
+    from app.resources import TRACE_KEY, store_upload
+
+    data = (ref.TRACES / "BurstGPT_1.head400.csv").read_bytes()
+    at = AppTest.from_file(str(ENTRY), default_timeout=180)
+    at.session_state[TRACE_KEY] = store_upload(io.BytesIO(data), "burst.csv", len(data))
+    at.run()
+    at.switch_page("views/profile.py").run()
+    assert not at.exception and not at.error
+    (table,) = [d.value for d in at.dataframe if "model" in d.value.columns]
+    counts = pd.read_csv(io.BytesIO(data))["Model"].value_counts()
+    assert list(table["model"]) == list(counts.index)
+    assert list(table["requests"]) == [f"{n:,}" for n in counts]

@@ -153,3 +153,23 @@ def test_unknown_length_column_is_refused(mooncake, tmp_path):
     ws, _ = _workspace(tmp_path, ref.SAMPLE)
     with ws.connect(read_only=True) as con, pytest.raises(ValueError, match="column"):
         cd.length_histogram(con, "arrival_s; DROP TABLE requests")
+
+
+def test_per_model_split_of_burstgpt(tmp_path):
+    """Issue 27: BurstGPT names each request's model (ChatGPT, GPT-4): the split per model."""
+    df = pd.read_csv(ref.TRACES / "BurstGPT_1.head400.csv")
+    ws, _ = _workspace(tmp_path, ref.TRACES / "BurstGPT_1.head400.csv")
+    got = cd.chart_data(ws).models
+    counts = df["Model"].value_counts()
+    assert [m.model for m in got] == list(counts.index)
+    for m in got:
+        rows = df[df["Model"] == m.model]
+        assert m.requests == len(rows)
+        assert m.share == pytest.approx(len(rows) / len(df))
+        assert m.input_tokens_p50 == pytest.approx(rows["Request tokens"].median())
+        assert m.output_tokens_total == rows["Response tokens"].sum()
+
+
+def test_one_model_or_none_has_no_split(azure):
+    charts, *_ = azure
+    assert charts.models is None
