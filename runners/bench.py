@@ -39,7 +39,7 @@ from runners.boundary import (
 )
 from runners.client import check_http_url, get_status
 from runners.errors import one_line
-from runners.launch import LaunchSpec, launched
+from runners.launch import LaunchError, LaunchSpec, launched
 from runners.loadgen import LoadOptions, WorkloadOutcome, run_workload
 from runners.metrics import (
     BurstAnalysis,
@@ -212,14 +212,33 @@ def run_bench(request: BenchRequest, *, workspace: Workspace,
     `failed` and its `error`, as it is stored; only a run that cannot start or go on raises.
 
     Raises:
-        RunnerError, LaunchError: bad setup or launch (a run that started is stored failed).
+        RunnerError, LaunchError: bad setup or launch (a run that started, or a launch that
+            failed, is stored failed).
         KeyboardInterrupt: after the run is stored as incomplete and the server torn down.
     """
     schedules = _schedules(request)  # bad input fails here, before anything starts
-    with _serving(request) as (url, health_url):
+    with contextlib.ExitStack() as stack:
+        try:
+            url, health_url = stack.enter_context(_serving(request))
+        except LaunchError as exc:  # kept in the store too, so the attempt shows under Runs
+            _record_launch_failure(request, workspace, exc)
+            raise
         live = _Live(request=request, schedules=schedules, url=url, health_url=health_url,
                      origin_s=perf_counter())
         return _run(live, workspace, progress, stop)
+
+
+def _run_id(request: BenchRequest) -> str:
+    return f"{request.workload.kind if not request.sweep_max_concurrency else 'sweep'}-" \
+           f"{uuid.uuid4().hex[:10]}"
+
+
+def _record_launch_failure(request: BenchRequest, workspace: Workspace,
+                           exc: LaunchError) -> None:
+    """A run row with status failed and the launch's reason: no request was sent."""
+    recorder = RunRecorder(workspace, _meta(request, _run_id(request)), origin_s=perf_counter())
+    recorder.start()
+    recorder.finish("failed", error=one_line(f"the server did not start: {exc.reason}"))
 
 
 def _schedules(request: BenchRequest) -> list[tuple[int | None, Schedule]]:
@@ -266,8 +285,7 @@ def _metric_names(request: BenchRequest) -> tuple[Mapping[str, tuple[str, ...]],
 def _run(live: _Live, workspace: Workspace, progress: Callable[[ProgressSample], None] | None,
          stop: threading.Event | None) -> BenchReport:
     request = live.request
-    run_id = f"{request.workload.kind if not request.sweep_max_concurrency else 'sweep'}-" \
-             f"{uuid.uuid4().hex[:10]}"
+    run_id = _run_id(request)
     recorder = live.recorder = RunRecorder(workspace, _meta(request, run_id),
                                            origin_s=live.origin_s)
     recorder.start()

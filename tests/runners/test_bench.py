@@ -251,3 +251,25 @@ def test_a_health_path_that_never_answered_is_not_a_server_that_stopped(tmp_path
     assert report.status == "failed"
     assert (report.error or "").startswith("no request succeeded: 3 of 3 failed")
     assert len(calls) == 1  # no second check of a path that never passed one
+
+
+def test_a_server_that_does_not_start_is_a_failed_run_in_the_store(tmp_path):
+    """Issue 27: a failed launch raised and left nothing, so the attempt never showed under
+    Runs; now it is stored failed with the launch's reason, and still raises."""
+    import sys
+
+    from core.errors import RunnerError
+    from engines.common import openai_readiness
+    from runners.launch import LaunchSpec
+
+    spec = LaunchSpec(mode="local", argv=[sys.executable, "-c", "raise SystemExit(3)"],
+                      probe=openai_readiness("fake"),
+                      log_dir=tmp_path / "logs", ready_timeout_s=20.0, poll_interval_s=0.05,
+                      stop_timeout_s=5.0)
+    ws = Workspace(tmp_path / "w.duckdb")
+    with pytest.raises(RunnerError) as raised:
+        run_bench(BenchRequest(launch=spec, workload=_poisson(4, 5.0)), workspace=ws)
+    [info] = list_runs(ws)
+    assert info.status == "failed" and info.n_requests == 0
+    assert info.error.startswith("the server did not start: ")
+    assert raised.value.reason in info.error
