@@ -154,7 +154,8 @@ def _pick(rec, profile) -> None:
                f"Search: {rec.candidates_simulated:,} simulations in {rec.search_time_s:,.1f} s.")
     if rec.decision is not None:
         st.markdown(f"**Decision** {plain(decision_line(rec.decision))}")
-    cols = st.columns(6)
+    # Two rows of three: six tiles a row cut values short at 1024 px ("38…", "12.…").
+    cols = [*st.columns(3), *st.columns(3)]
     cols[0].metric("TTFT p95", fmt_ms(p.ttft_s.p95))
     cols[1].metric("TPOT p95", fmt_ms(p.tpot_s.p95, "{:,.1f} ms"))
     cols[2].metric("Output tok/s", f"{p.output_throughput_tok_s:,.0f}")
@@ -218,12 +219,13 @@ def _capacity(rec) -> None:
         return
     st.markdown("**How far the pick holds**")
     b = cap.pick
-    cols = st.columns(4)
+    cols = st.columns(3)
     cols[0].metric("SLO boundary", f"{'≥ ' if b.capped else ''}{b.rate_rps:,.3g} req/s")
     cols[1].metric("× trace mean", f"{b.multiple_of_mean:,.2g}×")
     cols[2].metric("× trace peak", "n/a" if b.multiple_of_peak is None
                    else f"{b.multiple_of_peak:,.2g}×")
-    cols[3].metric("Binds first", LIMIT_TEXT[b.binding], help=LIMIT_HELP[b.binding])
+    # A sentence, not a tile: a tile cut "prefill interference" to "prefill interfe…"
+    st.markdown(f"**Binds first:** {LIMIT_TEXT[b.binding]}: {LIMIT_HELP[b.binding]}")
     st.caption(f"{boundary_text(b)}. Today: {cap.today_rps:,.3g} req/s. Found with "
                f"{cap.method}.")
     st.dataframe({"engine's best": [x.label for x in [b, *cap.alternatives]],
