@@ -47,6 +47,7 @@ Run: .venv/bin/python bench/predict_accuracy.py [--quiet] [--write-bands]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -339,7 +340,7 @@ def write_bands(rows: list[CalRow], pred: dict[int, float], step_time: str, grou
               "intervals": {k: predictive_interval(v).model_dump()
                             for k, v in sorted(interval_groups(rows, pred).items())},
               "releases": {e: sorted(v) for e, v in sorted(releases.items())}}
-    csv_sha = _provenance(step_time, group)["csv_sha256"]
+    csv_sha = _provenance(rows, step_time, group)["csv_sha256"]
     method = (f"leave-one-{group}-out: fit (recommender.fitting.fit) on every other {group} "
               f"(families under {SMALL_FAMILY_ROWS} rows held out together), "
               f"predict this {group}'s rows through the CLI's path (app.cli.predict_request of "
@@ -415,7 +416,7 @@ def _report(rows: list[CalRow], pred: dict[int, float], inside: dict[int, Covere
 
 
 # The code and data a held-out prediction depends on besides the CSV (the CSV's parser,
-# recommender/calibrate.py, is checked row by row by `_saved` instead).
+# recommender/calibrate.py, is covered by the parsed rows' hash, `rows_sha256`).
 CODE_GLOBS = ("core/*.py", "engines/*.py", "recommender/*.py", "data/catalog/*.yaml",
               "data/calibration/sharegpt_lengths.csv")
 
@@ -429,13 +430,21 @@ def code_sha256() -> str:
     return digest.hexdigest()
 
 
-def _provenance(step_time: str, group: str) -> dict[str, str]:
-    """What a --rows-out file's predictions depend on besides the rows themselves: a file
-    resumed or turned into bands must come from today's CSV, code, procedure, provider and
-    grouping."""
+def rows_sha256(rows: list[CalRow]) -> str:
+    """SHA-256 over the parsed rows every fold trains on: a parser rule that drops or
+    changes rows (recommender/calibrate.py) changes every fold's fit, held out or not."""
+    digest = hashlib.sha256()
+    for r in sorted(rows, key=lambda r: r.index):
+        digest.update(json.dumps(dataclasses.asdict(r), sort_keys=True).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def _provenance(rows: list[CalRow], step_time: str, group: str) -> dict[str, str]:
+    """What a --rows-out file's predictions depend on: a file resumed or turned into bands
+    must come from today's CSV, parsed rows, code, procedure, provider and grouping."""
     return {"csv_sha256": hashlib.sha256(DEFAULT_CSV.read_bytes()).hexdigest(),
-            "code_sha256": code_sha256(), "fit_procedure": PROCEDURE, "step_time": step_time,
-            "group": group}
+            "rows_sha256": rows_sha256(rows), "code_sha256": code_sha256(),
+            "fit_procedure": PROCEDURE, "step_time": step_time, "group": group}
 
 
 def _saved(path: str, rows: list[CalRow], group: str, step_time: str
@@ -445,7 +454,7 @@ def _saved(path: str, rows: list[CalRow], group: str, step_time: str
     they write bands.json)."""
     saved = json.loads(Path(path).read_text(encoding="utf-8"))
     current = "rows" in saved and all(
-        saved.get(k) == v for k, v in _provenance(step_time, group).items())
+        saved.get(k) == v for k, v in _provenance(rows, step_time, group).items())
     by_index = {r.index: r for r in rows}
     pred = {}
     for key, entry in saved.get("rows", saved).items():
@@ -471,7 +480,7 @@ def write_rows(path: str, rows: list[CalRow], finished: dict[str, FoldResults], 
             else:
                 held[str(i)] = {"predicted": got, "measured": r.value, "metric": r.metric,
                                 "cell": row_cell(r), group: getattr(r, group)}
-    write_atomic(path, json.dumps({**_provenance(step_time, group), "rows": held,
+    write_atomic(path, json.dumps({**_provenance(rows, step_time, group), "rows": held,
                                    "refused": refused, "folds_done": sorted(finished)},
                                   indent=1))
 

@@ -209,10 +209,10 @@ def cell_key(cell: StepCell) -> tuple[str, ...] | None:
     system, backend = SYSTEMS.get(cell.gpu.name), BACKENDS.get(cell.engine)
     path = model_reference(cell.model)
     modes, kv = WEIGHT_MODES.get(cell.weights_format), KV_MODES.get(cell.kv_cache_dtype)
-    if cell.weights_format == "fp8" and cell.model.model_type in FP8_BLOCK_FAMILIES:
-        modes = ("fp8_block", "fp8_block")
     if cell.weights_format == "fp8" and cell.gpu.fp8_dense_tflops is None:
-        modes = WEIGHT_ONLY_FP8_MODES
+        modes = WEIGHT_ONLY_FP8_MODES  # no FP8 tensor cores: weight-only, whatever the scaling
+    elif cell.weights_format == "fp8" and cell.model.model_type in FP8_BLOCK_FAMILIES:
+        modes = ("fp8_block", "fp8_block")
     if None in (system, backend, path, modes, kv):
         return None
     assert system and backend and path and modes and kv

@@ -141,18 +141,22 @@ def test_the_bench_scores_coverage_with_the_interval_predict_would_show():
 
 def test_saved_predictions_write_bands_only_from_todays_csv_and_procedure(tmp_path):
     """--rows-in --write-bands rebuilds bands.json from a --rows-out file only when that
-    file names today's CSV hash, fit procedure, provider and grouping."""
+    file names today's CSV hash, parsed rows, fit procedure, provider and grouping."""
     rows = ROWS[:3]
     held = {str(r.index): {"predicted": r.value * 1.1, "measured": r.value,
                            "metric": r.metric, "family": r.family} for r in rows}
     path = tmp_path / "rows.json"
-    path.write_text(json.dumps({**BENCH._provenance("measured", "family"), "rows": held}))
+    path.write_text(json.dumps({**BENCH._provenance(ROWS, "measured", "family"), "rows": held}))
     pred, current = BENCH._saved(str(path), ROWS, "family", "measured")
     assert current and pred == {r.index: r.value * 1.1 for r in rows}
     assert not BENCH._saved(str(path), ROWS, "family", "roofline")[1]
-    stale = {**BENCH._provenance("measured", "family"), "csv_sha256": "0" * 64, "rows": held}
+    stale = {**BENCH._provenance(ROWS, "measured", "family"), "csv_sha256": "0" * 64, "rows": held}
     path.write_text(json.dumps(stale))
     assert not BENCH._saved(str(path), ROWS, "family", "measured")[1]
+    # a parser rule that drops a row no fold held out here still changes every fit
+    path.write_text(json.dumps({**BENCH._provenance(ROWS, "measured", "family"),
+                                "rows": held}))
+    assert not BENCH._saved(str(path), ROWS[:-1], "family", "measured")[1]
     path.write_text(json.dumps(held))  # a file from before the provenance: report only
     assert BENCH._saved(str(path), ROWS, "family", "measured") == (pred, False)
     held[str(rows[0].index)]["measured"] += 1.0

@@ -206,6 +206,37 @@ def test_a_runs_throughput_stated_three_ways_counts_once():
     assert "restates row 5's throughput" in dict(skipped)[6]
 
 
+def test_a_chunked_streams_itl_is_skipped_and_a_token_streams_kept():
+    base = dict(engine="sglang", model="Qwen3-14B", gpu="H100 SXM 80GB", num_gpus=1, tp="1",
+                precision="BF16", isl="1000", osl="1000", concurrency="4")
+    runs = [("mean_tpot", 7.2), ("mean_itl", 216.0),   # --stream-interval 30
+            ("mean_tpot", 7.2), ("mean_itl", 7.0)]     # one token per chunk
+    rows = [parse_row(i, _row(**{**base, "concurrency": str(4 + i // 2)}, metric=m, value=v,
+                              unit="ms"))
+            for i, (m, v) in enumerate(runs)]
+    kept, skipped = calibrate.chunk_gap_itl(rows)
+    assert [r.index for r in kept] == [0, 2, 3]
+    assert [i for i, _ in skipped] == [1]
+    assert "30.0x the run's TPOT" in skipped[0][1]
+
+
+def test_the_csvs_chunked_itl_rows_are_those_at_many_tpots():
+    frame = pd.read_csv(calibrate.DEFAULT_CSV)
+    setup = ["source", "engine", "engine_version", "model", "gpu", "num_gpus", "tp",
+             "precision", "isl", "osl", "concurrency", "request_rate"]
+    frame = frame.astype({"num_gpus": str})   # shift() would make it float
+    prev = frame.shift(1)
+    same_run = (frame[setup].astype(str) == prev[setup].astype(str)).all(axis=1)
+    ratio = frame["value"] / prev["value"]
+    expected = frame.index[(frame["metric"] == "mean_itl") & (prev["metric"] == "mean_tpot")
+                           & same_run & (ratio > 1.5)]
+    _, skipped = parse_csv()
+    chunked = [i for i, why in skipped if "chunked stream" in why]
+    assert chunked == sorted(expected)
+    assert ratio[expected].min() > 9   # stream intervals of 10 and 30, nothing in between
+    assert set(frame.loc[expected, "source"].str.contains("InferenceX")) == {True}
+
+
 def test_every_mapped_gpu_name_is_in_the_catalog():
     for csv_name, catalog_name in GPU_NAMES.items():
         assert get_gpu(catalog_name).name == catalog_name, csv_name
@@ -217,11 +248,12 @@ def test_csv_parses_with_stated_split():
     # + 48 rows of four families new in issue 24 (8 AMD blog rows state no request count),
     # then issue 24's twelve more families from row 572 on (data/calibration/README.md)
     assert len(rows) + len(skipped) == 4213
-    assert len(skipped) == 855
+    assert len(skipped) == 941
     assert sum(i < 572 for i, _ in skipped) == 193
     assert sum("request count" in why for i, why in skipped if 524 <= i < 572) == 8
     assert sum("request count" in why for i, why in skipped if i >= 524) == 36
     assert sum("restates row" in why for _, why in skipped) == 562
+    assert sum("chunked stream" in why for _, why in skipped) == 86
     assert not [why for _, why in skipped if "not mapped" in why or "catalog" in why]
     test_share = sum(r.split == "test" for r in rows) / len(rows)
     assert 0.1 < test_share < 0.4
