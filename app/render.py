@@ -215,6 +215,26 @@ def price_text(price: GpuPrice | None, usd_per_mtok: float | None) -> str:
     return text
 
 
+# A calibration cell's parts in words (recommender.bands.cell_of: engine/gpu family/
+# dense|moe/regime), for the views that show a cell name.
+REGIME_WORDS = {"offline": "offline (all requests at once, max throughput)",
+                "low_batch": "closed loop at 4 or fewer concurrent users",
+                "fixed_concurrency": "closed loop above 4 concurrent users",
+                "rate": "open loop at a request rate"}
+KIND_WORDS = {"dense": "dense model", "moe": "mixture-of-experts model"}
+
+
+def cell_words(cell: str | None) -> str:
+    """'vllm/hopper/dense/fixed_concurrency' as 'vllm on hopper GPUs, dense model, closed
+    loop above 4 concurrent users'; empty for None or a name of another shape."""
+    parts = (cell or "").split("/")
+    if len(parts) != 4:
+        return ""
+    engine, family, kind, regime = parts
+    return (f"{engine} on {family} GPUs, {KIND_WORDS.get(kind, kind)}, "
+            f"{REGIME_WORDS.get(regime, regime)}")
+
+
 def band_short(band: Band | None) -> str:
     """A band for a table cell: '±22 %', or 'no calibrated cell'."""
     return "no calibrated cell" if band is None else f"±{band.median_ape * 100:.0f} %"

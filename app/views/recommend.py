@@ -12,6 +12,7 @@ from app.render import (
     band_text,
     candidate_points,
     candidate_rows,
+    cell_words,
     curve_bands,
     decision_line,
     fmt_ms,
@@ -164,6 +165,8 @@ def _pick(rec, profile) -> None:
     cols[5].metric("KV headroom", f"{p.kv_headroom_fraction:.0%}")
     st.markdown(f"**Error band** {band_text(p.band, p.calibration_cell)}: the median error "
                 "of this calibration cell on measurements left out of the fit")
+    if words := cell_words(p.calibration_cell):
+        st.caption(f"Calibration cell: {plain(words)}.")
     if p.intervals:
         st.text("Interval (p10-p90 on publisher families the fit never saw): "
                 + interval_text(p))

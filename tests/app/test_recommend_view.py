@@ -342,3 +342,16 @@ def test_the_predicted_latency_distributions_are_drawn(recommended):
         if interval is not None:
             assert trace["error_y"]["array"] == pytest.approx(
                 [v * (interval.high - 1) for v in want])
+
+
+def test_the_picks_calibration_cell_is_said_in_words(recommended):
+    """Issue 27: 'fixed_concurrency' and the other cell parts were shown bare."""
+    at = recommended
+    cell = at.session_state[RECOMMENDATION_KEY].pick.predicted.calibration_cell
+    engine, family, kind, regime = cell.split("/")
+    (caption,) = [c.value.replace("\\", "") for c in at.caption
+                  if c.value.startswith("Calibration cell:")]
+    assert f"{engine} on {family} GPUs" in caption
+    assert {"dense": "dense model", "moe": "mixture-of-experts model"}[kind] in caption
+    assert "_" not in caption  # no bare 'fixed_concurrency' or 'low_batch'
+    assert regime in {"offline", "low_batch", "fixed_concurrency", "rate"}
