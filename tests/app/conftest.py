@@ -1,10 +1,11 @@
 """Fixtures for the app tests: a fresh app home and empty Streamlit caches for the Streamlit
-AppTests, and `cli`, the command line run inside the test process."""
+AppTests, `app_on` (a view opened with given session state), and `cli`, the command line run
+inside the test process."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,18 @@ import streamlit as st
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 MAIN = ENTRY.parent / "__main__.py"
+
+
+def app_on(page: str, state: Mapping[str, object], timeout_s: float = 300):
+    """An AppTest of the app with `state` in its session (a chosen trace, a recommendation),
+    run once and switched to `page` (e.g. "views/recommend.py")."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ENTRY), default_timeout=timeout_s)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    return at.switch_page(page).run()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from tests import reference as ref
-from tests.app.conftest import ENTRY
+from tests.app.conftest import ENTRY, app_on
 
 
 def _sample_seconds() -> tuple[pd.DataFrame, np.ndarray]:
@@ -100,10 +100,7 @@ def test_reuse_tiles_are_short_with_their_detail_in_help(app_home):
 
     data = (ref.TRACES / "mooncake_conversation_trace.jsonl.gz").read_bytes()
     choice = store_upload(io.BytesIO(data), "mooncake.jsonl.gz", len(data))
-    at = AppTest.from_file(str(ENTRY), default_timeout=180)
-    at.session_state[TRACE_KEY] = choice
-    at.run()
-    at.switch_page("views/profile.py").run()
+    at = app_on("views/profile.py", {TRACE_KEY: choice}, timeout_s=180)
     assert not at.exception and not at.error
     labels = [m.label for m in at.metric]
     # sized in tokens: Mooncake's hash ids stand for blocks of 512 tokens (issue 27)
@@ -123,10 +120,8 @@ def test_a_trace_naming_models_gets_a_per_model_table(app_home):
     from app.resources import TRACE_KEY, store_upload
 
     data = (ref.TRACES / "BurstGPT_1.head400.csv").read_bytes()
-    at = AppTest.from_file(str(ENTRY), default_timeout=180)
-    at.session_state[TRACE_KEY] = store_upload(io.BytesIO(data), "burst.csv", len(data))
-    at.run()
-    at.switch_page("views/profile.py").run()
+    at = app_on("views/profile.py", {
+        TRACE_KEY: store_upload(io.BytesIO(data), "burst.csv", len(data))}, timeout_s=180)
     assert not at.exception and not at.error
     (table,) = [d.value for d in at.dataframe if "model" in d.value.columns]
     counts = pd.read_csv(io.BytesIO(data))["Model"].value_counts()

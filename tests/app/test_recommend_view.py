@@ -15,7 +15,7 @@ from app.render import plain
 from app.resources import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY
 from engines.export import ExportRequest, render_bundle
 from tests import reference as ref
-from tests.app.conftest import ENTRY
+from tests.app.conftest import ENTRY, app_on
 
 GPU, MODEL = "H100-SXM", "meta-llama/Llama-3.1-8B-Instruct"
 BANDS_JSON = ref.ROOT / "data" / "calibration" / "bands.json"
@@ -148,15 +148,17 @@ def test_recommendation_figures_and_files(recommended):
     assert sorted(labels) == sorted([*files, "All files (zip)"])
 
 
+def _holding(recommended: AppTest) -> AppTest:
+    """A fresh app on Recommend holding the shared recommendation, as after pressing
+    Recommend: the view shows the recommendation in the session, whichever run made it."""
+    return app_on("views/recommend.py", {
+        RECOMMENDATION_KEY: recommended.session_state[RECOMMENDATION_KEY],
+        RECOMMENDED_FOR_KEY: recommended.session_state[RECOMMENDED_FOR_KEY]})
+
+
 def test_each_engines_best_can_be_exported(app_home, recommended):
-    # A fresh app holding the shared recommendation, as after pressing Recommend: the view
-    # shows the recommendation in the session, whichever run made it.
     rec = recommended.session_state[RECOMMENDATION_KEY]
-    at = AppTest.from_file(str(ENTRY), default_timeout=300)
-    at.session_state[RECOMMENDATION_KEY] = rec
-    at.session_state[RECOMMENDED_FOR_KEY] = recommended.session_state[RECOMMENDED_FOR_KEY]
-    at.run()
-    at.switch_page("views/recommend.py").run()
+    at = _holding(recommended)
     assert not at.exception and not at.error
     # another engine's best than the pick's: exported through its own view, not the pick's
     other = next(c for c in rec.alternatives if c.config.engine != rec.pick.config.engine)
@@ -181,12 +183,7 @@ def test_the_form_keeps_what_the_pick_was_asked_for_and_another_trace_hides_it(a
 
     from app.resources import store_upload
 
-    rec = recommended.session_state[RECOMMENDATION_KEY]
-    at = AppTest.from_file(str(ENTRY), default_timeout=300)
-    at.session_state[RECOMMENDATION_KEY] = rec
-    at.session_state[RECOMMENDED_FOR_KEY] = recommended.session_state[RECOMMENDED_FOR_KEY]
-    at.run()
-    at.switch_page("views/recommend.py").run()
+    at = _holding(recommended)
     at.switch_page("views/profile.py").run()
     at.switch_page("views/recommend.py").run()
     assert not at.exception and not at.error
@@ -215,10 +212,7 @@ def test_a_trace_read_with_a_column_map_is_recommended_on_its_own_requests(app_h
     stored = store_upload(io.BytesIO(data), "renamed.csv", len(data))
     choice = TraceChoice(**(stored.model_dump() | {"options": IngestOptions(
         column_map={"time": "when", "input": "q", "output": "a"})}))
-    at = AppTest.from_file(str(ENTRY), default_timeout=300)
-    at.session_state[TRACE_KEY] = choice
-    at.run()
-    at.switch_page("views/recommend.py").run()
+    at = app_on("views/recommend.py", {TRACE_KEY: choice})
     next(b for b in at.button if b.label == "Recommend").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     rec = at.session_state[RECOMMENDATION_KEY]
@@ -289,10 +283,8 @@ def test_a_trace_without_timestamps_asks_for_the_forms_rate_and_takes_it(app_hom
     from app.resources import store_upload
 
     data = (ref.TRACES / "sharegpt_head1000.json.gz").read_bytes()
-    at = AppTest.from_file(str(ENTRY), default_timeout=300)
-    at.session_state[TRACE_KEY] = store_upload(io.BytesIO(data), "sharegpt.json.gz", len(data))
-    at.run()
-    at.switch_page("views/recommend.py").run()
+    at = app_on("views/recommend.py", {
+        TRACE_KEY: store_upload(io.BytesIO(data), "sharegpt.json.gz", len(data))})
     at.number_input(key="rec.max_requests").set_value(200)
     next(b for b in at.button if b.label == "Recommend").click().run()
     assert not at.exception
