@@ -231,16 +231,18 @@ _MODULE_CHECK = ("import importlib.util, sys; "
 _MODULE_CHECK_TIMEOUT_S = 30.0
 
 
+def _search_path(path: str, venv: Path | None) -> str:
+    """`path` with `venv`'s bin first: where a local launch looks for the engine's program."""
+    return path if venv is None else os.pathsep.join([str(venv / "bin"), path])
+
+
 def local_prerequisite(config: EngineConfig, venv: Path | None = None) -> str | None:
     """Why `config`'s engine cannot start here as a local process, in one line; None when its
     program (and, for `python -m X`, the package X) is found: on PATH, or in `venv`'s bin
     first, as the launch resolves it. Said before a run, not after it failed."""
     argv = get_engine(config.engine).server_argv(config)
-    path = os.environ.get("PATH", "")
-    where = "PATH"
-    if venv is not None:
-        path = os.pathsep.join([str(venv / "bin"), path])
-        where = f"{venv / 'bin'} or PATH"
+    path = _search_path(os.environ.get("PATH", ""), venv)
+    where = "PATH" if venv is None else f"{venv / 'bin'} or PATH"
     program = shutil.which(argv[0], path=path)
     if program is None:
         return (f"`{argv[0]}` is not in {where}: install {config.engine} here, or name the "
@@ -300,7 +302,7 @@ def _local_argv(spec: LaunchSpec, port: int, env: dict[str, str]) -> list[str]:
         argv = get_engine(config.engine).server_argv(config)
     if spec.venv is not None:
         bin_dir = spec.venv / "bin"
-        env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
+        env["PATH"] = _search_path(env.get("PATH", ""), spec.venv)
         env["VIRTUAL_ENV"] = str(spec.venv)
         if "/" not in argv[0] and (bin_dir / argv[0]).exists():
             argv = [str(bin_dir / argv[0]), *argv[1:]]
