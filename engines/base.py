@@ -37,7 +37,8 @@ MetricKey = Literal[
     "spec_accept_length",  # gauge: mean tokens a verify step emits (SGLang, newer TRT-LLM)
 ]
 
-GpuSelection = int | Sequence[int] | Literal["all"]
+# "none": no GPU request at all (a CPU build, or a stand-in image in tests).
+GpuSelection = int | Sequence[int] | Literal["all", "none"]
 
 
 class EngineDefaults(BaseModel):
@@ -59,6 +60,43 @@ class EngineDefaults(BaseModel):
     kv_cache_dtype: str = Field(description="Default KV-cache dtype (engine spelling).")
     port: int = Field(description="Default HTTP port.")
     notes: str = Field(default="", description="How GPU-dependent defaults are chosen.")
+
+
+class Bind(BaseModel):
+    """A host path mounted into a container."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(description="Host path (absolute, or relative to where docker runs).")
+    target: str = Field(description="Path inside the container.")
+    read_only: bool = False
+
+
+class ContainerSpec(BaseModel):
+    """One engine container, whatever starts it: rendered as a `docker run` command for the
+    export bundle, or handed to the Docker Engine API by the launcher. One record, so the two
+    cannot drift apart."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Container name.")
+    image: str = Field(description="Image reference.")
+    command: list[str] = Field(description="Arguments after the image (entrypoint's or all).")
+    gpus: int | list[int] | Literal["all", "none"] = Field(
+        description="GPUs requested: all, a count, device indices, or none.")
+    ipc_host: bool = Field(default=True, description="Share the host's IPC namespace.")
+    shm_size: str | None = Field(default=None, description="Size of /dev/shm, e.g. 32g.")
+    ulimits: dict[str, int] = Field(default_factory=dict,
+                                    description="Soft = hard limit per name; -1 = unlimited.")
+    network: Literal["bridge", "host"] = Field(
+        default="bridge", description="bridge publishes the port; host shares the host's "
+        "network (the server then listens on `host_port` itself).")
+    container_port: int = Field(ge=1, le=65535, description="Port the server listens on.")
+    host_port: int = Field(ge=1, le=65535, description="Port on the host.")
+    binds: list[Bind] = Field(default_factory=list, description="Host paths mounted.")
+    env_passthrough: list[str] = Field(
+        default_factory=list, description="Variables passed from the caller's environment "
+        "by name (their values never appear in the command).")
 
 
 class ReadinessProbe(BaseModel):
@@ -177,6 +215,25 @@ class EnginePlugin(Protocol):
 
     def docker_image(self, version: str | None = None) -> str:
         """The official image reference for `version` (None = the pinned default)."""
+        ...
+
+    def container_spec(
+        self,
+        config: EngineConfig,
+        *,
+        image: str,
+        host_port: int,
+        model_cache_dir: str,
+        gpus: GpuSelection = "all",
+        container_name: str | None = None,
+        config_file_path: str | None = None,
+    ) -> ContainerSpec:
+        """The engine container for this config; `docker_run_argv` renders the same record.
+
+        `config_file_path` is the host path of the file `config_file(config)` wrote; a plug-in
+        whose container must read that file mounts it (the others take their settings as
+        flags and ignore it).
+        """
         ...
 
     def docker_run_argv(

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import ValidationError
 
-from engines.base import GpuSelection, ReadinessProbe
+from engines.base import Bind, ContainerSpec, GpuSelection, ReadinessProbe
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
@@ -29,17 +29,18 @@ Role = Literal["prefill", "decode"]
 _T = TypeVar("_T")
 
 
-def docker_gpus(gpus: GpuSelection) -> str:
+def docker_gpus(gpus: GpuSelection) -> str | None:
     """The `--gpus` value: `all`, a count, or `"device=0,1"` (quotes are part of the value,
-    because docker parses it as CSV and would split the bare list at the comma)."""
-    if gpus == "all":
-        return "all"
+    because docker parses it as CSV and would split the bare list at the comma); None for
+    "none" (no flag)."""
+    if gpus in ("all", "none"):
+        return None if gpus == "none" else "all"
     if isinstance(gpus, int):
         if gpus < 1:
             raise EngineError(f"gpus must be >= 1, got {gpus}")
         return str(gpus)
     if isinstance(gpus, str) or not gpus or any(not isinstance(g, int) or g < 0 for g in gpus):
-        raise EngineError(f"gpus must be 'all', a count or GPU indices, got {gpus!r}")
+        raise EngineError(f"gpus must be 'all', 'none', a count or GPU indices, got {gpus!r}")
     return '"device=' + ",".join(str(g) for g in gpus) + '"'
 
 
@@ -97,23 +98,40 @@ def docker_target(kind: str, host_port: int, model_cache_dir: str,
 
 
 def docker_run(name: str, image: str, command: Sequence[str], *, gpus: GpuSelection,
-               host_port: int, port: int, model_cache_dir: str,
-               options: Sequence[str] = (), mounts: Sequence[str] = ()) -> list[str]:
-    """`docker run --rm` of an official image: the named container (from `docker_target`),
-    GPUs, host IPC, `options`, the server port published, the HF cache mounted (weights
-    download once) plus `mounts`, HF_TOKEN passed through, then the image and `command`."""
+               host_port: int, port: int, model_cache_dir: str, shm_size: str | None = None,
+               ulimits: Mapping[str, int] | None = None, binds: Sequence[Bind] = ()
+               ) -> ContainerSpec:
+    """The container of an official image: the named container (from `docker_target`),
+    GPUs, host IPC, the server port published, the HF cache mounted (weights download once)
+    plus `binds`, HF_TOKEN passed through, then the image and `command`."""
+    docker_gpus(gpus)  # refuses a bad selection here, whoever starts the container
+    return ContainerSpec(
+        name=name, image=image, command=list(command),
+        gpus=gpus if isinstance(gpus, (int, str)) else list(gpus),
+        shm_size=shm_size, ulimits=dict(ulimits or {}), container_port=port,
+        host_port=host_port,
+        binds=[Bind(source=model_cache_dir, target="/root/.cache/huggingface"), *binds],
+        env_passthrough=["HF_TOKEN"])
+
+
+def docker_run_argv(spec: ContainerSpec) -> list[str]:
+    """`docker run --rm …` that starts the container `spec` describes."""
+    gpus = docker_gpus(spec.gpus)
+    network = (["--network", "host"] if spec.network == "host"
+               else ["-p", f"{spec.host_port}:{spec.container_port}"])
     return [
         "docker", "run", "--rm",
-        "--name", name,
-        "--gpus", docker_gpus(gpus),
-        "--ipc=host",
-        *options,
-        "-p", f"{host_port}:{port}",
-        "-v", f"{model_cache_dir}:/root/.cache/huggingface",
-        *mounts,
-        "--env", "HF_TOKEN",
-        image,
-        *command,
+        "--name", spec.name,
+        *(["--gpus", gpus] if gpus else []),
+        *(["--ipc=host"] if spec.ipc_host else []),
+        *(["--shm-size", spec.shm_size] if spec.shm_size else []),
+        *(arg for name, limit in spec.ulimits.items() for arg in ("--ulimit", f"{name}={limit}")),
+        *network,
+        *(arg for b in spec.binds
+          for arg in ("-v", f"{b.source}:{b.target}" + (":ro" if b.read_only else ""))),
+        *(arg for var in spec.env_passthrough for arg in ("--env", var)),
+        spec.image,
+        *spec.command,
     ]  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from engines.base import (
+    ContainerSpec,
     DisaggregationPlan,
     EngineDefaults,
     GpuSelection,
@@ -27,6 +28,7 @@ from engines.common import (
     check_model_len,
     check_parallelism,
     docker_run,
+    docker_run_argv,
     docker_target,
     dump_yaml,
     image_ref,
@@ -237,7 +239,7 @@ class SglangEngine:
         )
         return image_ref(IMAGE_REPOSITORY, tag, _IMAGE_TAG, refusal, v_prefix=True)
 
-    def docker_run_argv(
+    def container_spec(
         self,
         config: EngineConfig,
         *,
@@ -247,8 +249,8 @@ class SglangEngine:
         gpus: GpuSelection = "all",
         container_name: str | None = None,
         config_file_path: str | None = None,  # unused: the settings travel as flags here
-    ) -> list[str]:
-        """`docker run` of the official image with the launch command (it has no entrypoint).
+    ) -> ContainerSpec:
+        """The container of the official image with the launch command (it has no entrypoint).
 
         Inside the container the server binds 0.0.0.0 whatever `config.host` says, or the
         published port would not reach it. The HF cache is mounted so weights download once.
@@ -257,7 +259,23 @@ class SglangEngine:
         inside = config.model_copy(update={"host": "0.0.0.0"})
         return docker_run(name, image, self.server_argv(inside), gpus=gpus, host_port=host_port,
                           port=config.port, model_cache_dir=model_cache_dir,
-                          options=["--shm-size", SHM_SIZE])
+                          shm_size=SHM_SIZE)
+
+    def docker_run_argv(
+        self,
+        config: EngineConfig,
+        *,
+        image: str,
+        host_port: int,
+        model_cache_dir: str,
+        gpus: GpuSelection = "all",
+        container_name: str | None = None,
+        config_file_path: str | None = None,
+    ) -> list[str]:
+        """`docker run` of `container_spec`'s container."""
+        return docker_run_argv(self.container_spec(
+            config, image=image, host_port=host_port, model_cache_dir=model_cache_dir,
+            gpus=gpus, container_name=container_name, config_file_path=config_file_path))
 
     def readiness(self, config: EngineConfig) -> ReadinessProbe:
         """Poll `/health`, check `/v1/models`, then one 1-token completion.

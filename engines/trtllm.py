@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from engines.base import (
+    Bind,
+    ContainerSpec,
     DisaggregationPlan,
     EngineDefaults,
     GpuSelection,
@@ -34,6 +36,7 @@ from engines.common import (
     check_model_len,
     check_parallelism,
     docker_run,
+    docker_run_argv,
     docker_target,
     image_ref,
     load_mapping,
@@ -262,7 +265,7 @@ class TrtllmEngine:
         refusal = f"not a TensorRT-LLM release tag: {tag!r} (expected e.g. 1.2.1 or 1.2.0rc6)"
         return image_ref(IMAGE_REPOSITORY, tag, _IMAGE_TAG, refusal, v_prefix=False)
 
-    def docker_run_argv(
+    def container_spec(
         self,
         config: EngineConfig,
         *,
@@ -272,8 +275,8 @@ class TrtllmEngine:
         gpus: GpuSelection = "all",
         container_name: str | None = None,
         config_file_path: str | None = None,
-    ) -> list[str]:
-        """`docker run` of the NGC release image running `trtllm-serve`.
+    ) -> ContainerSpec:
+        """The container of the NGC release image running `trtllm-serve`.
 
         Args:
             config_file_path: host path of the file `config_file(config)` wrote, mounted
@@ -297,8 +300,24 @@ class TrtllmEngine:
         return docker_run(
             name, image, self.serve_argv_with_config_file(inside, CONTAINER_CONFIG_PATH),
             gpus=gpus, host_port=host_port, port=config.port, model_cache_dir=model_cache_dir,
-            options=["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"],
-            mounts=["-v", f"{options}:{CONTAINER_CONFIG_PATH}:ro"])
+            ulimits={"memlock": -1, "stack": 67108864},
+            binds=[Bind(source=options, target=CONTAINER_CONFIG_PATH, read_only=True)])
+
+    def docker_run_argv(
+        self,
+        config: EngineConfig,
+        *,
+        image: str,
+        host_port: int,
+        model_cache_dir: str,
+        gpus: GpuSelection = "all",
+        container_name: str | None = None,
+        config_file_path: str | None = None,
+    ) -> list[str]:
+        """`docker run` of `container_spec`'s container."""
+        return docker_run_argv(self.container_spec(
+            config, image=image, host_port=host_port, model_cache_dir=model_cache_dir,
+            gpus=gpus, container_name=container_name, config_file_path=config_file_path))
 
     def readiness(self, config: EngineConfig) -> ReadinessProbe:
         """`/health` (200 once the executor is up), `/v1/models`, then a 1-token completion.

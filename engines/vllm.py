@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from engines.base import (
+    ContainerSpec,
     DisaggregationPlan,
     EngineDefaults,
     GpuSelection,
@@ -27,6 +28,7 @@ from engines.common import (
     check_model_len,
     check_parallelism,
     docker_run,
+    docker_run_argv,
     docker_target,
     dump_yaml,
     extra_settings,
@@ -334,7 +336,7 @@ class VllmEngine:
         refusal = f"not a vLLM release tag: {tag!r} (expected e.g. 0.33.0 or latest)"
         return image_ref(IMAGE_REPOSITORY, tag, _IMAGE_TAG, refusal, v_prefix=True)
 
-    def docker_run_argv(
+    def container_spec(
         self,
         config: EngineConfig,
         *,
@@ -344,8 +346,8 @@ class VllmEngine:
         gpus: GpuSelection = "all",
         container_name: str | None = None,
         config_file_path: str | None = None,  # unused: the settings travel as flags here
-    ) -> list[str]:
-        """`docker run` of the official image; its entrypoint is `vllm serve`.
+    ) -> ContainerSpec:
+        """The container of the official image; its entrypoint is `vllm serve`.
 
         Inside the container the server binds 0.0.0.0 whatever `config.host` says, or the
         published port would not reach it. The HF cache is mounted so weights download once.
@@ -355,6 +357,22 @@ class VllmEngine:
         return docker_run(name, image, [config.model, *self._flags(inside)], gpus=gpus,
                           host_port=host_port, port=config.port,
                           model_cache_dir=model_cache_dir)
+
+    def docker_run_argv(
+        self,
+        config: EngineConfig,
+        *,
+        image: str,
+        host_port: int,
+        model_cache_dir: str,
+        gpus: GpuSelection = "all",
+        container_name: str | None = None,
+        config_file_path: str | None = None,
+    ) -> list[str]:
+        """`docker run` of `container_spec`'s container."""
+        return docker_run_argv(self.container_spec(
+            config, image=image, host_port=host_port, model_cache_dir=model_cache_dir,
+            gpus=gpus, container_name=container_name, config_file_path=config_file_path))
 
     def readiness(self, config: EngineConfig) -> ReadinessProbe:
         """`/health` answers 200 once weights and KV cache are up; then one 1-token completion."""
