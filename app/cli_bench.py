@@ -38,6 +38,14 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--log-dir", metavar="DIR", help="engine logs (default .servefit/logs)")
     p.add_argument("--model-cache-dir", metavar="DIR",
                    help="--launch docker: host Hugging Face cache (default ~/.cache/huggingface)")
+    p.add_argument("--image", help="--launch docker: image (default: the engine's official "
+                                   "image at the pinned release)")
+    p.add_argument("--docker-gpus", default="all", metavar="GPUS",
+                   help="--launch docker: all, none, a count, or device=0,1 (default all)")
+    p.add_argument("--docker-network", choices=["bridge", "host"], default="bridge",
+                   help="--launch docker: publish the port (bridge) or share the host's network")
+    p.add_argument("--pull", choices=["missing", "always", "never"], default="missing",
+                   help="--launch docker: pull the image when missing (default), always, never")
     p.add_argument("--model", help="served model name (default: the server's first)")
     p.add_argument("--engine", help="engine serving --endpoint, for its /metrics names "
                                     "(default: the config's engine, else vllm)")

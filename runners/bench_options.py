@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.errors import UsageError
 from core.load import MAX_CONCURRENCY, MAX_RATE_RPS, MAX_REQUESTS, MAX_TIME_SCALE, MAX_TOKENS
+from engines.base import GpuSelection
 from engines.config import EngineKind
 from profiler.workspace import Workspace
 from runners.bench import DEFAULT_SWEEP_CAP, BenchReport, BenchRequest, ProgressSample, run_bench
@@ -45,6 +46,9 @@ SOAK_WINDOWS = 10
 MAX_WORKERS = 64  # load-generator processes
 MAX_RUN_S = 7 * 24 * 3600.0  # a week: a soak test's longest meaning
 
+_DOCKER_GPUS = r"^(all|none|[1-9][0-9]*|device=[0-9]+(,[0-9]+)*)$"
+
+
 class BenchOptions(BaseModel):
     """What a user asks `bench` for; see `python -m app bench --help`."""
 
@@ -57,6 +61,15 @@ class BenchOptions(BaseModel):
     engine_venv: str | None = Field(default=None, description="local: venv holding the engine.")
     log_dir: str | None = None
     model_cache_dir: str | None = Field(default=None, description="docker: host HF cache folder.")
+    image: str | None = Field(default=None, description="docker: image (default: the engine's "
+                              "official image at the pinned release).")
+    docker_gpus: str = Field(default="all", pattern=_DOCKER_GPUS,
+                             description="docker: GPUs as docker's --gpus says them: all, "
+                             "none, a count, or device=0,1.")
+    docker_network: Literal["bridge", "host"] = Field(
+        default="bridge", description="docker: publish the port, or use the host's network.")
+    pull: Literal["missing", "always", "never"] = Field(
+        default="missing", description="docker: when to pull the image.")
     model: str | None = None
     engine: EngineKind | None = Field(default=None, description="Plug-in whose /metrics names are "
                                       "scraped (default: the config's engine, else vllm).")
@@ -248,9 +261,22 @@ def _launch_spec(o: BenchOptions, config: EngineConfig | None) -> LaunchSpec:
     if venv is not None and not (venv / "bin").is_dir():
         raise UsageError(f"--engine-venv {venv}: no bin/ folder there (give a virtual "
                          "environment holding the engine)")
+    if o.launch != "docker":
+        return LaunchSpec(mode=o.launch or "local", config=config, log_dir=log_dir, venv=venv)
     cache: dict[str, Any] = {"model_cache_dir": o.model_cache_dir} if o.model_cache_dir else {}
-    return LaunchSpec(mode=o.launch or "local", config=config, log_dir=log_dir,
-                      venv=venv if o.launch == "local" else None, **cache)
+    return LaunchSpec(mode="docker", config=config, log_dir=log_dir, image=o.image,
+                      gpus=gpu_selection(o.docker_gpus), docker_network=o.docker_network,
+                      pull=o.pull, **cache)
+
+
+def gpu_selection(text: str) -> GpuSelection:
+    """`--docker-gpus` (validated by its pattern) as the launcher takes it: all, none, a
+    count, or `device=0,1` as a list of indices."""
+    if text in ("all", "none"):
+        return "all" if text == "all" else "none"
+    if text.startswith("device="):
+        return [int(i) for i in text.removeprefix("device=").split(",")]
+    return int(text)
 
 
 # Where a field goes on the command line: first the server and the workload, then the rest in

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
@@ -28,9 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.errors import RunnerError
 from engines import get_engine
-from engines.base import GpuSelection, ReadinessProbe
+from engines.base import ContainerSpec, GpuSelection, ReadinessProbe
+from engines.common import docker_run_argv
 from engines.config import EngineConfig
+from runners import docker_engine
 from runners.client import get_status, send
+from runners.docker_engine import PullPolicy
 from runners.ports import free_port
 from runners.schemas import RequestSpec
 
@@ -41,7 +44,6 @@ LAUNCH_MODES: dict[LaunchMode, str] = {
     "local": "Launch the engine locally",
     "docker": "Launch the engine's official Docker image",
 }
-CommandRunner = Callable[[list[str]], subprocess.CompletedProcess[str]]
 
 _LOG = logging.getLogger(__name__)
 _TAIL_LINES = 20
@@ -116,11 +118,20 @@ class LaunchSpec(BaseModel):
         default=str(Path.home() / ".cache" / "huggingface"),
         description="docker: host folder mounted as the container's HF cache.",
     )
-    gpus: GpuSelection = Field(default="all", description="docker: --gpus selection.")
+    gpus: GpuSelection = Field(default="all", description="docker: GPUs requested ('none' "
+                               "for an image that needs none).")
     container_name: str | None = Field(
         default=None, description="docker: container name; None = unique servefit-KIND-PORT-ID."
     )
-    docker_bin: str = Field(default="docker", description="docker: the CLI executable.")
+    docker_host: str | None = Field(
+        default=None, description="docker: the daemon's address; None = $DOCKER_HOST or the "
+        "default socket.")
+    docker_network: Literal["bridge", "host"] = Field(
+        default="bridge", description="docker: publish the port (bridge), or share the host's "
+        "network (the engine listens on the chosen port itself).")
+    pull: PullPolicy = Field(default="missing", description="docker: pull the image when it is "
+                             "missing, always, or never.")
+    pull_timeout_s: float = Field(default=3600.0, gt=0, description="docker: bound on a pull.")
 
     @model_validator(mode="after")
     def _check_mode(self) -> Self:
@@ -150,8 +161,8 @@ class Endpoint(BaseModel):
     url: str = Field(description="Base URL (http://host:port) for runners.client.send.")
     served_model_name: str = Field(description="Model name to put in requests.")
     command: list[str] = Field(default_factory=list, description="argv run; empty for endpoint.")
-    pid: int | None = Field(default=None, description="Leader pid = process group id (local, "
-                            "docker CLI); None for endpoint.")
+    pid: int | None = Field(default=None, description="Leader pid = process group id (local); "
+                            "None for docker and endpoint.")
     container_name: str | None = Field(default=None, description="docker: the container.")
     log_path: Path | None = Field(default=None, description="Captured server output.")
     ready_s: float = Field(description="Seconds from start to ready (health + completion).")
@@ -165,8 +176,10 @@ class _Running:
     env_shown: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
-    container: str | None = None
-    rm_env: dict[str, str] | None = None
+    container: str | None = None  # docker: the name, set before it is created
+    client: Any = None  # docker: the Engine API client
+    handle: Any = None  # docker: the started container
+    pump: docker_engine.LogPump | None = None
 
     def display(self) -> str:
         """The command for messages (shlex-quoted; secrets in env masked)."""
@@ -179,17 +192,16 @@ def _mask(key: str, value: str) -> str:
 
 
 @contextlib.contextmanager
-def launched(spec: LaunchSpec, *, run_command: CommandRunner | None = None) -> Iterator[Endpoint]:
+def launched(spec: LaunchSpec) -> Iterator[Endpoint]:
     """Bring up the server `spec` describes, yield it once ready, and always tear it down.
 
     Teardown runs on normal exit, an exception in the body, KeyboardInterrupt, a readiness
     timeout and a crashed engine: SIGTERM to the process group, SIGKILL after
-    `stop_timeout_s`, then wait (bounded) until no member is left; docker also gets
-    `docker rm -f NAME`. Endpoint mode starts and stops nothing.
+    `stop_timeout_s`, then wait (bounded) until no member is left; a container is
+    force-removed through the Docker Engine API. Endpoint mode starts and stops nothing.
 
     Args:
         spec: what to launch and the bounds.
-        run_command: runs `docker rm -f NAME` (injectable for tests); default subprocess.run.
 
     Raises:
         LaunchError: the process exited or `ready_timeout_s` passed before readiness (message
@@ -214,7 +226,7 @@ def launched(spec: LaunchSpec, *, run_command: CommandRunner | None = None) -> I
         )
     finally:
         unwinding = sys.exc_info()[0] is not None
-        _teardown(spec, running, run_command, unwinding=unwinding)
+        _teardown(spec, running, unwinding=unwinding)
 
 
 def _probe(spec: LaunchSpec) -> ReadinessProbe:
@@ -266,20 +278,20 @@ def local_prerequisite(config: EngineConfig, venv: Path | None = None) -> str | 
 
 
 def _start(spec: LaunchSpec, running: _Running) -> str:
-    """Start the local process or the docker CLI; return the base URL to probe."""
+    """Start the local process or the container; return the base URL to probe."""
     port = spec.port or free_port(spec.host)
-    env = {**os.environ, **spec.env}
     running.env_shown = dict(spec.env)
-    if spec.mode == "docker":
-        argv = _docker_argv(spec, port, running)
-        running.rm_env = env
-    else:
-        argv = _local_argv(spec, port, env)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     kind = spec.config.engine if spec.config else "server"
     assert spec.log_dir is not None  # the validator guarantees it
     spec.log_dir.mkdir(parents=True, exist_ok=True)
     running.log_path = spec.log_dir / f"{kind}-{spec.mode}-{port}-{stamp}.log"
+    if spec.mode == "docker":
+        _start_container(spec, port, running)
+        host = "127.0.0.1" if spec.docker_network == "host" else spec.host
+        return f"http://{_connect_host(host)}:{port}"
+    env = {**os.environ, **spec.env}
+    argv = _local_argv(spec, port, env)
     running.command = argv
     with running.log_path.open("wb") as log:
         try:
@@ -309,16 +321,44 @@ def _local_argv(spec: LaunchSpec, port: int, env: dict[str, str]) -> list[str]:
     return argv
 
 
-def _docker_argv(spec: LaunchSpec, port: int, running: _Running) -> list[str]:
+def container_of(spec: LaunchSpec, port: int, name: str,
+                 config_file_path: str | None = None) -> ContainerSpec:
+    """The container `spec` starts on host port `port`: the plug-in's, on the chosen network
+    (on the host's, the engine itself listens on `port`)."""
     assert spec.config is not None
     plugin = get_engine(spec.config.engine)
-    name = spec.container_name or f"servefit-{plugin.kind}-{port}-{uuid.uuid4().hex[:8]}"
-    argv = plugin.docker_run_argv(
-        spec.config, image=spec.image or plugin.docker_image(), host_port=port,
+    config = spec.config
+    if spec.docker_network == "host":
+        config = config.model_copy(update={"port": port})
+    container = plugin.container_spec(
+        config, image=spec.image or plugin.docker_image(), host_port=port,
         model_cache_dir=spec.model_cache_dir, gpus=spec.gpus, container_name=name,
-    )
-    running.container = name
-    return [spec.docker_bin, *argv[1:]] if argv[0] == "docker" else argv
+        config_file_path=config_file_path)
+    return container.model_copy(update={"network": spec.docker_network})
+
+
+def _start_container(spec: LaunchSpec, port: int, running: _Running) -> None:
+    """Pull (per policy), create and start the container; its logs go to the log file."""
+    assert spec.config is not None and spec.log_dir is not None and running.log_path
+    plugin = get_engine(spec.config.engine)
+    name = spec.container_name or f"servefit-{plugin.kind}-{port}-{uuid.uuid4().hex[:8]}"
+    # The engine's config file, for a plug-in that mounts it (the others ignore the path).
+    file_name, text = plugin.config_file(spec.config)
+    config_path = (spec.log_dir / f"{name}-{file_name}").resolve()
+    config_path.write_text(text, encoding="utf-8")
+    container = container_of(spec, port, name, str(config_path))
+    running.command = docker_run_argv(container)
+    try:
+        running.client = docker_engine.connect(spec.docker_host)
+        docker_engine.ensure_image(running.client, container.image, spec.pull,
+                                   running.log_path, spec.pull_timeout_s)
+        running.handle = docker_engine.create(running.client, container,
+                                              {**os.environ, **spec.env})
+        running.container = name  # created by us: from here on, teardown removes it
+        docker_engine.start(running.handle)
+    except docker_engine.DockerError as exc:
+        raise _failure(str(exc), running) from None
+    running.pump = docker_engine.LogPump(running.handle, running.log_path).start()
 
 
 def _connect_host(host: str) -> str:
@@ -341,6 +381,9 @@ def _wait_ready(spec: LaunchSpec, running: _Running, base: str, probe: Readiness
         if proc is not None and proc.poll() is not None:
             raise _failure(f"server exited with code {proc.returncode} before ready "
                            f"(last probe: {last})", running)
+        gone = docker_engine.exited(running.handle) if running.handle is not None else None
+        if gone:
+            raise _failure(f"{gone} before ready (last probe: {last})", running)
         last = _health(base + probe.health_path)
         if not last and spec.check_completion:
             last = _completion(base, probe, timeout_s=max(1.0, deadline - time.monotonic()))
@@ -414,19 +457,18 @@ def _tail(path: Path | None, n: int = _TAIL_LINES) -> str:
 # -- teardown ----------------------------------------------------------------------------------
 
 
-def _run(argv: list[str], env: dict[str, str] | None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
-                          env=env)
-
-
-def _teardown(spec: LaunchSpec, running: _Running, run_command: CommandRunner | None, *,
-              unwinding: bool) -> None:
-    """Remove the container (docker), then end the process group. Never leaves either."""
+def _teardown(spec: LaunchSpec, running: _Running, *, unwinding: bool) -> None:
+    """Remove the container, then end the process group. Never leaves either."""
     problem = ""
     try:
-        if running.container is not None:
-            problem = _docker_rm(spec, running, run_command)
+        if running.container is not None and running.client is not None:
+            problem = docker_engine.remove(running.client, running.container)
+            if running.pump is not None:
+                running.pump.join(_REAP_BOUND_S)
     finally:
+        if running.client is not None:
+            with contextlib.suppress(Exception):
+                running.client.close()
         if running.proc is not None:
             stop_group(running.proc, spec.stop_timeout_s)
     if problem:
@@ -434,18 +476,6 @@ def _teardown(spec: LaunchSpec, running: _Running, run_command: CommandRunner | 
             _LOG.error("%s", problem)
         else:
             raise LaunchError(problem, command=running.display())
-
-
-def _docker_rm(spec: LaunchSpec, running: _Running, run_command: CommandRunner | None) -> str:
-    """`docker rm -f NAME`; '' on success (or when the container is already gone)."""
-    argv = [spec.docker_bin, "rm", "-f", running.container or ""]
-    try:
-        done = run_command(argv) if run_command else _run(argv, running.rm_env)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"could not remove container {running.container}: {exc}"
-    if done.returncode != 0 and "no such container" not in (done.stderr or "").lower():
-        return f"could not remove container {running.container}: {(done.stderr or '').strip()}"
-    return ""
 
 
 def group_alive(pgid: int) -> bool:

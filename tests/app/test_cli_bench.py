@@ -193,7 +193,8 @@ ROUND_TRIP = [
      "prompt_tokens": 16, "output_tokens": 4, "concurrency": 8, "num_requests": 12,
      "warmup_s": 0.3, "api": "chat"},
     {"launch": "docker", "config_path": "REC", "log_dir": "/tmp/logs",
-     "model_cache_dir": "/models", "workload": "burst", "prompt_tokens": 100,
+     "model_cache_dir": "/models", "image": "my/vllm:dev", "docker_gpus": "device=0,2",
+     "docker_network": "host", "pull": "never", "workload": "burst", "prompt_tokens": 100,
      "output_tokens": 10, "rate_rps": 0.7, "peak_rate_rps": 2.9000000000000004,
      "burst_s": 20.0, "duration_s": 60.0, "slo_ttft_p95_ms": 70.0, "slo_tpot_p95_ms": 50.0},
     {"launch": "local", "config_path": "REC", "engine_venv": "VENV", "workload": "poisson",
@@ -228,6 +229,10 @@ def test_the_command_shown_builds_the_same_run(fields, tmp_path):
         assert direct.engine == fields["engine"] and direct.sweep_max_concurrency == 8
     else:
         assert direct.launch is not None and direct.launch.config == config
+    if options.launch == "docker":
+        launch = direct.launch
+        assert (launch.image, launch.gpus, launch.docker_network, launch.pull) == (
+            "my/vllm:dev", [0, 2], "host", "never")
 
 
 def _launched(tmp_path, engine: str, quantization: str):

@@ -5,7 +5,6 @@ failure message, and teardown that leaves no process group behind in every exit 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import socket
@@ -20,13 +19,15 @@ from pydantic import ValidationError
 
 from core.errors import RunnerError
 from engines import get_engine
-from engines.common import openai_readiness
+from engines.common import docker_run_argv, openai_readiness
 from engines.config import EngineConfig
 from runners.client import send
+from runners.docker_engine import pull_summary, run_kwargs
 from runners.launch import (
     Endpoint,
     LaunchError,
     LaunchSpec,
+    container_of,
     group_alive,
     launched,
     local_prerequisite,
@@ -87,15 +88,6 @@ class Handler(BaseHTTPRequestHandler):
 
 
 ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
-'''
-
-FAKE_DOCKER = r'''#!{python}
-import json, os, sys
-with open(os.environ["FAKE_DOCKER_RECORD"], "a") as f:
-    f.write(json.dumps(sys.argv[1:]) + "\n")
-if sys.argv[1] == "run":
-    host_port = sys.argv[sys.argv.index("-p") + 1].split(":")[0]
-    os.execv(sys.executable, [sys.executable, {engine!r}, "--port", host_port])
 '''
 
 FAKE_VLLM = r'''#!{python}
@@ -275,74 +267,66 @@ def test_plugin_argv_in_a_venv(tmp_path, engine):
     assert _gone(ep.pid)
 
 
-def _fake_docker(tmp_path: Path, engine: Path) -> tuple[Path, Path]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    docker = bin_dir / "docker"
-    docker.write_text(FAKE_DOCKER.format(python=sys.executable, engine=str(engine)))
-    docker.chmod(0o755)
-    return bin_dir, tmp_path / "docker.jsonl"
-
-
-def test_docker_exact_argv_and_rm(tmp_path, engine):
-    bin_dir, record = _fake_docker(tmp_path, engine)
-    config = EngineConfig(engine="vllm", model="org/m", extra_args={"served-model-name": "fake"})
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-           "FAKE_DOCKER_RECORD": str(record)}
-    spec = LaunchSpec(mode="docker", config=config, env=env, log_dir=tmp_path / "logs",
-                      model_cache_dir="/cache/hf", gpus=[0, 1], ready_timeout_s=20,
-                      poll_interval_s=0.05)
-    with launched(spec) as ep:
-        name = ep.container_name
-        assert name and name.startswith("servefit-vllm-")
-        port = int(ep.url.rsplit(":", 1)[1])
-        assert _one_request(ep.url)
-    calls = [json.loads(line) for line in record.read_text().splitlines()]
+def test_docker_container_is_the_plugins_on_the_chosen_network(tmp_path):
+    config = EngineConfig(engine="vllm", model="org/m", port=8000)
+    bridge = LaunchSpec(mode="docker", config=config, log_dir=tmp_path, model_cache_dir="/hf",
+                        gpus=[0, 1])
+    container = container_of(bridge, 41234, "servefit-x")
     plugin = get_engine("vllm")
-    expected = plugin.docker_run_argv(config, image=plugin.docker_image(), host_port=port,
-                                      model_cache_dir="/cache/hf", gpus=[0, 1],
-                                      container_name=name)
-    assert ep.command == expected
-    assert calls == [expected[1:], ["rm", "-f", name]]
-    assert _gone(ep.pid)
+    assert docker_run_argv(container) == plugin.docker_run_argv(
+        config, image=plugin.docker_image(), host_port=41234, model_cache_dir="/hf",
+        gpus=[0, 1], container_name="servefit-x")
+    host = container_of(bridge.model_copy(update={"docker_network": "host"}), 41234, "n")
+    argv = docker_run_argv(host)
+    assert argv[argv.index("--network"):argv.index("--network") + 2] == ["--network", "host"]
+    assert "-p" not in argv
+    assert argv[argv.index("--port") + 1] == "41234"  # the engine itself listens there
 
 
-def test_docker_names_are_unique(tmp_path, engine):
-    bin_dir, record = _fake_docker(tmp_path, engine)
-    config = EngineConfig(engine="vllm", model="m", extra_args={"served-model-name": "fake"})
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-           "FAKE_DOCKER_RECORD": str(record)}
-    spec = LaunchSpec(mode="docker", config=config, env=env, log_dir=tmp_path / "logs",
-                      port=free_port(), poll_interval_s=0.05)
-    names = []
-    for _ in range(2):
-        with launched(spec) as ep:
-            names.append(ep.container_name)
-    assert len(set(names)) == 2
+def test_docker_sdk_arguments_follow_the_container(tmp_path):
+    from docker.types import DeviceRequest
+
+    config = EngineConfig(engine="sglang", model="org/m", port=30000)
+    spec = LaunchSpec(mode="docker", config=config, log_dir=tmp_path, model_cache_dir="/hf",
+                      gpus=2)
+    kwargs = run_kwargs(container_of(spec, 5000, "c1"), {"HF_TOKEN": "t", "OTHER": "x"})
+    assert kwargs["ports"] == {"30000/tcp": 5000} and "network_mode" not in kwargs
+    assert kwargs["device_requests"] == [DeviceRequest(count=2, capabilities=[["gpu"]])]
+    assert kwargs["volumes"] == {"/hf": {"bind": "/root/.cache/huggingface", "mode": "rw"}}
+    assert kwargs["environment"] == {"HF_TOKEN": "t"}  # passed by name, nothing else
+    assert kwargs["shm_size"] == "32g" and kwargs["ipc_mode"] == "host"
+    assert kwargs["command"][:2] == ["python3", "-m"]
+    host = spec.model_copy(update={"docker_network": "host", "gpus": "none"})
+    kwargs = run_kwargs(container_of(host, 5000, "c2"), {})
+    assert kwargs["network_mode"] == "host" and "ports" not in kwargs
+    assert kwargs["device_requests"] == [] and kwargs["environment"] == {}
+    trt = LaunchSpec(mode="docker", config=EngineConfig(engine="trtllm", model="org/m"),
+                     log_dir=tmp_path, model_cache_dir="/hf", gpus=[1, 3])
+    kwargs = run_kwargs(container_of(trt, 5000, "c3", "/abs/options.yaml"), {})
+    assert kwargs["device_requests"] == [
+        DeviceRequest(device_ids=["1", "3"], capabilities=[["gpu"]])]
+    assert kwargs["volumes"]["/abs/options.yaml"]["mode"] == "ro"
+    assert [(u["Name"], u["Soft"], u["Hard"]) for u in kwargs["ulimits"]] == [
+        ("memlock", -1, -1), ("stack", 67108864, 67108864)]
 
 
-def test_docker_rm_runs_even_when_the_body_raises(tmp_path, engine):
-    bin_dir, record = _fake_docker(tmp_path, engine)
-    calls: list[list[str]] = []
+def test_docker_without_a_daemon_is_one_clear_error_and_leaves_nothing(tmp_path):
+    config = EngineConfig(engine="vllm", model="m")
+    socket_path = tmp_path / "no-daemon.sock"
+    spec = LaunchSpec(mode="docker", config=config, log_dir=tmp_path / "logs",
+                      docker_host=f"unix://{socket_path}", ready_timeout_s=5)
+    with pytest.raises(LaunchError) as info, launched(spec):
+        raise AssertionError("never ready")
+    assert info.value.reason.startswith(f"cannot reach the Docker daemon at unix://{socket_path}")
+    assert "start Docker" in info.value.reason
+    assert "docker run --rm" in info.value.command  # the equivalent command is shown
 
-    def runner(argv: list[str]) -> subprocess.CompletedProcess[str]:
-        calls.append(argv)
-        return subprocess.CompletedProcess(argv, 1, "", "Cannot connect to the Docker daemon")
 
-    config = EngineConfig(engine="vllm", model="m", extra_args={"served-model-name": "fake"})
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-           "FAKE_DOCKER_RECORD": str(record)}
-    spec = LaunchSpec(mode="docker", config=config, env=env, log_dir=tmp_path / "logs",
-                      docker_bin="docker", poll_interval_s=0.05)
-    with pytest.raises(ValueError, match="body"), launched(spec, run_command=runner) as ep:
-        raise ValueError("body")  # the rm failure is logged, the body's error wins
-    assert calls == [["docker", "rm", "-f", ep.container_name]]
-    assert _gone(ep.pid)
-    # A clean body: the failed removal is an error of its own.
-    with pytest.raises(LaunchError, match="could not remove container"), \
-            launched(spec, run_command=runner) as ep2:
-        pass
-    assert _gone(ep2.pid)
+def test_pull_progress_line_sums_the_known_layers():
+    line = pull_summary("img:1", {"a": (50_000_000, 100_000_000), "b": (100_000_000,
+                                                                      100_000_000)})
+    assert line == "pulling img:1: 150 of 200 MB in 2 layers (75%)"
+    assert pull_summary("img:1", {}) == "pulling img:1: 0 of 0 MB in 0 layers"
 
 
 def test_endpoint_mode_starts_and_stops_nothing(tmp_path, engine):
