@@ -1,21 +1,23 @@
 # ServeFit web app. Build: docker build -t servefit .
 # Run (see README "Docker"): the app on :8501; validation starts engines' official images as
-# sibling containers through the mounted Docker socket.
-FROM python:3.11.7-slim-bookworm
+# sibling containers through the mounted Docker socket, with the Docker Engine API (the
+# `docker` package from requirements.txt): the image holds no Docker binary.
+#
+# BASE_IMAGE: any Debian-like image with Python >= 3.11 and its venv module (CI builds from a
+# debootstrap'ed Debian root because it cannot pull from a registry).
+ARG BASE_IMAGE=python:3.11.7-slim-bookworm
 
-# The Docker CLI only (no daemon), a pinned static binary fetched with Python: no apt repository
-# and no curl in the image. TARGETARCH is set by BuildKit (amd64 or arm64). 27.5 speaks API 1.47,
-# which Docker 29 daemons (minimum API 1.44) still accept; Debian's docker.io client does not.
-ARG DOCKER_CLI_VERSION=27.5.1
-ARG TARGETARCH=amd64
-COPY scripts/install_docker_cli.py /tmp/install_docker_cli.py
-RUN python /tmp/install_docker_cli.py "$DOCKER_CLI_VERSION" /usr/local/bin "$TARGETARCH" \
- && rm /tmp/install_docker_cli.py \
- && docker --version
+# Stage 1: the pinned requirements in a virtual environment (wheels only: no compiler).
+FROM ${BASE_IMAGE} AS build
+COPY requirements.txt /tmp/requirements.txt
+RUN python -m venv /opt/venv \
+ && /opt/venv/bin/pip install --no-cache-dir --only-binary=:all: -r /tmp/requirements.txt \
+ && find /opt/venv -depth -name __pycache__ -type d -exec rm -rf {} +
 
+# Stage 2: the runtime: the same base, the environment and the app; no pip caches, no sources.
+FROM ${BASE_IMAGE}
+COPY --from=build /opt/venv /opt/venv
 WORKDIR /opt/servefit
-COPY requirements.txt ./
-RUN pip install --no-cache-dir -r requirements.txt
 
 # Only what the app runs: the libraries (app/ holds the Streamlit config) and their data.
 COPY core/ core/
@@ -31,12 +33,14 @@ RUN useradd --create-home --uid 10001 --user-group servefit \
  && mkdir -p /var/lib/servefit /models && chown servefit:servefit /var/lib/servefit /models
 USER 10001:10001
 
+# PATH: the environment's python first.
 # PYTHONPATH: `streamlit run` puts app/ on the path, not the repository root.
-# SERVEFIT_APP_HOME: uploads, workspaces, history and runs (mount a volume to keep them).
+# SERVEFIT_APP_HOME: uploads, workspaces (the CLI's too), history and runs (mount a volume).
 # HF_HOME: the Hugging Face cache mounted from the host at /models.
 # NUMBA_CACHE_DIR: compiled kernels (prefix cache, simulator); the code folder is not writable
 # for this user, and on the volume they survive a restart.
-ENV PYTHONPATH=/opt/servefit \
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONPATH=/opt/servefit \
     PYTHONUNBUFFERED=1 \
     SERVEFIT_APP_HOME=/var/lib/servefit \
     HF_HOME=/models \

@@ -86,8 +86,8 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-decompressed-mb", type=int, metavar="MB",
                    help="cap on a compressed trace's expanded size")
     p.add_argument("--workspace", metavar="PATH",
-                   help="DuckDB workspace file (default .servefit/workspace.duckdb or "
-                        "$SERVEFIT_WORKSPACE)")
+                   help="DuckDB workspace file (default $SERVEFIT_WORKSPACE, else "
+                        "workspace.duckdb in $SERVEFIT_APP_HOME, else .servefit/)")
     p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
 
 

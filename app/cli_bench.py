@@ -79,8 +79,8 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--max-steps", type=int, metavar="K", help="boundary: most steps (default 8)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workspace", metavar="PATH",
-                   help="DuckDB workspace for the results (default .servefit/workspace.duckdb "
-                        "or $SERVEFIT_WORKSPACE)")
+                   help="DuckDB workspace for the results (default $SERVEFIT_WORKSPACE, else "
+                        "workspace.duckdb in $SERVEFIT_APP_HOME, else .servefit/)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=cmd_bench)
 

@@ -424,21 +424,23 @@ def visible_runs(runs: list[Any]) -> list[Any]:
 class Environment(Record):
     """What this machine offers for live validation (shown, never guessed silently)."""
 
-    docker_cli: bool
-    docker_socket: bool
+    docker_url: str = Field(description="the Docker daemon's address the launcher would use")
+    docker_socket: bool = Field(description="its socket is here (always True for tcp://)")
     nvidia_gpu: bool
     host_models_dir: str = Field(description="host path of the HF cache for sibling containers")
 
 
 def environment() -> Environment:
-    """Docker CLI and socket, an NVIDIA GPU, and the host's HF cache path (for containers)."""
+    """The Docker daemon's socket, an NVIDIA GPU, and the host's HF cache path (for
+    containers)."""
     import shutil
 
-    socket = Path(os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-                  .removeprefix("unix://"))
+    from runners.docker_engine import daemon_url
+
+    url = daemon_url()
     return Environment(
-        docker_cli=shutil.which("docker") is not None,
-        docker_socket=socket.exists(),
+        docker_url=url,
+        docker_socket=not url.startswith("unix://") or Path(url.removeprefix("unix://")).exists(),
         nvidia_gpu=shutil.which("nvidia-smi") is not None,
         host_models_dir=os.environ.get("SERVEFIT_HOST_MODELS")
         or str(Path.home() / ".cache" / "huggingface"))

@@ -1,8 +1,9 @@
 """The DuckDB workspace file: where it lives, and opening it without leaving litter.
 
-Default location `.servefit/workspace.duckdb` under the working directory; `SERVEFIT_WORKSPACE`
-or an explicit path overrides it. A write that fails on a workspace it just created removes the
-file again, so bad input leaves no trace.
+Default location `workspace.duckdb` in `$SERVEFIT_APP_HOME` when that is set (the Docker image
+sets it to its writable volume), else `.servefit/workspace.duckdb` under the working directory;
+`SERVEFIT_WORKSPACE` or an explicit path overrides it. A write that fails on a workspace it just
+created removes the file again, so bad input leaves no trace.
 
 Within one process DuckDB shares one database instance per file, and refuses a second connection
 whose configuration differs ("read-only" against "read-write"), so connections to one file are
@@ -27,6 +28,7 @@ from core.errors import WorkspaceError
 
 DEFAULT_RELATIVE_PATH = Path(".servefit") / "workspace.duckdb"
 ENV_VAR = "SERVEFIT_WORKSPACE"
+APP_HOME_ENV_VAR = "SERVEFIT_APP_HOME"  # the app's folder (app.resources); the CLI's too
 # DuckDB's memory cap (e.g. "2GB"); past it DuckDB spills to `<workspace>.tmp/`. Unset: DuckDB's
 # default, 80 % of RAM.
 MEMORY_ENV_VAR = "SERVEFIT_MEMORY_LIMIT"
@@ -89,8 +91,11 @@ class Workspace:
 
     @classmethod
     def resolve(cls, path: str | os.PathLike[str] | None = None) -> Workspace:
-        chosen = path or os.environ.get(ENV_VAR) or DEFAULT_RELATIVE_PATH
-        return cls(Path(chosen))
+        """`path`, else $SERVEFIT_WORKSPACE, else workspace.duckdb in $SERVEFIT_APP_HOME,
+        else `.servefit/workspace.duckdb` here."""
+        home = os.environ.get(APP_HOME_ENV_VAR)
+        default = Path(home) / "workspace.duckdb" if home else DEFAULT_RELATIVE_PATH
+        return cls(Path(path or os.environ.get(ENV_VAR) or default))
 
     def exists(self) -> bool:
         return self.path.is_file()

@@ -70,15 +70,32 @@ def _where(env, config) -> dict:
     else:
         out["model_cache_dir"] = st.text_input("Host folder of the Hugging Face cache",
                                                env.host_models_dir, key="val.models_dir")
-        if not env.nvidia_gpu:
-            st.warning("No NVIDIA GPU here (no nvidia-smi): the image starts with `--gpus`, "
+        out.update(_docker_form())
+        if not env.nvidia_gpu and out["docker_gpus"] != "none":
+            st.warning("No NVIDIA GPU here (no nvidia-smi): the container asks for GPUs, "
                        "which Docker refuses without one; run the command below on the GPU "
                        "machine.")
-        if not (env.docker_cli and env.docker_socket):
-            st.warning("No Docker here (" + ("no socket" if env.docker_cli else "no docker CLI")
-                       + "): run the app with the Docker socket mounted (see README, Docker), "
-                       "or run the command below on the GPU machine.")
+        if not env.docker_socket:
+            st.warning(f"No Docker here (no socket at {env.docker_url}): run the app with the "
+                       "Docker socket mounted (see README, Docker), or run the command below "
+                       "on the GPU machine.")
     return out
+
+
+def _docker_form() -> dict:
+    """The container's image, GPUs, network and pull policy (the CLI's --image, --docker-gpus,
+    --docker-network and --pull)."""
+    cols = st.columns(4)
+    return {"image": cols[0].text_input("Image (empty: the engine's official one)", "",
+                                        key="val.image") or None,
+            "docker_gpus": cols[1].text_input("GPUs (all, none, 2, device=0,1)", "all",
+                                              key="val.gpus"),
+            "docker_network": cols[2].selectbox(
+                "Network", ["bridge", "host"], key="val.network",
+                help="bridge publishes the engine's port; host shares this machine's network "
+                     "(needed where Docker has no bridge)"),
+            "pull": cols[3].selectbox("Pull the image", ["missing", "always", "never"],
+                                      key="val.pull")}
 
 
 def _trace_form(cols, profile, trace_path: str) -> dict:

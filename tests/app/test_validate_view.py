@@ -60,14 +60,20 @@ def test_another_traces_recommendation_is_not_benchmarked(app_home, rec):
     assert "Get a recommendation first" in at.info[0].value
 
 
-def test_docker_mode_without_docker_says_so_and_gives_the_command(app_home, rec, monkeypatch):
-    monkeypatch.setenv("PATH", "")  # no docker CLI, whatever this machine has
+def test_docker_mode_without_docker_says_so_and_gives_the_command(app_home, rec, monkeypatch,
+                                                                  tmp_path):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/none.sock")  # whatever this has
     at = _validate(rec)
     at.radio(key="val.where").set_value("docker").run()
     at.number_input(key="val.warmup").set_value(2.0).run()
-    assert any("No Docker here" in w.value for w in at.warning)
+    assert any(f"No Docker here (no socket at unix://{tmp_path}/none.sock)" in w.value
+               for w in at.warning)
+    at.text_input(key="val.gpus").set_value("none").run()
+    at.selectbox(key="val.network").set_value("host").run()
     command = at.code[0].value
     assert "--launch docker --config rec.json --workload trace" in command
+    assert "--docker-gpus none --docker-network host" in command
+    assert not any("No NVIDIA GPU" in w.value for w in at.warning)  # none asked for
     words = shlex.split(command)
     assert words[words.index("--warmup-s") + 1] == "2"
     assert ref.SAMPLE.name in command

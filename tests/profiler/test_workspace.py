@@ -4,6 +4,7 @@ sharing a file."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,14 @@ def test_a_nested_connection_in_the_other_mode_fails_instead_of_deadlocking(tmp_
         with pytest.raises(WorkspaceError, match="different configuration"), \
                 ws.connect(read_only=True):
             pass
+
+
+def test_default_location_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("SERVEFIT_WORKSPACE", raising=False)
+    monkeypatch.delenv("SERVEFIT_APP_HOME", raising=False)
+    assert Workspace.resolve().path == Path(".servefit") / "workspace.duckdb"
+    monkeypatch.setenv("SERVEFIT_APP_HOME", str(tmp_path / "home"))
+    assert Workspace.resolve().path == tmp_path / "home" / "workspace.duckdb"
+    monkeypatch.setenv("SERVEFIT_WORKSPACE", str(tmp_path / "w.duckdb"))
+    assert Workspace.resolve().path == tmp_path / "w.duckdb"
+    assert Workspace.resolve(tmp_path / "x.duckdb").path == tmp_path / "x.duckdb"
