@@ -35,7 +35,8 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--engine-venv", metavar="DIR",
                    help="--launch local: virtual environment holding the engine (default: "
                         "the engine's command on PATH)")
-    p.add_argument("--log-dir", metavar="DIR", help="engine logs (default .servefit/logs)")
+    p.add_argument("--log-dir", metavar="DIR",
+                   help="engine logs (default logs/ in $SERVEFIT_APP_HOME, else .servefit/logs)")
     p.add_argument("--model-cache-dir", metavar="DIR",
                    help="--launch docker: host Hugging Face cache (default ~/.cache/huggingface)")
     p.add_argument("--image", help="--launch docker: image (default: the engine's official "

@@ -8,6 +8,7 @@ Milliseconds appear only here, at the edge: `slo_*_ms` in, `*_ms` out (DESIGN §
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ from core.errors import UsageError
 from core.load import MAX_CONCURRENCY, MAX_RATE_RPS, MAX_REQUESTS, MAX_TIME_SCALE, MAX_TOKENS
 from engines.base import GpuSelection
 from engines.config import EngineKind
-from profiler.workspace import Workspace
+from profiler.workspace import APP_HOME_ENV_VAR, Workspace
 from runners.bench import DEFAULT_SWEEP_CAP, BenchReport, BenchRequest, ProgressSample, run_bench
 from runners.client import check_http_url
 from runners.metrics import summary_json
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 BenchWorkload = Literal["trace", "poisson", "gamma", "concurrency", "sweep", "burst", "soak",
                         "boundary"]
 assert set(get_args(BenchWorkload)) == set(BENCH_KINDS)  # the registry's kinds, typed
-DEFAULT_LOG_DIR = Path(".servefit") / "logs"
+DEFAULT_LOG_DIR = Path(".servefit") / "logs"  # or logs/ in $SERVEFIT_APP_HOME when set
 DEFAULT_NUM_REQUESTS = 100
 DEFAULT_SWEEP_REQUESTS = 32
 DEFAULT_GAMMA_CV = 2.0
@@ -256,7 +257,7 @@ def _launch_spec(o: BenchOptions, config: EngineConfig | None) -> LaunchSpec:
             config = served_config(load_request(o.config_path or ""))
         except EngineError as exc:  # engines/ owns its own tree: map it at this edge
             raise UsageError(str(exc)) from None
-    log_dir = Path(o.log_dir) if o.log_dir else DEFAULT_LOG_DIR
+    log_dir = Path(o.log_dir) if o.log_dir else default_log_dir()
     venv = Path(o.engine_venv) if o.engine_venv else None
     if venv is not None and not (venv / "bin").is_dir():
         raise UsageError(f"--engine-venv {venv}: no bin/ folder there (give a virtual "
@@ -267,6 +268,13 @@ def _launch_spec(o: BenchOptions, config: EngineConfig | None) -> LaunchSpec:
     return LaunchSpec(mode="docker", config=config, log_dir=log_dir, image=o.image,
                       gpus=gpu_selection(o.docker_gpus), docker_network=o.docker_network,
                       pull=o.pull, **cache)
+
+
+def default_log_dir() -> Path:
+    """Engine logs: logs/ in $SERVEFIT_APP_HOME when set (the Docker image's volume), else
+    .servefit/logs here."""
+    home = os.environ.get(APP_HOME_ENV_VAR)
+    return Path(home) / "logs" if home else DEFAULT_LOG_DIR
 
 
 def gpu_selection(text: str) -> GpuSelection:

@@ -10,7 +10,10 @@ order, and adds the command and the log tail.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import posixpath
+import tarfile
 import threading
 import time
 from collections.abc import Mapping
@@ -167,6 +170,46 @@ def create(client: Any, spec: ContainerSpec, environ: Mapping[str, str]) -> Any:
         return client.containers.create(**kwargs)
     except Exception as exc:
         raise DockerError(f"could not create container {spec.name}: {_reason(exc)}") from None
+
+
+def copy_in(container: Any, files: Mapping[str, bytes]) -> None:
+    """Copy `files` (absolute container path -> content) into a created container. Copying,
+    not mounting, works wherever the caller runs: a bind source is a path on the daemon's
+    host, which a caller inside a container does not share.
+
+    Raises:
+        DockerError: the daemon refused the archive.
+    """
+    if not files:
+        return
+    try:
+        container.put_archive("/", _tar(files))
+    except Exception as exc:
+        raise DockerError(f"could not copy {', '.join(files)} into {container.name}: "
+                          f"{_reason(exc)}") from None
+
+
+def _tar(files: Mapping[str, bytes]) -> bytes:
+    """A tar archive of `files` relative to /, with their folders, readable by everyone."""
+    buffer, now = io.BytesIO(), int(time.time())
+    folders = sorted({parent for path in files
+                      for parent in _parents(posixpath.dirname(path.lstrip("/")))})
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for folder in folders:
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, now
+            tar.addfile(info)
+        for path, content in files.items():
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode, info.mtime = len(content), 0o644, now
+            tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def _parents(folder: str) -> list[str]:
+    """'a/b/c' -> ['a', 'a/b', 'a/b/c']; '' -> []."""
+    parts = [p for p in folder.split("/") if p]
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def start(container: Any) -> None:

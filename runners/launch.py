@@ -284,7 +284,11 @@ def _start(spec: LaunchSpec, running: _Running) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     kind = spec.config.engine if spec.config else "server"
     assert spec.log_dir is not None  # the validator guarantees it
-    spec.log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        spec.log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LaunchError(f"cannot create the log folder {spec.log_dir}: "
+                          f"{exc.strerror or exc}") from None
     running.log_path = spec.log_dir / f"{kind}-{spec.mode}-{port}-{stamp}.log"
     if spec.mode == "docker":
         _start_container(spec, port, running)
@@ -345,9 +349,17 @@ def _start_container(spec: LaunchSpec, port: int, running: _Running) -> None:
     # The engine's config file, for a plug-in that mounts it (the others ignore the path).
     file_name, text = plugin.config_file(spec.config)
     config_path = (spec.log_dir / f"{name}-{file_name}").resolve()
-    config_path.write_text(text, encoding="utf-8")
+    try:
+        config_path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise LaunchError(f"cannot write {config_path}: {exc.strerror or exc}") from None
     container = container_of(spec, port, name, str(config_path))
-    running.command = docker_run_argv(container)
+    running.command = docker_run_argv(container)  # what a user would type: the file mounted
+    # Through the API the file is copied in instead: the daemon reads bind sources on its
+    # own host, which an app running in a container does not share.
+    files = {b.target: text.encode() for b in container.binds if b.source == str(config_path)}
+    container = container.model_copy(update={"binds": [
+        b for b in container.binds if b.source != str(config_path)]})
     try:
         running.client = docker_engine.connect(spec.docker_host)
         docker_engine.ensure_image(running.client, container.image, spec.pull,
@@ -355,6 +367,7 @@ def _start_container(spec: LaunchSpec, port: int, running: _Running) -> None:
         running.handle = docker_engine.create(running.client, container,
                                               {**os.environ, **spec.env})
         running.container = name  # created by us: from here on, teardown removes it
+        docker_engine.copy_in(running.handle, files)
         docker_engine.start(running.handle)
     except docker_engine.DockerError as exc:
         raise _failure(str(exc), running) from None

@@ -163,10 +163,16 @@ class FakeOpenAI:
 
 
 def main(argv: list[str]) -> None:
-    """Stand in for an engine's server command: `… --port P` serves until killed."""
+    """Stand in for an engine's server command: `… --port P` serves until killed, as the model
+    its arguments name (--served-model-name, --model-path, or the first `org/name`; default
+    "fake"). Also the entrypoint of the stub engine image the Docker test builds
+    (tests/docker), which receives an engine's launch arguments."""
     import time
 
-    server = FakeOpenAI(port=int(argv[argv.index("--port") + 1])).start()
+    model = next((argv[argv.index(flag) + 1] for flag in ("--served-model-name", "--model-path")
+                  if flag in argv), None) or next((a for a in argv[1:] if "/" in a
+                                                  and not a.startswith("-")), "fake")
+    server = FakeOpenAI(port=int(argv[argv.index("--port") + 1]), model=model).start()
     print(f"fake engine serving on {server.url}", flush=True)
     while True:
         time.sleep(3600)
