@@ -39,14 +39,18 @@ USER 10001:10001
 # HF_HOME: the Hugging Face cache mounted from the host at /models.
 # NUMBA_CACHE_DIR: compiled kernels (prefix cache, simulator); the code folder is not writable
 # for this user, and on the volume they survive a restart.
+# STREAMLIT_SERVER_PORT/ADDRESS: where the app listens; `-e STREAMLIT_SERVER_PORT=…` moves it and
+# the health check follows (a --server.port flag in CMD would leave the check on 8501).
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONPATH=/opt/servefit \
     PYTHONUNBUFFERED=1 \
     SERVEFIT_APP_HOME=/var/lib/servefit \
     HF_HOME=/models \
-    NUMBA_CACHE_DIR=/var/lib/servefit/numba
+    NUMBA_CACHE_DIR=/var/lib/servefit/numba \
+    STREAMLIT_SERVER_PORT=8501 \
+    STREAMLIT_SERVER_ADDRESS=0.0.0.0
 VOLUME ["/var/lib/servefit"]
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"]
-CMD ["python", "-m", "streamlit", "run", "app/streamlit_app.py", "--server.port", "8501", "--server.address", "0.0.0.0"]
+  CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ['STREAMLIT_SERVER_PORT'] + '/_stcore/health', timeout=4)"]
+CMD ["python", "-m", "streamlit", "run", "app/streamlit_app.py"]

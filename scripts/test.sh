@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install everything the tests need, lint (ruff), type-check (mypy) and run the whole suite:
 # fast tests (two processes), then the slow ones (real browser, the real vLLM's argument
-# parser). System packages (Chromium for the browser tests) are installed with apt-get when
-# missing and running as root; vLLM's CPU build goes into its own .venv-vllm.
+# parser, the Docker image built and run). System packages (Chromium for the browser tests,
+# docker.io and debootstrap for the image) are installed with apt-get when missing and running
+# as root; vLLM's CPU build goes into its own .venv-vllm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -13,6 +14,16 @@ fi
 if ! command -v java >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+# Docker for the image test (tests/docker): it starts its own dockerd and builds a Debian base
+# with debootstrap. As root with apt-get the packages are installed when missing, and the test
+# must then run rather than skip.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null
+  fi
+  export SERVEFIT_DOCKER_TEST=required
 fi
 bash scripts/setup.sh dev
 bash scripts/setup_vllm.sh

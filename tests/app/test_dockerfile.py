@@ -90,11 +90,14 @@ def test_runs_as_a_non_root_user():
 
 
 def test_healthcheck_probes_streamlit_on_the_served_port():
+    """The port is the environment's (Streamlit reads STREAMLIT_SERVER_PORT), so a user who
+    moves it with -e moves the health check too; no --server.port flag pins it in CMD."""
     (health,) = _all("HEALTHCHECK")
     (cmd,) = _all("CMD")
-    argv = _exec_form(cmd)
-    port = argv[argv.index("--server.port") + 1]
-    assert f"127.0.0.1:{port}/_stcore/health" in health
+    assert "--server.port" not in _exec_form(cmd)
+    env = dict(item.partition("=")[::2] for rest in _all("ENV") for item in shlex.split(rest))
+    port = env["STREAMLIT_SERVER_PORT"]
+    assert "127.0.0.1:' + os.environ['STREAMLIT_SERVER_PORT'] + '/_stcore/health" in health
     assert _all("EXPOSE") == [port]
 
 
