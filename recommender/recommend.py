@@ -317,6 +317,35 @@ def _nothing_fits(request: RecommendRequest, pruned: dict[str, int]) -> str:
             f"{why}; add GPUs or pick a bigger GPU")
 
 
+def alternative_export(rec: Recommendation, candidate: Candidate) -> dict:
+    """`export_view` of another engine's best instead of the pick. The pick's reasons and
+    warnings explain the pick, so they do not travel; the report says instead what this
+    configuration is to the pick, and by the decision's own figure."""
+    if candidate.label == rec.pick.label:
+        return rec.export
+    other = rec.model_copy(update={"pick": candidate, "reasons": [],
+                                   "warnings": [], "capacity": None})
+    request = export_view(other, profile_source=rec.request.source)
+    request["reasons"] = alternative_reasons(rec, candidate)
+    return request
+
+
+def alternative_reasons(rec: Recommendation, candidate: Candidate) -> list[str]:
+    """Why `candidate` is not the pick, in the decision's terms (REPORT.md's Reasons)."""
+    lines = [f"Not the pick: {candidate.config.engine}'s best configuration ({candidate.label}), "
+             f"exported on request; the pick is {rec.pick.config.engine} {rec.pick.label}."]
+    d = rec.decision
+    if d is not None and candidate.label in d.figures and d.pick in d.figures:
+        tie = " (tied within the prediction's error)" if candidate.label in d.tied_with else ""
+        lines.append(f"Ranked by {d.ranked_by}: {d.figures[candidate.label]:.3g} here against "
+                     f"{d.figures[d.pick]:.3g} for the pick{tie}.")
+    if d is not None:
+        lines.append(f"The decision: {d.text}")
+    if not candidate.feasible and candidate.rejected_reason:
+        lines.append(f"Does not hold today's load: {candidate.rejected_reason}.")
+    return lines
+
+
 def export_view(rec: Recommendation, *, profile_source: str) -> dict:
     """The pick as an `engines.export.ExportRequest`, as JSON (what `export` reads)."""
     p = rec.pick.predicted

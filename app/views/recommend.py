@@ -247,14 +247,9 @@ def _capacity(rec) -> None:
 
 def _export_request(rec, candidate) -> dict:
     """ExportRequest JSON of the pick (the recommendation's own) or of another engine's best."""
-    if candidate.label == rec.pick.label:
-        return rec.export
-    from recommender.recommend import export_view
+    from recommender.recommend import alternative_export
 
-    # The reasons and warnings explain the pick, so they do not travel with an alternative.
-    other = rec.model_copy(update={"pick": candidate, "reasons": [], "warnings": [],
-                                   "capacity": None})
-    return export_view(other, profile_source=rec.request.source)
+    return alternative_export(rec, candidate)
 
 
 def _downloads(rec) -> None:

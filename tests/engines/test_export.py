@@ -216,7 +216,7 @@ def test_kubernetes_structure(tmp_path: Path, kind: str) -> None:
                        gpu_count=4)
     out = _export(tmp_path, request)
     docs = {d["kind"]: d for d in yaml.safe_load_all((out / "kubernetes.yaml").read_text())}
-    assert set(docs) <= {"Deployment", "Service", "ConfigMap"}
+    assert set(docs) <= {"Deployment", "Service", "ConfigMap", "PersistentVolumeClaim"}
     deployment, service = docs["Deployment"], docs["Service"]
     assert (deployment["apiVersion"], deployment["kind"]) == ("apps/v1", "Deployment")
     assert (service["apiVersion"], service["kind"]) == ("v1", "Service")
@@ -235,6 +235,15 @@ def test_kubernetes_structure(tmp_path: Path, kind: str) -> None:
     volumes = {v["name"]: v for v in template["spec"]["volumes"]}
     shm, = (m for m in container["volumeMounts"] if m["mountPath"] == "/dev/shm")
     assert volumes[shm["name"]]["emptyDir"] == {"medium": "Memory"}
+    # the model cache outlives the pod: weights download once, not at every start
+    cache, = (m for m in container["volumeMounts"]
+              if m["mountPath"] == "/root/.cache/huggingface")
+    claim = docs["PersistentVolumeClaim"]
+    assert volumes[cache["name"]] == {"name": cache["name"], "persistentVolumeClaim": {
+        "claimName": claim["metadata"]["name"]}}
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert claim["spec"]["resources"]["requests"]["storage"].endswith("Gi")
+    assert not any("emptyDir" in v for n, v in volumes.items() if n != shm["name"])
     assert {m["name"] for m in container["volumeMounts"]} <= set(volumes)
     config_name, config_text = get_engine(kind).config_file(request.config)
     for mount in container["volumeMounts"]:  # bundle files come from the ConfigMap

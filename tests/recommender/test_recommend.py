@@ -19,7 +19,7 @@ from engines.export import ExportRequest, export_bundle, load_request
 from engines.facts import HardwareFacts, ModelFacts
 from profiler.profile import profile_trace
 from profiler.workspace import Workspace
-from recommender.recommend import recommend
+from recommender.recommend import alternative_export, recommend
 from recommender.recommendation import Recommendation, RecommendRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,6 +58,25 @@ def test_the_pick_passes_its_engine_check_and_exports(rec: Recommendation, tmp_p
     path = tmp_path / "rec.json"
     path.write_text(rec.model_dump_json())
     assert load_request(path) == export  # a saved Recommendation is what export reads
+
+
+def test_an_alternatives_bundle_says_what_it_is_to_the_pick(rec: Recommendation,
+                                                           tmp_path) -> None:
+    other = next(c for c in rec.alternatives if c.label != rec.pick.label)
+    export = ExportRequest.model_validate(alternative_export(rec, other))
+    assert export.config == other.config and export.capacity is None
+    report = export_bundle(export, tmp_path / "alt") and \
+        (tmp_path / "alt" / "REPORT.md").read_text()
+    reasons = report.split("## Reasons")[1]
+    assert "None were given" not in reasons
+    assert f"Not the pick: {other.config.engine}'s best configuration ({other.label})" in reasons
+    assert f"the pick is {rec.pick.config.engine} {rec.pick.label}" in reasons
+    d = rec.decision
+    pick_only = [r.text for r in rec.reasons if d is None or r.text != d.text]
+    assert pick_only and not any(t in report for t in pick_only)  # they explain the pick
+    if d is not None and other.label in d.figures:
+        assert f"{d.figures[other.label]:.3g} here against {d.figures[d.pick]:.3g}" in reasons
+    assert alternative_export(rec, rec.pick) == rec.export
 
 
 def test_ranking_alternatives_and_window(rec: Recommendation) -> None:
