@@ -483,6 +483,7 @@ class BenchJob:
         self.samples: list[Any] = []
         self.report: Any = None
         self.error: str | None = None
+        self.launch_status = ""  # what the launch is doing, until the server is ready
         self.shown = False  # whether a full page rerun has shown the finished run
         self.stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="servefit-bench", daemon=True)
@@ -495,13 +496,17 @@ class BenchJob:
     def running(self) -> bool:
         return self._thread.is_alive()
 
+    def _launching(self, line: str) -> None:
+        self.launch_status = line  # one str assignment: a reader sees the old or the new
+
     def _run(self) -> None:
         from core.errors import ServeFitError
         from runners.bench import run_bench
 
         try:
             self.report = run_bench(self.request, workspace=store_workspace(),
-                                    progress=self.samples.append, stop=self.stop)
+                                    progress=self.samples.append, stop=self.stop,
+                                    launch_status=self._launching)
         except ServeFitError as exc:
             self.error = hide_home(str(exc))
         except Exception as exc:  # a bug still reaches the user as one line, and the log

@@ -205,8 +205,11 @@ class _Live:
 
 def run_bench(request: BenchRequest, *, workspace: Workspace,
               progress: Callable[[ProgressSample], None] | None = None,
-              stop: threading.Event | None = None) -> BenchReport:
+              stop: threading.Event | None = None,
+              launch_status: Callable[[str], None] | None = None) -> BenchReport:
     """Run `request` and store it in `workspace`; see the module docstring for statuses.
+    `launch_status` hears what a launch is doing until the server is ready (e.g. a pull's
+    progress).
 
     A run that ends failed (a broken server, the server gone mid-run) is returned with status
     `failed` and its `error`, as it is stored; only a run that cannot start or go on raises.
@@ -219,7 +222,7 @@ def run_bench(request: BenchRequest, *, workspace: Workspace,
     schedules = _schedules(request)  # bad input fails here, before anything starts
     with contextlib.ExitStack() as stack:
         try:
-            url, health_url = stack.enter_context(_serving(request))
+            url, health_url = stack.enter_context(_serving(request, launch_status))
         except LaunchError as exc:  # kept in the store too, so the attempt shows under Runs
             _record_launch_failure(request, workspace, exc)
             raise
@@ -260,7 +263,8 @@ def _schedules(request: BenchRequest) -> list[tuple[int | None, Schedule]]:
 
 
 @contextlib.contextmanager
-def _serving(request: BenchRequest) -> Iterator[tuple[str, str | None]]:
+def _serving(request: BenchRequest, status: Callable[[str], None] | None = None
+             ) -> Iterator[tuple[str, str | None]]:
     """(base URL, health URL or None): the given endpoint, or a launched server."""
     if request.launch is None:
         url = (request.endpoint_url or "").rstrip("/")
@@ -269,7 +273,7 @@ def _serving(request: BenchRequest) -> Iterator[tuple[str, str | None]]:
         yield url, server_root(url) + probe.health_path
         return
     spec = request.launch
-    with launched(spec) as ep:
+    with launched(spec, status) as ep:
         ready = spec.probe or (get_engine(spec.config.engine).readiness(spec.config)
                                if spec.config else None)
         yield ep.url, ep.url + ready.health_path if ready else None

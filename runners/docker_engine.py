@@ -16,7 +16,7 @@ import posixpath
 import tarfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,10 +58,10 @@ def connect(host: str | None = None) -> Any:
     return client
 
 
-def ensure_image(client: Any, image: str, policy: PullPolicy, log_path: Path,
-                 timeout_s: float) -> None:
+def ensure_image(client: Any, image: str, policy: PullPolicy, log_path: Path, *,
+                 timeout_s: float, status: Callable[[str], None] | None = None) -> None:
     """Make `image` present: pull it when missing (or always), never when told not to; the
-    pull's progress goes to `log_path` as it arrives.
+    pull's progress goes to `log_path` (and one line at a time to `status`) as it arrives.
 
     Raises:
         DockerError: absent with pulling off, the pull failed, or it took over `timeout_s`.
@@ -78,15 +78,17 @@ def ensure_image(client: Any, image: str, policy: PullPolicy, log_path: Path,
                                   "off: pull it first, or allow pulling") from None
         except Exception as exc:
             raise DockerError(f"could not look up image {image}: {_reason(exc)}") from None
-    _pull(client, image, log_path, timeout_s)
+    _pull(client, image, log_path, timeout_s=timeout_s, status=status or (lambda _: None))
 
 
-def _pull(client: Any, image: str, log_path: Path, timeout_s: float) -> None:
+def _pull(client: Any, image: str, log_path: Path, *, timeout_s: float,
+          status: Callable[[str], None]) -> None:
     deadline = time.monotonic() + timeout_s
     layers: dict[str, tuple[int, int]] = {}  # layer id -> (bytes done, bytes total)
     last_summary = 0.0
     with log_path.open("a", encoding="utf-8") as log:
         log.write(f"pulling {image}\n")
+        status(f"pulling {image}")
         try:
             for event in client.api.pull(image, stream=True, decode=True):
                 if "error" in event:
@@ -94,8 +96,10 @@ def _pull(client: Any, image: str, log_path: Path, timeout_s: float) -> None:
                 _note_layer(layers, event)
                 if time.monotonic() - last_summary >= _PULL_LOG_EVERY_S:
                     last_summary = time.monotonic()
-                    log.write(pull_summary(image, layers) + "\n")
+                    line = pull_summary(image, layers)
+                    log.write(line + "\n")
                     log.flush()
+                    status(line)
                 if time.monotonic() > deadline:
                     raise DockerError(f"pulling {image} took over {timeout_s:g} s")
         except DockerError:

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
@@ -180,6 +180,7 @@ class _Running:
     client: Any = None  # docker: the Engine API client
     handle: Any = None  # docker: the started container
     pump: docker_engine.LogPump | None = None
+    status: Callable[[str], None] = field(default=lambda _: None)
 
     def display(self) -> str:
         """The command for messages (shlex-quoted; secrets in env masked)."""
@@ -192,7 +193,8 @@ def _mask(key: str, value: str) -> str:
 
 
 @contextlib.contextmanager
-def launched(spec: LaunchSpec) -> Iterator[Endpoint]:
+def launched(spec: LaunchSpec, status: Callable[[str], None] | None = None
+             ) -> Iterator[Endpoint]:
     """Bring up the server `spec` describes, yield it once ready, and always tear it down.
 
     Teardown runs on normal exit, an exception in the body, KeyboardInterrupt, a readiness
@@ -202,13 +204,15 @@ def launched(spec: LaunchSpec) -> Iterator[Endpoint]:
 
     Args:
         spec: what to launch and the bounds.
+        status: told, one line at a time, what the launch is doing (connecting, pulling with
+            its progress, starting, waiting for the engine's health), for a live view.
 
     Raises:
         LaunchError: the process exited or `ready_timeout_s` passed before readiness (message
             has the reason, the command and the last ~20 log lines), or the container could
             not be removed after an otherwise clean run.
     """
-    running = _Running()
+    running = _Running(status=status or (lambda _: None))
     started = time.perf_counter()
     try:
         base = _start(spec, running) if spec.mode != "endpoint" else (spec.url or "").rstrip("/")
@@ -297,6 +301,7 @@ def _start(spec: LaunchSpec, running: _Running) -> str:
     env = {**os.environ, **spec.env}
     argv = _local_argv(spec, port, env)
     running.command = argv
+    running.status(f"starting {shlex.join(argv[:1])}")
     with running.log_path.open("wb") as log:
         try:
             running.proc = subprocess.Popen(
@@ -361,9 +366,12 @@ def _start_container(spec: LaunchSpec, port: int, running: _Running) -> None:
     container = container.model_copy(update={"binds": [
         b for b in container.binds if b.source != str(config_path)]})
     try:
+        running.status(f"connecting to Docker at {docker_engine.daemon_url(spec.docker_host)}")
         running.client = docker_engine.connect(spec.docker_host)
         docker_engine.ensure_image(running.client, container.image, spec.pull,
-                                   running.log_path, spec.pull_timeout_s)
+                                   running.log_path, timeout_s=spec.pull_timeout_s,
+                                   status=running.status)
+        running.status(f"starting container {name}")
         running.handle = docker_engine.create(running.client, container,
                                               {**os.environ, **spec.env})
         running.container = name  # created by us: from here on, teardown removes it
@@ -398,6 +406,7 @@ def _wait_ready(spec: LaunchSpec, running: _Running, base: str, probe: Readiness
         if gone:
             raise _failure(f"{gone} before ready (last probe: {last})", running)
         last = _health(base + probe.health_path)
+        running.status(f"waiting for the engine at {base} ({last or 'healthy'})")
         if not last and spec.check_completion:
             last = _completion(base, probe, timeout_s=max(1.0, deadline - time.monotonic()))
         if not last:

@@ -210,7 +210,8 @@ def _live() -> None:
                        else f"{last.queue_depth:,.0f}")
         st.plotly_chart(charts.live_run(job.samples), width="stretch", key="val.live")
     if job.running:
-        st.info("Benchmark running…")
+        st.info("Benchmark running…" if job.samples or not job.launch_status
+                else plain(f"Starting the engine: {hide_home(job.launch_status)}…"))
         if st.button("Stop", key="val.stop"):
             job.stop.set()
         return

@@ -87,6 +87,16 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=30)
 
 
+def _unmount_under(root: Path) -> None:
+    """Unmount what dockerd left mounted under `root` (its exec root's netns/default bind
+    mount outlives it), deepest first, so the folder can be removed."""
+    prefix = str(root.resolve()) + "/"
+    with open("/proc/mounts", encoding="utf-8") as mounts:
+        points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
+    for point in sorted(points, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
 @pytest.fixture(scope="session")
 def daemon(tmp_path_factory) -> Iterator[Daemon]:
     why = _unavailable()
@@ -107,6 +117,7 @@ def daemon(tmp_path_factory) -> Iterator[Daemon]:
             container.remove(force=True)
         client.close()
         _stop(proc)
+        _unmount_under(root)
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -258,7 +258,11 @@ def test_plugin_argv_in_a_venv(tmp_path, engine):
     config = EngineConfig(engine="vllm", model="m", max_num_seqs=4,
                           extra_args={"served-model-name": "fake"})
     spec = _spec(tmp_path, engine, argv=None, venv=venv, config=config, probe=None)
-    with launched(spec) as ep:
+    said: list[str] = []
+    with launched(spec, said.append) as ep:
+        # what a live view shows while it starts: the program, then the engine's health
+        assert said[0] == f"starting {fake_vllm}"
+        assert said[-1] == f"waiting for the engine at {ep.url} (healthy)"
         port = int(ep.url.rsplit(":", 1)[1])
         expected = get_engine("vllm").server_argv(
             config.model_copy(update={"host": "127.0.0.1", "port": port}))
@@ -315,8 +319,10 @@ def test_docker_without_a_daemon_is_one_clear_error_and_leaves_nothing(tmp_path)
     socket_path = tmp_path / "no-daemon.sock"
     spec = LaunchSpec(mode="docker", config=config, log_dir=tmp_path / "logs",
                       docker_host=f"unix://{socket_path}", ready_timeout_s=5)
-    with pytest.raises(LaunchError) as info, launched(spec):
+    said: list[str] = []
+    with pytest.raises(LaunchError) as info, launched(spec, said.append):
         raise AssertionError("never ready")
+    assert said == [f"connecting to Docker at unix://{socket_path}"]
     assert info.value.reason.startswith(f"cannot reach the Docker daemon at unix://{socket_path}")
     assert "start Docker" in info.value.reason
     assert "docker run --rm" in info.value.command  # the equivalent command is shown
