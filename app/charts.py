@@ -124,19 +124,32 @@ def live_run(samples: Sequence) -> go.Figure:
     return fig
 
 
-def load_curve(curve: LoadCurve,
-               bands: dict[str, tuple[float, float]] | None = None) -> go.Figure:
-    """Predicted p95 TTFT and TPOT (ms, log axes) against load, with the SLO lines and the
-    trace's mean, its peak and the boundary marked; `bands` (figure -> (low, high) as
-    ratios to the value, the figure's p10-p90 interval) shade each curve."""
+def _ms(curve: LoadCurve, name: str) -> list[float | None]:
+    return [None if getattr(p, name) is None else getattr(p, name) * 1e3 for p in curve.points]
+
+
+def load_curve(curve: LoadCurve, bands: dict[str, tuple[float, float]] | None = None,
+               others: Sequence[LoadCurve] = ()) -> go.Figure:
+    """Predicted p95 TTFT and TPOT (ms, log axes) of the pick against load, with the SLO lines
+    and the trace's mean, its peak and the pick's boundary marked; `bands` (figure -> (low,
+    high) as ratios to the value, the figure's p10-p90 interval) shade the pick's curves;
+    `others` (each other engine's best) are drawn dashed beside it."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("p95 TTFT (ms)", "p95 TPOT (ms)"))
     x = [p.rate_rps for p in curve.points]
     for col, (name, slo) in enumerate((("ttft_p95_s", curve.slo_ttft_s),
                                         ("tpot_p95_s", curve.slo_tpot_s)), start=1):
-        y = [None if getattr(p, name) is None else getattr(p, name) * 1e3 for p in curve.points]
+        y = _ms(curve, name)
         if bands and name in bands:
             _band(fig, x, y, bands[name], col)
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=name[:4].upper(),
+        for other in others:
+            fig.add_trace(go.Scatter(
+                x=[p.rate_rps for p in other.points], y=_ms(other, name), mode="lines",
+                line={"dash": "dash"}, name=other.label, legendgroup=other.label,
+                showlegend=col == 1), 1, col)
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers",
+                                 name=f"the pick: {curve.label}" if curve.label else "the pick",
+                                 legendgroup="pick", showlegend=col == 1 and bool(others),
+                                 line={"color": "black"},
                                  marker={"color": ["green" if p.holds else "red"
                                                    for p in curve.points]}), 1, col)
         if slo is not None:
@@ -156,8 +169,9 @@ def load_curve(curve: LoadCurve,
                               annotation_position=where, row=1, col=col)
     fig.update_xaxes(title_text="offered load (req/s)")
     fig.update_yaxes(type="log")
-    fig.update_layout(showlegend=False)
-    return _layout(fig, "Predicted p95 latency against load (green: SLOs hold)")
+    fig.update_layout(showlegend=bool(others), legend={"orientation": "h", "y": -0.25})
+    title = "Predicted p95 latency against load (green: SLOs hold)"
+    return _layout(fig, title + ("; dashed: each other engine's best" if others else ""))
 
 
 def latency_quantiles(figures: Sequence[tuple[str, Latency, tuple[float, float] | None]]

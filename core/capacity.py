@@ -82,8 +82,11 @@ class GrowthRow(_Record):
 
 
 class LoadCurve(_Record):
-    """Predicted p95 TTFT/TPOT of the pick against load, with what to mark on the chart."""
+    """Predicted p95 TTFT/TPOT of one deployment against load, with what to mark on the
+    chart."""
 
+    label: str = Field(default="", description="The deployment's short description ('' in "
+                       "recommendations stored before curves were labelled: the pick).")
     points: list[LoadPoint] = Field(description="The search's loads, lightest first.")
     slo_ttft_s: float | None
     slo_tpot_s: float | None
@@ -137,6 +140,9 @@ class Capacity(_Record):
     alternatives: list[Boundary] = Field(description="Each other engine's best candidate.")
     growth: list[GrowthRow]
     curve: LoadCurve
+    alternative_curves: list[LoadCurve] = Field(
+        default_factory=list, description="Each other engine's best against load, from its "
+        "own boundary search (empty in recommendations stored before they were kept).")
     method: str = Field(description="How the boundary was found, in words.")
     day: DayPlan | None = Field(default=None, description="The fleet over the trace's span "
                                 "(None: no arrival times, or the pick holds no load).")

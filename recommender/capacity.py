@@ -222,15 +222,19 @@ def plan_capacity(setting: Setting, pick: Deployment, alternatives: Sequence[Dep
 
     found = found_for(pick)
     pick_boundary = boundary_of(found, pick, rates)
-    others = [(alt, boundary_of(found_for(alt), alt, rates)) for alt in alternatives]
+    alt_found = [(alt, found_for(alt)) for alt in alternatives]
+    others = [(alt, boundary_of(f, alt, rates)) for alt, f in alt_found]
     opts = setting.goals.sim_options()
+    limits = (opts.slo_ttft_s, opts.slo_tpot_s)
     return Capacity(
         today_rps=rates.today_rps, mean_rps=rates.mean_rps, peak_rps=rates.peak_rps,
         peak_window_s=rates.peak_window_s, slo_ttft_s=opts.slo_ttft_s,
         slo_tpot_s=opts.slo_tpot_s, pick=pick_boundary, alternatives=[b for _, b in others],
         growth=[_growth_row(setting, f, (pick, pick_boundary), others, found=found,
                             rates=rates) for f in GROWTH_FACTORS],
-        curve=_curve(found, pick_boundary, rates, (opts.slo_ttft_s, opts.slo_tpot_s)),
+        curve=_curve(found, pick_boundary, rates, limits),
+        alternative_curves=[_curve(f, b, rates, limits)
+                            for (_, f), (_, b) in zip(alt_found, others, strict=True)],
         method=(f"the trace's own arrivals compressed (shape kept), {pick_boundary.simulations} "
                 f"simulations for the pick: loads doubled from today's until the p95 SLOs "
                 f"break or the load is not kept up with, then bisected to {RESOLUTION:.0%}"),
@@ -264,6 +268,7 @@ def _curve(found: BoundarySearch, boundary: Boundary, rates: TraceRates,
     points = [LoadPoint(multiple=t.multiple, rate_rps=t.multiple * rates.today_rps,
                         ttft_p95_s=t.ttft_p95_s, tpot_p95_s=t.tpot_p95_s, holds=t.holds)
               for t in sorted(found.trials, key=lambda t: t.multiple)]
-    return LoadCurve(points=points, slo_ttft_s=limits[0], slo_tpot_s=limits[1],
+    return LoadCurve(label=boundary.label, points=points, slo_ttft_s=limits[0],
+                     slo_tpot_s=limits[1],
                      mean_rps=rates.mean_rps, peak_rps=rates.peak_rps,
                      boundary_rps=boundary.rate_rps)

@@ -246,10 +246,13 @@ def exited(container: Any) -> str | None:
     return None
 
 
-def remove(client: Any, name: str) -> str:
-    """Force-remove container `name`; '' when it is gone (or never was), else why not."""
+def remove(client: Any, name: str, grace_s: float) -> str:
+    """Stop container `name` (SIGTERM, SIGKILL after `grace_s`: an engine gets to shut down
+    cleanly), then force-remove it; '' when it is gone (or never was), else why not."""
     import docker.errors
 
+    with contextlib.suppress(Exception):  # gone, or already stopped: removal decides
+        client.api.stop(name, timeout=max(1, round(grace_s)))
     try:
         client.api.remove_container(name, force=True)
     except docker.errors.NotFound:

@@ -108,7 +108,8 @@ class LaunchSpec(BaseModel):
     ready_timeout_s: float = Field(default=600.0, gt=0, description="Bound on readiness.")
     poll_interval_s: float = Field(default=0.5, gt=0, description="Health poll period.")
     stop_timeout_s: float = Field(
-        default=30.0, gt=0, description="SIGTERM → SIGKILL grace for the process group."
+        default=30.0, gt=0, description="SIGTERM → SIGKILL grace for the process group (or "
+        "the container)."
     )
     check_completion: bool = Field(
         default=True, description="After health, require one 1-token streaming completion."
@@ -484,7 +485,8 @@ def _teardown(spec: LaunchSpec, running: _Running, *, unwinding: bool) -> None:
     problem = ""
     try:
         if running.container is not None and running.client is not None:
-            problem = docker_engine.remove(running.client, running.container)
+            problem = docker_engine.remove(running.client, running.container,
+                                           spec.stop_timeout_s)
             if running.pump is not None:
                 running.pump.join(_REAP_BOUND_S)
     finally:

@@ -237,8 +237,8 @@ def _capacity(rec) -> None:
     st.markdown("**At 2× / 5× / 10× today's traffic**")
     rows = growth_table(cap)
     st.dataframe({k: [r[k] for r in rows] for k in (rows[0] if rows else {})}, hide_index=True)
-    st.plotly_chart(charts.load_curve(cap.curve, curve_bands(rec.pick.predicted)),
-                    width="stretch")
+    st.plotly_chart(charts.load_curve(cap.curve, curve_bands(rec.pick.predicted),
+                                      cap.alternative_curves), width="stretch")
     if cap.day is not None:
         st.markdown(f"**Over the trace's span** {plain(day_text(cap.day))}")
         st.caption(f"Sized from {cap.day.method}.")

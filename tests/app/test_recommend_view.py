@@ -92,9 +92,16 @@ def test_recommendation_figures_and_files(recommended):
     assert metrics["SLO boundary"] == f"{cap.pick.rate_rps:,.3g} req/s"
     (curve,) = [c for c in charts
                 if c["layout"]["title"]["text"].startswith("Predicted p95 latency against")]
-    ttft = next(t for t in curve["data"] if t["name"] == "TTFT")
+    ttft = next(t for t in curve["data"] if t["name"] == f"the pick: {rec.pick.label}")
     assert ttft["x"] == [q.rate_rps for q in cap.curve.points]
     assert ttft["y"] == [q.ttft_p95_s * 1e3 for q in cap.curve.points]
+    # each other engine's best beside it, dashed, from its own search
+    assert [c.label for c in cap.alternative_curves] == [b.label for b in cap.alternatives]
+    assert cap.alternative_curves
+    for other in cap.alternative_curves:
+        drawn = next(t for t in curve["data"] if t["name"] == other.label)
+        assert drawn["line"]["dash"] == "dash"
+        assert drawn["x"] == [q.rate_rps for q in other.points]
     # the TTFT interval shaded around the curve: today's p10-p90 ratios at every load
     interval = p.intervals.get("ttft")
     shaded = [t for t in curve["data"] if t["name"] == "p10-p90 interval"]

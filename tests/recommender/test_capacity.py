@@ -113,6 +113,16 @@ def test_plan_capacity_growth_curve_and_band():
     rps = [p.rate_rps for p in cap.curve.points]
     assert rps == sorted(rps) and cap.curve.boundary_rps == b.rate_rps
     assert all(p.holds == (p.rate_rps <= b.rate_rps) for p in cap.curve.points)
+    # each other engine's best has its own curve, from its own search, to its own boundary
+    assert cap.curve.label == "vllm seqs16"
+    (alt,) = cap.alternative_curves
+    assert alt.label == "vllm seqs8" and alt.boundary_rps == cap.alternatives[0].rate_rps
+    assert all(p.holds == (p.rate_rps <= alt.boundary_rps) for p in alt.points)
+    # at a load both hold, half the cap waits longer for a slot: a higher p95 TTFT
+    both = {p.multiple: p for p in cap.curve.points}
+    shared = [(both[q.multiple], q) for q in alt.points if q.multiple in both
+              and q.holds and q.ttft_p95_s is not None]
+    assert shared and all(q.ttft_p95_s >= p.ttft_p95_s for p, q in shared)
 
 
 def test_compare_boundary_error_and_band():

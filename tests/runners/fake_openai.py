@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 from typing import Any
 
@@ -167,8 +168,12 @@ def main(argv: list[str]) -> None:
     its arguments name (--served-model-name, --model-path, or the first `org/name`; default
     "fake"). Also the entrypoint of the stub engine image the Docker test builds
     (tests/docker), which receives an engine's launch arguments."""
+    import signal
     import time
 
+    # As a container's PID 1 a process ignores SIGTERM unless it handles it: `docker stop`
+    # would wait out its grace period.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     model = next((argv[argv.index(flag) + 1] for flag in ("--served-model-name", "--model-path")
                   if flag in argv), None) or next((a for a in argv[1:] if "/" in a
                                                   and not a.startswith("-")), "fake")
@@ -179,6 +184,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
     main(sys.argv)
