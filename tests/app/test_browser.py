@@ -132,7 +132,73 @@ def _outside(url: str) -> bool:
         "127.0.0.1", "localhost")
 
 
-def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path):
+@pytest.fixture
+def fake_server():
+    from tests.runners.fake_openai import FakeOpenAI
+
+    server = FakeOpenAI(ttft_s=0.02, tpot_s=0.005).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _fill(page, label: str, value: str) -> None:
+    """Type into a Streamlit input and commit it (Enter), as a user would."""
+    field = page.get_by_label(label)
+    field.fill(value)
+    field.press("Enter")
+    page.wait_for_timeout(300)
+
+
+_PLOTS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(el => ({
+    title: (el._fullLayout.title || {}).text || '',
+    y2: el._fullLayout.yaxis2 ? el._fullLayout.yaxis2.range : null,
+    y2type: el._fullLayout.yaxis2 ? el._fullLayout.yaxis2.type : null,
+    data: el.data.map(t => ({name: t.name || '', x: t.x || [], y: t.y || [],
+                              yaxis: t.yaxis || 'y'}))}))"""
+
+
+# Metric tiles whose label or value is wider than its box (shown cut off with an ellipsis).
+_CUT_JS = """() => [...document.querySelectorAll(
+    '[data-testid="stMetricValue"] *, [data-testid="stMetricLabel"] *')]
+    .filter(el => el.children.length === 0 && el.scrollWidth > el.clientWidth + 1)
+    .map(el => el.textContent)"""
+
+
+def _charts_read_right(page) -> None:
+    """Issue 27 on the drawn page: the load curve's TPOT axis spans its data (within 0.1-10x,
+    not 1 to 10^50) and the pick's star lies on the Pareto front as drawn."""
+    page.wait_for_timeout(1000)
+    plots = [{**p, "title": re.sub(r"<[^>]+>", "", p["title"])}  # titles come in <b>
+             for p in page.evaluate(_PLOTS_JS)]
+    (curve,) = [p for p in plots if p["title"].startswith("Predicted p95 latency against")]
+    tpot = [v for t in curve["data"] if t["yaxis"] == "y2" and t["name"] != "p10-p90 interval"
+            for v in t["y"] if v]
+    low, high = (10 ** v for v in curve["y2"]) if curve["y2type"] == "log" else curve["y2"]
+    assert low >= 0.1 * min(tpot) and high <= 10 * max(tpot), (curve["y2"], tpot)
+    (front_chart,) = [p for p in plots if "Pareto" in p["title"]]
+    traces = {t["name"]: t for t in front_chart["data"]}
+    star, front = traces["pick"], traces["Pareto front"]
+    assert _on_step_line(star["x"][0], star["y"][0], front["x"], front["y"]), (star, front)
+
+
+def _on_step_line(x: float, y: float, xs: list[float], ys: list[float]) -> bool:
+    """Whether (x, y) lies on the front as Plotly draws it (shape "hv": from each vertex
+    across to the next one's x, then up or down to it)."""
+    def near(a: float, b: float) -> bool:
+        return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12)
+
+    for i, (xi, yi) in enumerate(zip(xs, ys, strict=True)):
+        x_next = xs[i + 1] if i + 1 < len(xs) else xi
+        if near(y, yi) and (xi <= x <= x_next or near(x, xi)):
+            return True  # on the horizontal run
+        if i + 1 < len(xs) and near(x, x_next) and min(yi, ys[i + 1]) <= y <= max(yi, ys[i + 1]):
+            return True  # on the vertical step
+    return False
+
+
+def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path, fake_server):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     elsewhere: list[str] = []  # the app runs where nothing outside may be reachable
     page.on("request", lambda request: _outside(request.url) and elsewhere.append(request.url))
@@ -178,14 +244,35 @@ def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path):
         assert config["max-num-seqs"] == int(seqs.group(1))
     _shot(page, "recommend")
 
+    _charts_read_right(page)
+    assert TRACE.name in page.locator("body").inner_text()  # the uploaded trace, not the sample
+
     _go(page, "Validate")
     page.get_by_text("Run it from a shell instead").click()
     page.locator("code", has_text="python -m app bench").first.wait_for(timeout=SLOW_MS)
+    # endpoint mode against a server that answers the OpenAI API (no model behind it)
+    _fill(page, "Base URL", fake_server.url)
+    _fill(page, "Window (s of the trace)", "10")
+    page.get_by_role("button", name="Start the benchmark").click()
+    page.get_by_text("Predicted against measured").wait_for(timeout=SLOW_MS)
+    body = page.locator("body").inner_text()
+    assert f"trace: {TRACE.name}" in body and "The run failed" not in body
+    assert "latency (ms)" in body  # units on the measured table
+    assert fake_server.bodies  # the requests reached it
     _shot(page, "validate")
 
     _go(page, "Runs")
     page.get_by_text("Profiled traces").wait_for(timeout=SLOW_MS)
     _shot(page, "runs")
+
+    # Each view again at 1024 px: the screenshots for the notes, and no tile cut off
+    page.set_viewport_size({"width": 1024, "height": 900})
+    for view in ("Profile", "Recommend", "Validate", "Runs"):
+        _go(page, view)
+        page.wait_for_timeout(1500)
+        assert not page.evaluate(_CUT_JS), (view, page.evaluate(_CUT_JS))
+        _shot(page, f"{view.lower()}_1024")
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
     _go(page, "Start")
     broken = tmp_path / "broken.csv"
