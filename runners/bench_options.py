@@ -64,7 +64,7 @@ class BenchOptions(BaseModel):
     model_cache_dir: str | None = Field(default=None, description="docker: host HF cache folder.")
     image: str | None = Field(default=None, description="docker: image (default: the engine's "
                               "official image at the pinned release).")
-    docker_gpus: str = Field(default="all", pattern=_DOCKER_GPUS,
+    docker_gpus: str = Field(default="all",
                              description="docker: GPUs as docker's --gpus says them: all, "
                              "none, a count, or device=0,1.")
     docker_network: Literal["bridge", "host"] = Field(
@@ -101,6 +101,13 @@ class BenchOptions(BaseModel):
     seed: int = 0
 
     _endpoint = field_validator("endpoint")(check_http_url)
+
+    @field_validator("docker_gpus")
+    @classmethod
+    def _gpus(cls, value: str) -> str:
+        if not re.fullmatch(_DOCKER_GPUS, value):
+            raise ValueError(f"{value!r}: expected all, none, a count (2) or device=0,1")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Self:

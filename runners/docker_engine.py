@@ -13,6 +13,7 @@ import contextlib
 import io
 import os
 import posixpath
+import re
 import tarfile
 import threading
 import time
@@ -25,6 +26,8 @@ from engines.base import ContainerSpec
 
 PullPolicy = Literal["missing", "always", "never"]
 DEFAULT_HOST = "unix:///var/run/docker.sock"
+# A named volume (Docker's own rule); any other relative source would be resolved nowhere.
+VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]+")
 _API_TIMEOUT_S = 60
 _PULL_LOG_EVERY_S = 5.0  # one progress line per layer state change, and a summary this often
 
@@ -165,9 +168,11 @@ def create(client: Any, spec: ContainerSpec, environ: Mapping[str, str]) -> Any:
     Raises:
         DockerError: the daemon refused (a name in use, a bad mount, ...).
     """
-    bad = [b.source for b in spec.binds if not os.path.isabs(b.source)]
+    bad = [b.source for b in spec.binds
+           if not (os.path.isabs(b.source) or VOLUME_NAME.fullmatch(b.source))]
     if bad:
-        raise DockerError(f"mount source {bad[0]!r} must be an absolute host path")
+        raise DockerError(f"mount source {bad[0]!r} must be an absolute host path or a "
+                          "volume name")
     kwargs = run_kwargs(spec, environ)
     kwargs.pop("detach")
     try:
@@ -251,14 +256,21 @@ def remove(client: Any, name: str, grace_s: float) -> str:
     cleanly), then force-remove it; '' when it is gone (or never was), else why not."""
     import docker.errors
 
-    with contextlib.suppress(Exception):  # gone, or already stopped: removal decides
+    interrupted: KeyboardInterrupt | None = None
+    try:
         client.api.stop(name, timeout=max(1, round(grace_s)))
+    except KeyboardInterrupt as exc:  # a second Ctrl-C: skip the grace, still remove it
+        interrupted = exc
+    except Exception:  # gone, or already stopped: removal decides
+        pass
     try:
         client.api.remove_container(name, force=True)
     except docker.errors.NotFound:
-        return ""
+        pass
     except Exception as exc:
         return f"could not remove container {name}: {_reason(exc)}"
+    if interrupted is not None:
+        raise interrupted
     return ""
 
 

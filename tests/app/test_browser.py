@@ -217,6 +217,7 @@ def test_upload_profile_recommend_export_and_errors(app_url, page, tmp_path, fak
 
     _go(page, "Profile")
     assert _metric(page, "Requests") == f"{len(df):,}"
+    assert f"{TRACE.name}: " in page.locator("body").inner_text()  # the upload's profile
     share = ref.multi_turn_share(df["Session ID"])
     assert _metric(page, "Multi-turn share") == f"{share:.1%}"
     page.locator('[data-testid="stPlotlyChart"]').first.wait_for(timeout=SLOW_MS)

@@ -108,6 +108,12 @@ def test_warmup_requests_are_sent_first_and_left_out(cli, fake, tmp_path):
         ("--time-scale", "inf", "a finite number")]],
     (["--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "inf"],
      "--rate: Input should be a finite number"),
+    # the Docker options, said in docker's words (issue 28, item 5)
+    *[(["--launch", "docker", "--config", "missing.json", "--workload", "poisson",
+        "--rate", "3", "--docker-gpus", gpus], f"--docker-gpus: '{gpus}': expected all, none, "
+       "a count (2) or device=0,1") for gpus in ("0", "device=", "-1", "all,1", "gpu0")],
+    (["--launch", "docker", "--config", "missing.json", "--workload", "poisson", "--rate",
+      "3", "--pull", "sometimes"], "argument --pull: invalid choice"),
 ])
 def test_bad_input_is_one_line_exit_2(cli, args, message, tmp_path):
     ws = tmp_path / "w.duckdb"

@@ -122,14 +122,16 @@ def _siblings(daemon, app_container) -> list[str]:
 
 
 def test_bench_launches_a_sibling_engine_through_the_socket(daemon, images, app, rec_json):
-    container, _, models = app
+    container, _, _ = app
     out = _exec(container, "python", "-m", "app", "bench", "--launch", "docker",
                 "--config", rec_json, "--image", images["stub"],
                 "--docker-gpus", "none", "--docker-network", "host", "--pull", "never",
-                "--model-cache-dir", str(models), "--workload", "poisson", "--rate", "5",
-                "--duration-s", "8", "--prompt-tokens", "100", "--output-tokens", "20")
+                "--model-cache-dir", "servefit-hf-test",  # a named volume as the cache
+                "--workload", "poisson", "--rate", "5", "--duration-s", "8",
+                "--prompt-tokens", "100", "--output-tokens", "20")
     assert "(complete)" in out and "errors 0" in out
     assert _siblings(daemon, container) == []  # removed after the run
+    assert "servefit-hf-test" in [v.name for v in daemon.client.volumes.list()]
 
 
 def test_validate_launches_the_pick_in_docker_and_compares(daemon, images, app, page):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -409,3 +410,16 @@ def test_a_local_engine_that_is_not_installed_is_said_before_a_run(tmp_path, mon
     (package / "__init__.py").write_text("")
     python.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
     assert local_prerequisite(sglang, venv) is None
+
+
+@pytest.mark.parametrize("source", ["relative/dir", "./cache", "x", "../up"])
+def test_a_mount_source_the_daemon_cannot_place_is_refused_before_it_is_asked(tmp_path,
+                                                                             source):
+    from runners.docker_engine import DockerError, create
+
+    spec = LaunchSpec(mode="docker", config=EngineConfig(engine="vllm", model="m"),
+                      log_dir=tmp_path, model_cache_dir=source)
+    # No client is needed (None): the refusal comes first, whatever the daemon would say.
+    with pytest.raises(DockerError, match=f"mount source '{re.escape(source)}' must be an "
+                                          "absolute host path or a volume name"):
+        create(None, container_of(spec, 5000, "c"), {})
