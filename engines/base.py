@@ -228,26 +228,8 @@ class EnginePlugin(Protocol):
         container_name: str | None = None,
         config_file_path: str | None = None,
     ) -> ContainerSpec:
-        """The engine container for this config; `docker_run_argv` renders the same record.
-
-        `config_file_path` is the host path of the file `config_file(config)` wrote; a plug-in
-        whose container must read that file mounts it (the others take their settings as
-        flags and ignore it).
-        """
-        ...
-
-    def docker_run_argv(
-        self,
-        config: EngineConfig,
-        *,
-        image: str,
-        host_port: int,
-        model_cache_dir: str,
-        gpus: GpuSelection = "all",
-        container_name: str | None = None,
-        config_file_path: str | None = None,
-    ) -> list[str]:
-        """`docker run …` for this config as an argument list.
+        """The engine container for this config (`engines.common.docker_argv` renders it as
+        a `docker run` command; the launcher hands it to the Docker Engine API).
 
         `config_file_path` is the host path of the file `config_file(config)` wrote; a plug-in
         whose container must read that file mounts it (the others take their settings as

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import ValidationError
 
-from engines.base import Bind, ContainerSpec, GpuSelection, ReadinessProbe
+from engines.base import Bind, ContainerSpec, EnginePlugin, GpuSelection, ReadinessProbe
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
@@ -133,6 +133,11 @@ def docker_run_argv(spec: ContainerSpec) -> list[str]:
         spec.image,
         *spec.command,
     ]  # fmt: skip
+
+
+def docker_argv(plugin: EnginePlugin, config: EngineConfig, **container: Any) -> list[str]:
+    """`docker run` of `plugin`'s container for `config` (keywords: `container_spec`'s)."""
+    return docker_run_argv(plugin.container_spec(config, **container))
 
 
 def require_own(kind: str, config: EngineConfig) -> None:

@@ -25,7 +25,7 @@ from core.capacity import LIMIT_TEXT, Capacity, boundary_text, day_text, growth_
 from core.figures import Band
 from engines import get_engine
 from engines.base import EnginePlugin
-from engines.common import parallel_layout, system_path_reason
+from engines.common import docker_argv, parallel_layout, system_path_reason
 from engines.config import EngineConfig
 from engines.errors import ExportError
 from engines.facts import HardwareFacts, ModelFacts
@@ -263,8 +263,8 @@ def render_bundle(request: ExportRequest) -> dict[str, str]:
     host_port = request.host_port or config.port
     image = plugin.docker_image(request.engine_version)
     gpus = config.gpus_per_instance
-    docker_argv = docker_command(request, bundle_dir=BUNDLE_DIR, hf_cache_dir=HF_CACHE)
-    container = parse_docker_run(docker_argv, image, config.engine)
+    run_argv = docker_command(request, bundle_dir=BUNDLE_DIR, hf_cache_dir=HF_CACHE)
+    container = parse_docker_run(run_argv, image, config.engine)
     probe = plugin.readiness(config)
     if not _HTTP_PATH.fullmatch(probe.health_path):
         raise ExportError(f"readiness path {probe.health_path!r} is not a plain URL path")
@@ -273,7 +273,7 @@ def render_bundle(request: ExportRequest) -> dict[str, str]:
         config_name: config_text,
         LAUNCH_SCRIPT: local_script,
         DOCKER_SCRIPT: _script(f"start {config.engine} in its official image.", _HERE,
-                               "exec " + _shell_line(docker_argv)),
+                               "exec " + _shell_line(run_argv)),
         COMPOSE_FILE: compose_yaml(container, config.engine, probe.health_path, gpus),
         KUBERNETES_FILE: kubernetes_yaml(container, config.engine, probe.health_path, gpus,
                                      {config_name: config_text}),
@@ -300,8 +300,8 @@ def docker_command(request: ExportRequest, *, bundle_dir: str, hf_cache_dir: str
     config = served_config(request)
     plugin = get_engine(config.engine)
     config_name = plugin.config_file(config)[0]
-    return plugin.docker_run_argv(
-        config, image=plugin.docker_image(request.engine_version),
+    return docker_argv(
+        plugin, config, image=plugin.docker_image(request.engine_version),
         host_port=request.host_port or config.port,
         model_cache_dir=request.model_cache_dir or hf_cache_dir,
         gpus=config.gpus_per_instance, config_file_path=f"{bundle_dir}/{config_name}")

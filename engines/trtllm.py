@@ -36,7 +36,6 @@ from engines.common import (
     check_model_len,
     check_parallelism,
     docker_run,
-    docker_run_argv,
     docker_target,
     image_ref,
     load_mapping,
@@ -302,22 +301,6 @@ class TrtllmEngine:
             gpus=gpus, host_port=host_port, port=config.port, model_cache_dir=model_cache_dir,
             ulimits={"memlock": -1, "stack": 67108864},
             binds=[Bind(source=options, target=CONTAINER_CONFIG_PATH, read_only=True)])
-
-    def docker_run_argv(
-        self,
-        config: EngineConfig,
-        *,
-        image: str,
-        host_port: int,
-        model_cache_dir: str,
-        gpus: GpuSelection = "all",
-        container_name: str | None = None,
-        config_file_path: str | None = None,
-    ) -> list[str]:
-        """`docker run` of `container_spec`'s container."""
-        return docker_run_argv(self.container_spec(
-            config, image=image, host_port=host_port, model_cache_dir=model_cache_dir,
-            gpus=gpus, container_name=container_name, config_file_path=config_file_path))
 
     def readiness(self, config: EngineConfig) -> ReadinessProbe:
         """`/health` (200 once the executor is up), `/v1/models`, then a 1-token completion.

@@ -28,7 +28,6 @@ from engines.common import (
     check_model_len,
     check_parallelism,
     docker_run,
-    docker_run_argv,
     docker_target,
     dump_yaml,
     extra_settings,
@@ -357,22 +356,6 @@ class VllmEngine:
         return docker_run(name, image, [config.model, *self._flags(inside)], gpus=gpus,
                           host_port=host_port, port=config.port,
                           model_cache_dir=model_cache_dir)
-
-    def docker_run_argv(
-        self,
-        config: EngineConfig,
-        *,
-        image: str,
-        host_port: int,
-        model_cache_dir: str,
-        gpus: GpuSelection = "all",
-        container_name: str | None = None,
-        config_file_path: str | None = None,
-    ) -> list[str]:
-        """`docker run` of `container_spec`'s container."""
-        return docker_run_argv(self.container_spec(
-            config, image=image, host_port=host_port, model_cache_dir=model_cache_dir,
-            gpus=gpus, container_name=container_name, config_file_path=config_file_path))
 
     def readiness(self, config: EngineConfig) -> ReadinessProbe:
         """`/health` answers 200 once weights and KV cache are up; then one 1-token completion."""

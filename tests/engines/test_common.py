@@ -10,7 +10,7 @@ import pytest
 
 from engines import ENGINES, sglang, trtllm, vllm
 from engines.base import EnginePlugin
-from engines.common import parallel_layout
+from engines.common import docker_argv, parallel_layout
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
@@ -86,8 +86,8 @@ def test_docker_image_refuses_bad_tags(kind: str, tag: str, message: str) -> Non
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("gpus", "value"), [("all", "all"), (2, "2"), ([3], '"device=3"')])
 def test_docker_gpu_selection(kind: str, gpus: object, value: str) -> None:
-    argv = ENGINES[kind].docker_run_argv(
-        _config(kind),
+    argv = docker_argv(
+        ENGINES[kind], _config(kind),
         image="i",
         host_port=8000,
         model_cache_dir="/c",
@@ -116,7 +116,7 @@ _DOCKER_EXTRA = {"vllm": {}, "sglang": {}, "trtllm": {"config_file_path": "/c/x.
 def test_docker_run_argv_refuses_bad_inputs(kind: str, kwargs: dict, fragment: str) -> None:
     args = {"image": "i", "host_port": 8000, "model_cache_dir": "/c", **_DOCKER_EXTRA[kind]}
     with pytest.raises(EngineError, match=fragment):
-        ENGINES[kind].docker_run_argv(_config(kind), **{**args, **kwargs})
+        docker_argv(ENGINES[kind], _config(kind), **{**args, **kwargs})
 
 
 # -- readiness -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 import engines
 from engines import ENGINES, get_engine
 from engines import export as export_mod
+from engines.base import ContainerSpec
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, UnknownEngineError
 from engines.export import (
@@ -30,6 +31,7 @@ from engines.export import (
     render_bundle,
 )
 from engines.facts import HardwareFacts, ModelFacts
+from engines.manifests import parse_docker_run
 from engines.sglang import PLUGIN as SGLANG
 from engines.trtllm import PLUGIN as TRTLLM
 from engines.vllm import PLUGIN as VLLM
@@ -255,39 +257,45 @@ def test_kubernetes_structure(tmp_path: Path, kind: str) -> None:
 
 
 class _TrtStyleDocker:
-    """The vLLM plug-in, but with a docker command in another engine's style."""
+    """The vLLM plug-in, but with a container in another engine's style."""
 
-    def __init__(self, extra: list[str]) -> None:
+    def __init__(self, **extra: object) -> None:
         self._extra = extra
 
     def __getattr__(self, name: str) -> object:
         return getattr(VLLM, name)
 
-    def docker_run_argv(self, config: EngineConfig, **kwargs: object) -> list[str]:
-        argv = VLLM.docker_run_argv(config, **kwargs)
-        return [*argv[:2], *self._extra, *argv[2:]]
+    def container_spec(self, config: EngineConfig, **kwargs: object) -> ContainerSpec:
+        spec = VLLM.container_spec(config, **kwargs)
+        return spec.model_copy(update={"env_passthrough": [*spec.env_passthrough, "A_B"],
+                                       **self._extra})
 
 
 def test_other_docker_options_reach_both_manifests(tmp_path, monkeypatch) -> None:
-    extra = ["--shm-size", "16g", "--ulimit", "memlock=-1", "--ulimit=stack=67108864",
-             "--entrypoint", "python3", "-e", "A_B=x$y"]
-    monkeypatch.setitem(engines.ENGINES, "vllm", _TrtStyleDocker(extra))
+    monkeypatch.setitem(engines.ENGINES, "vllm", _TrtStyleDocker(
+        shm_size="16g", ulimits={"memlock": -1, "stack": 67108864}))
     files = render_bundle(_request("vllm"))
     service = yaml.safe_load(files["docker-compose.yaml"])["services"]["vllm"]
-    assert service["shm_size"] == "16g" and service["entrypoint"] == ["python3"]
+    assert service["shm_size"] == "16g"
     assert service["ulimits"] == {"memlock": {"soft": -1, "hard": -1},
                                   "stack": {"soft": 67108864, "hard": 67108864}}
-    assert "A_B=x$$y" in service["environment"]
+    assert "A_B" in service["environment"]  # passed through by name
     container = next(yaml.safe_load_all(files["kubernetes.yaml"]))["spec"]["template"]["spec"][
         "containers"][0]
-    assert container["command"] == ["python3"]
-    assert {"name": "A_B", "value": "x$$y"} in container["env"]
+    assert {"name": "A_B", "valueFrom": {"secretKeyRef": {
+        "name": "servefit-env", "key": "A_B", "optional": True}}} in container["env"]
 
 
-def test_an_untranslatable_docker_option_is_refused(monkeypatch) -> None:
-    monkeypatch.setitem(engines.ENGINES, "vllm", _TrtStyleDocker(["--privileged"]))
+def test_docker_options_a_command_may_carry_are_translated_or_refused() -> None:
+    """The manifests read a `docker run` command: an entrypoint and a set variable are
+    translated; an option with no translation (--privileged) is refused, never dropped."""
+    base = ["docker", "run", "--rm", "--name", "n", "-p", "8000:8000"]
+    parsed = parse_docker_run([*base, "--entrypoint", "python3", "-e", "A_B=x$y", "img", "m"],
+                              "img", "vllm")
+    assert parsed.entrypoint == ["python3"] and ("A_B", "x$y") in parsed.env
+    assert parsed.command == ["m"]
     with pytest.raises(ExportError, match="--privileged"):
-        render_bundle(_request("vllm"))
+        parse_docker_run([*base, "--privileged", "img"], "img", "vllm")
 
 
 # -- the weight quantization a bundle deploys --------------------------------------------------

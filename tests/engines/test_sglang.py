@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from engines import ENGINES
+from engines.common import docker_argv
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
@@ -409,8 +410,8 @@ def test_hostile_model_name_stays_one_argv_element() -> None:
     assert argv[3:5] == ["--model-path", NASTY_MODEL]
     assert argv.count(NASTY_MODEL) == 1
     assert argv[argv.index("--speculative-draft-model-path") + 1] == 'd\'; echo "$(id)"'
-    docker = PLUGIN.docker_run_argv(
-        config, image=PLUGIN.docker_image(), host_port=8001, model_cache_dir="/cache"
+    docker = docker_argv(
+        PLUGIN, config, image=PLUGIN.docker_image(), host_port=8001, model_cache_dir="/cache"
     )
     assert docker.count(NASTY_MODEL) == 1
     assert PLUGIN.serve_argv_with_config_file(config, "c.yaml")[4] == NASTY_MODEL
@@ -439,8 +440,8 @@ def test_hostile_values_round_trip_through_yaml() -> None:
 
 def test_docker_run_argv() -> None:
     config = _config(tp=2, host="127.0.0.1", max_num_seqs=64, port=30000)
-    argv = PLUGIN.docker_run_argv(
-        config,
+    argv = docker_argv(
+        PLUGIN, config,
         image="lmsysorg/sglang:v0.5.23",
         host_port=18000,
         model_cache_dir="/home/u/.cache/huggingface",

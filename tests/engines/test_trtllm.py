@@ -7,6 +7,7 @@ import yaml
 from pydantic import ValidationError
 
 from engines import ENGINES
+from engines.common import docker_argv
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
@@ -344,8 +345,8 @@ def test_hostile_model_name_stays_one_argv_element() -> None:
     template = argv[argv.index("--chat_template") + 1]
     assert template == "a: b # c {x} [y] 'q' \"dq\" $(id) `id` & | > ; * ~ !"
     assert _yaml(config)["speculative_config"]["speculative_model_dir"] == draft
-    docker = PLUGIN.docker_run_argv(
-        config,
+    docker = docker_argv(
+        PLUGIN, config,
         image=PLUGIN.docker_image(),
         host_port=8001,
         model_cache_dir="/cache",
@@ -364,8 +365,8 @@ def test_hostile_model_name_stays_one_argv_element() -> None:
 
 def test_docker_run_argv() -> None:
     config = _config(tp=2, host="127.0.0.1", max_num_seqs=64, prefix_caching=False)
-    argv = PLUGIN.docker_run_argv(
-        config,
+    argv = docker_argv(
+        PLUGIN, config,
         image="nvcr.io/nvidia/tensorrt-llm/release:1.2.1",
         host_port=18000,
         model_cache_dir="/home/u/.cache/huggingface",
@@ -412,12 +413,12 @@ def test_docker_run_argv_refuses_bad_config_file_paths(kwargs: dict, fragment: s
         **kwargs,
     }
     with pytest.raises(EngineError, match=fragment):
-        PLUGIN.docker_run_argv(_config(), **args)
+        docker_argv(PLUGIN, _config(), **args)
 
 
 def test_docker_run_argv_defaults_to_the_config_file_in_the_working_directory() -> None:
-    argv = PLUGIN.docker_run_argv(
-        _config(), image="i", host_port=8000, model_cache_dir="servefit-hf-cache"
+    argv = docker_argv(
+        PLUGIN, _config(), image="i", host_port=8000, model_cache_dir="servefit-hf-cache"
     )
     assert "servefit-hf-cache:/root/.cache/huggingface" in argv  # a named volume is fine
     mount = argv[argv.index("servefit-hf-cache:/root/.cache/huggingface") + 2]

@@ -7,6 +7,7 @@ import json
 import pytest
 import yaml
 
+from engines.common import docker_argv
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
@@ -332,8 +333,8 @@ def test_hostile_model_name_stays_one_argv_element() -> None:
     assert argv.count(NASTY_MODEL) == 1
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     assert spec["model"] == 'd\'; echo "$(id)"'
-    docker = PLUGIN.docker_run_argv(
-        config, image=PLUGIN.docker_image(), host_port=8001, model_cache_dir="/cache"
+    docker = docker_argv(
+        PLUGIN, config, image=PLUGIN.docker_image(), host_port=8001, model_cache_dir="/cache"
     )
     assert NASTY_MODEL in docker
     assert PLUGIN.serve_argv_with_config_file(config, "c.yaml")[2] == NASTY_MODEL
@@ -360,8 +361,8 @@ def test_hostile_values_round_trip_through_yaml() -> None:
 
 def test_docker_run_argv() -> None:
     config = _config(tp=2, host="127.0.0.1", max_num_seqs=64)
-    argv = PLUGIN.docker_run_argv(
-        config,
+    argv = docker_argv(
+        PLUGIN, config,
         image="vllm/vllm-openai:v0.33.0",
         host_port=18000,
         model_cache_dir="/home/u/.cache/huggingface",

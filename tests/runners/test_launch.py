@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from core.errors import RunnerError
 from engines import get_engine
-from engines.common import docker_run_argv, openai_readiness
+from engines.common import docker_argv, docker_run_argv, openai_readiness
 from engines.config import EngineConfig
 from runners.client import send
 from runners.docker_engine import pull_summary, run_kwargs
@@ -278,8 +278,8 @@ def test_docker_container_is_the_plugins_on_the_chosen_network(tmp_path):
                         gpus=[0, 1])
     container = container_of(bridge, 41234, "servefit-x")
     plugin = get_engine("vllm")
-    assert docker_run_argv(container) == plugin.docker_run_argv(
-        config, image=plugin.docker_image(), host_port=41234, model_cache_dir="/hf",
+    assert docker_run_argv(container) == docker_argv(
+        plugin, config, image=plugin.docker_image(), host_port=41234, model_cache_dir="/hf",
         gpus=[0, 1], container_name="servefit-x")
     host = container_of(bridge.model_copy(update={"docker_network": "host"}), 41234, "n")
     argv = docker_run_argv(host)
