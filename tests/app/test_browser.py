@@ -328,6 +328,15 @@ def test_validate_against_the_real_vllm_server(app_url, page, vllm_url):
     assert _successes(metrics_url) - before == completed
     page.get_by_text("Predicted against measured").wait_for(timeout=SLOW_MS)
     _shot(page, "validate_vllm")
+    # Another trace: the sample's pick is not shown as this trace's anywhere (issue 27)
+    _go(page, "Start")
+    page.locator('input[type="file"]').first.set_input_files(str(TRACE))
+    page.get_by_text(f"Current trace: {TRACE.name}").wait_for(timeout=SLOW_MS)
+    _go(page, "Recommend")
+    page.wait_for_timeout(1500)
+    assert page.get_by_text("Pick:").count() == 0
+    _go(page, "Validate")
+    page.get_by_text("Get a recommendation first").wait_for(timeout=SLOW_MS)
 
 
 MARKDOWN_NAME = "**x** [a](javascript:alert(1)) ![i](x.png) :red[r] :smile: $y$ <b>z.csv"
