@@ -1,5 +1,12 @@
 """`python -m app …`: the command-line front-end (see app/cli.py)."""
 
 from app.cli import main
+from app.cli_common import EXIT_INTERRUPTED
 
-raise SystemExit(main())
+try:
+    code = main()
+except KeyboardInterrupt:
+    # A second interrupt after main said "interrupted" (a signal that was still pending when
+    # the first was handled): the exit code stays an interrupt's, not a death by SIGINT.
+    code = EXIT_INTERRUPTED
+raise SystemExit(code)

@@ -8,6 +8,7 @@ command; heavy libraries are imported inside the commands so `--help` stays inst
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -45,11 +46,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{PROG}: error: {printable(str(exc))}", file=sys.stderr)
             return exc.exit_code
         except KeyboardInterrupt:
-            if term.received:
-                print(f"{PROG}: terminated", file=sys.stderr)
-                return EXIT_TERMINATED
-            print(f"{PROG}: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            code, said = ((EXIT_TERMINATED, "terminated") if term.received
+                          else (EXIT_INTERRUPTED, "interrupted"))
+            # A second interrupt while saying so (a signal still pending when the first was
+            # handled) must not replace the line with a traceback; app/__main__ catches one
+            # that comes later still.
+            with contextlib.suppress(KeyboardInterrupt):
+                print(f"{PROG}: {said}", file=sys.stderr)
+            return code
         except BrokenPipeError:  # the reader (e.g. `| head`) went away: nothing left to say
             sys.stderr.close()
             return 0

@@ -167,3 +167,18 @@ def test_ctrl_c_while_ingesting_leaves_the_whole_trace_or_no_workspace(trace, tm
     assert (code, err) == (130, INTERRUPTED)
     assert list(out.iterdir()) == []
     assert _requests_held(ws) in (None, REQUESTS)
+
+
+def test_an_interrupt_after_the_line_still_exits_130_not_by_signal():
+    """The CI failure: `profile` said "interrupted" and then died of SIGINT (exit -2), a
+    second KeyboardInterrupt from a signal still pending escaping `main`. `python -m app`
+    turns one that escapes into the interrupt's exit code."""
+    late = ("import runpy, app.cli\n"
+            "def main(argv=None):\n"
+            "    print('python -m app: interrupted', file=__import__('sys').stderr)\n"
+            "    raise KeyboardInterrupt\n"
+            "app.cli.main = main\n"
+            "runpy.run_module('app', run_name='__main__')\n")
+    done = subprocess.run([sys.executable, "-c", late], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (done.returncode, done.stderr) == (130, INTERRUPTED)
