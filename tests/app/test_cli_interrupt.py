@@ -180,5 +180,6 @@ def test_an_interrupt_after_the_line_still_exits_130_not_by_signal():
             "app.cli.main = main\n"
             "runpy.run_module('app', run_name='__main__')\n")
     done = subprocess.run([sys.executable, "-c", late], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          text=True, timeout=60, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert (done.returncode, done.stderr) == (130, INTERRUPTED)
