@@ -144,11 +144,24 @@ def fake_server():
 
 
 def _fill(page, label: str, value: str) -> None:
-    """Type into a Streamlit input and commit it (Enter), as a user would."""
+    """Type into a Streamlit input and commit it (Enter), as a user would. While a rerun
+    redraws the form, the old and the new input can both be on the page for a moment: wait
+    until the label names one input again before and after."""
     field = page.get_by_label(label)
+    _one(page, field)
     field.fill(value)
+    _one(page, field)
     field.press("Enter")
     page.wait_for_timeout(300)
+
+
+def _one(page, locator, bound_ms: int = 30_000) -> None:
+    """Wait (bounded) until `locator` matches exactly one element."""
+    waited = 0
+    while locator.count() != 1:
+        assert waited < bound_ms, f"{locator} still matches {locator.count()} elements"
+        page.wait_for_timeout(100)
+        waited += 100
 
 
 _PLOTS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(el => ({

@@ -147,8 +147,7 @@ def test_validate_launches_the_pick_in_docker_and_compares(daemon, images, app, 
     for label, value in (("Image (empty: the engine's official one)", images["stub"]),
                          ("GPUs (all, none, 2, device=0,1)", "none"),
                          ("Window (s of the trace)", "10")):
-        page.get_by_label(label).fill(value)
-        page.get_by_label(label).press("Enter")
+        browser._fill(page, label, value)
     browser._select(page, "Network", "host")
     browser._select(page, "Pull the image", "never")
     assert page.get_by_label("Host folder of the Hugging Face cache").input_value() == \
