@@ -154,6 +154,7 @@ def test_validate_launches_the_pick_in_docker_and_compares(daemon, images, app, 
         str(models)
     page.get_by_role("button", name="Start the benchmark").click()
     page.get_by_text("Predicted against measured").wait_for(timeout=browser.SLOW_MS)
+    page.get_by_text("latency (ms)").first.wait_for(timeout=browser.SLOW_MS)  # the tables
     body = page.locator("body").inner_text()
     assert "The run failed" not in body and "Traceback" not in body
     assert " 0 failed" in body
