@@ -520,15 +520,42 @@ def _advance(S, F, ca, qu, t, dt, steps, hbs, hu, spec, closed, req_oh, itl):  #
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _release_arrivals(S, F, qu, t):
-    """Requests whose entry time has come join the waiting ring."""
+def _release_arrivals(S, F, qu, t, closed):
+    """Requests whose entry time has come join the waiting ring.
+
+    Entry times are in serving order except a closed loop's first `closed` requests (its
+    users' ramped starts): a user who finishes before the last user has started sends its
+    next request at once, so those are passed over while they are still to come instead of
+    holding up every later request (which made the next request wait for the ramp's end:
+    seconds of TTFT that no client measures).
+    """
     q, wq = qu.q, qu.wq
     n = S.shape[0]
-    while q[Q_NX] < q[Q_NREL] and F[q[Q_NX], F_ARR] <= t:
-        wq[(q[Q_WH] + q[Q_WL]) % n] = q[Q_NX]
-        q[Q_WL] += 1
-        S[q[Q_NX], S_STATUS] = WAITING
+    i = q[Q_NX]
+    while i < q[Q_NREL]:
+        if S[i, S_STATUS] == PENDING:
+            if F[i, F_ARR] <= t:
+                wq[(q[Q_WH] + q[Q_WL]) % n] = i
+                q[Q_WL] += 1
+                S[i, S_STATUS] = WAITING
+            elif i >= closed:
+                break  # past the ramped starts, entry times are in order
+        i += 1
+    while q[Q_NX] < q[Q_NREL] and S[q[Q_NX], S_STATUS] != PENDING:
         q[Q_NX] += 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _next_arrival(S, F, qu, closed):
+    """The earliest entry time among the released requests still to come."""
+    q = qu.q
+    first = np.inf
+    for i in range(q[Q_NX], q[Q_NREL]):
+        if S[i, S_STATUS] == PENDING:
+            first = min(first, F[i, F_ARR])
+            if i >= closed:
+                break
+    return first
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -635,12 +662,12 @@ def run(req, icfg, coef, table, pcfg, series, itl):  # noqa: PLR0917
     steps = preempts = empty = ns = error = 0
     stride = 1
     while q[Q_DONE] < n:
-        _release_arrivals(S, F, qu, t)
+        _release_arrivals(S, F, qu, t, closed)
         if q[Q_NRUN] == 0 and q[Q_WL] == 0:
             if q[Q_NX] >= q[Q_NREL]:
                 error = 2  # nothing left to release: cannot happen with valid inputs
                 break
-            t = max(t, F[q[Q_NX], F_ARR])
+            t = max(t, _next_arrival(S, F, qu, closed))
             continue
         pt, dn, cd, cp, sp, pre = _batch(S, ca, qu, budget_cap, admit, qi, pcfg, ratio)
         preempts += pre

@@ -262,6 +262,21 @@ def test_closed_loop_keeps_concurrency_and_is_deterministic():
     assert a.summary.completed == n
 
 
+def test_a_user_done_before_the_ramp_ends_sends_its_next_request_at_once():
+    # 4 users start over a 40 s ramp (t = 0, 10, 20, 30); each 100-token answer takes well
+    # under 10 s, so user 0 is done long before user 3 starts. Its next request must enter
+    # when it is sent, not queue behind users whose start is still to come: every TTFT
+    # stays one short prefill, as a closed-loop client measures it.
+    req = _reqs([200] * 12, [100] * 12)
+    res = _sim(req, _cfg(max_num_seqs=256), arrival="closed_loop", concurrency=4,
+               closed_loop_ramp_s=40.0)
+    alone = _sim(_reqs([200], [100])).ttft_s[0]
+    assert res.summary.completed == 12
+    assert np.nanmax(res.ttft_s) < 3 * alone
+    # the ramp still spaces the users' first requests: the last starts 30 s in
+    assert res.summary.makespan_s > 30.0
+
+
 def test_trace_mode_time_scale_and_goodput():
     rng = np.random.default_rng(7)
     n = 200
