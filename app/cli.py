@@ -23,6 +23,7 @@ from app.cli_common import (
     write_output,
 )
 from core.errors import ServeFitError, UsageError, printable
+from core.load import Dataset
 from profiler.formats import ALL_KINDS
 from profiler.formats.base import FIELDS
 from profiler.timestamps import TIME_UNITS
@@ -161,9 +162,11 @@ def _add_predict(sub: Any) -> None:
                    help="input tokens per request (the mean with --lengths sharegpt)")
     p.add_argument("--osl", type=int, required=True,
                    help="output tokens per request (the mean with --lengths sharegpt)")
-    p.add_argument("--lengths", choices=["fixed", "sharegpt"], default="fixed",
+    p.add_argument("--lengths", choices=["fixed", *get_args(Dataset)], default="fixed",
                    help="fixed: every request is ISL/OSL; sharegpt: each request's lengths "
-                        "drawn (seeded) from ShareGPT's distribution, scaled to means ISL/OSL")
+                        "drawn (seeded) from ShareGPT's distribution, scaled to means ISL/OSL; "
+                        "random-range-0.8: each uniform between 0.8x and 1x its set length "
+                        "(bench_serving's --random-range-ratio 0.8), means ISL/OSL")
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--concurrency", type=int, help="closed loop at this concurrency")
     load.add_argument("--rate", type=float, metavar="RPS", help="Poisson arrivals (seeded)")

@@ -31,6 +31,14 @@ MAX_RATE_RPS = 1_000_000.0
 MAX_TIME_SCALE = 1_000_000.0
 
 
+# Length distributions a published benchmark states (`recommender.lengths.SHAPES` draws
+# them): ShareGPT's own (`vllm bench serve --dataset-name sharegpt`), or the random
+# dataset's uniform spread with a range ratio of 0.8 (`--dataset-name random
+# --random-range-ratio 0.8` in the bench_serving form InferenceX runs: each length uniform
+# between 0.8x and 1x its set length).
+Dataset = Literal["sharegpt", "random-range-0.8"]
+
+
 class FixedLengths(_Record):
     """Every request has `input_tokens` prompt and `output_tokens` generated tokens."""
 
@@ -47,7 +55,7 @@ class DatasetLengths(_Record):
     are the consumer's (`recommender.lengths`)."""
 
     kind: Literal["dataset"] = "dataset"
-    dataset: Literal["sharegpt"] = Field(description="Whose length distribution.")
+    dataset: Dataset = Field(description="Whose length distribution.")
     input_tokens: int = Field(ge=1, le=MAX_TOKENS, description="Mean prompt tokens per request.")
     output_tokens: int = Field(ge=1, le=MAX_TOKENS,
                                description="Mean generated tokens per request.")
@@ -121,7 +129,7 @@ class LoadSpec(_Record):
 def fixed(input_tokens: int, output_tokens: int, *, concurrency: int | None = None,
           rate_rps: float | None = None, offline: bool = False,
           num_requests: int | None = None, seed: int = 0,
-          dataset: Literal["sharegpt"] | None = None) -> LoadSpec:
+          dataset: Dataset | None = None) -> LoadSpec:
     """A `LoadSpec` from exactly one of concurrency, rate or offline (the CLI's and the
     benchmarks' way of asking): fixed lengths, or with `dataset` that dataset's length
     distribution scaled to these means (`DatasetLengths`); raises ValueError otherwise."""

@@ -22,6 +22,7 @@ import pandas as pd
 
 from core.atomic import write_atomic
 from core.errors import ServeFitError, UsageError
+from core.load import Dataset
 from recommender.catalog import get_gpu, get_model
 from recommender.fitting import (
     FITTED,
@@ -203,6 +204,20 @@ def _load(raw: pd.Series) -> tuple[int | None, int | None, int | None]:
     raise ValueError(f"concurrency {conc!r} not stated")
 
 
+def _dataset(raw: pd.Series) -> Dataset | None:
+    """The length distribution a row's run drew from, where the row states its mean lengths
+    (recommender.lengths spreads the requests around them as the run did): vllm bench
+    serve's ShareGPT sampling, or bench_serving's random dataset with --random-range-ratio
+    0.8 (InferenceX: each length uniform in [0.8, 1] x the set length; its rows state the
+    means). None: fixed lengths."""
+    text = f"{raw['dataset']} {raw['notes']}".lower()
+    if "sharegpt" in str(raw["dataset"]).lower():
+        return "sharegpt"
+    if re.search(r"random-range-ratio 0\.8\b", text):
+        return "random-range-0.8"
+    return None
+
+
 def _version(text: object) -> str | None:
     """The engine release a row states ("0.10.1", "1.0"), None when it states none."""
     found = re.search(r"\d+\.\d+(\.\d+)?", str(text))
@@ -333,9 +348,7 @@ def parse_row(index: int, raw: pd.Series) -> CalRow:
         gpu_memory_fraction=fraction, metric=field,
         value=float(raw["value"]) * factor, split=_split(raw),
         source=source_key(str(raw["source"])), family=family_of(str(raw["source"])),
-        # vllm bench serve's ShareGPT sampling: the row states its mean lengths, the requests
-        # spread around them as the dataset does (recommender.lengths).
-        dataset="sharegpt" if "sharegpt" in str(raw["dataset"]).lower() else None,
+        dataset=_dataset(raw),
         harness="in_process" if any(k in str(raw["notes"]) for k in IN_PROCESS_MARKS)
         else "served",
         # NIM states its own release, not its engine's

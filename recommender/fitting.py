@@ -24,14 +24,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import ValidationError
 from scipy.optimize import least_squares
 
 from core.errors import ServeFitError, UsageError
-from core.load import DatasetLengths, LoadSpec, fixed
+from core.load import Dataset, DatasetLengths, LoadSpec, fixed
 from engines.config import EngineConfig
 from recommender.catalog import get_gpu, get_model
 from recommender.params import GpuScales, PerfParams, default_params
@@ -101,7 +101,7 @@ class CalRow:
     family: str = ""  # who measured it with which harness (calibrate.family_of): LOFO's groups
     # Dataset whose length distribution the run drew from (core.load.DatasetLengths), None:
     # fixed lengths (or a spread not published, e.g. random-dataset outputs cut by EOS).
-    dataset: Literal["sharegpt"] | None = None
+    dataset: Dataset | None = None
     # How the load reached the engine (`resolve.HARNESSES`): in_process for trtllm-bench and
     # vLLM's offline throughput / latency benchmarks (no API server between engine and client).
     harness: Harness = "served"

@@ -12,6 +12,7 @@ drawn from.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -20,17 +21,40 @@ import numpy as np
 from core.load import DatasetLengths, FixedLengths
 
 CALIBRATION_DIR = Path(__file__).resolve().parents[1] / "data" / "calibration"
-# dataset → file of (input_tokens, output_tokens) pairs; provenance in data/calibration's
-# README.md (ShareGPT: vllm bench serve's sampling rule on ShareGPT_V3's first 1,000
-# conversations, tokens approximated as characters / 4).
-SHAPES: dict[str, str] = {"sharegpt": "sharegpt_lengths.csv"}
+RANGE_GRID = 64  # points per axis of a uniform range's grid
+
+
+def _stored(name: str) -> Callable[[], np.ndarray]:
+    def load() -> np.ndarray:
+        return np.loadtxt(CALIBRATION_DIR / name, delimiter=",", skiprows=1,
+                          dtype=np.float64, ndmin=2)
+    return load
+
+
+def _uniform_range(ratio: float) -> Callable[[], np.ndarray]:
+    """Prompt and output lengths independently uniform on [ratio, 1] (relative to the set
+    length; `draw` scales them to the stated means), as an even grid of pairs."""
+    def grid() -> np.ndarray:
+        axis = np.linspace(ratio, 1.0, RANGE_GRID)
+        return np.stack(np.meshgrid(axis, axis, indexing="ij"), axis=-1).reshape(-1, 2)
+    return grid
+
+
+# dataset (`core.load.Dataset`) → its (input_tokens, output_tokens) pairs, relative sizes.
+# ShareGPT: data/calibration/sharegpt_lengths.csv (provenance in that folder's README.md:
+# vllm bench serve's sampling rule on ShareGPT_V3's first 1,000 conversations, tokens
+# approximated as characters / 4). random-range-0.8: the random dataset's bench_serving
+# sampling (`randint(int(len * 0.8), len)` for the prompt and the output alike).
+SHAPES: dict[str, Callable[[], np.ndarray]] = {
+    "sharegpt": _stored("sharegpt_lengths.csv"),
+    "random-range-0.8": _uniform_range(0.8),
+}
 
 
 @cache
 def shape(dataset: str) -> np.ndarray:
-    """The dataset's (prompt, output) length pairs, shape (n, 2), as stored."""
-    pairs = np.loadtxt(CALIBRATION_DIR / SHAPES[dataset], delimiter=",", skiprows=1,
-                       dtype=np.float64, ndmin=2)
+    """The dataset's (prompt, output) length pairs, shape (n, 2), read-only."""
+    pairs = SHAPES[dataset]()
     pairs.setflags(write=False)
     return pairs
 

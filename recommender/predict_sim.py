@@ -39,7 +39,7 @@ from recommender.bands import BANDS_FILE, band_of_prediction, cell_of, intervals
 from recommender.defaults import fill
 from recommender.lengths import draw
 from recommender.params import PerfParams, load_params
-from recommender.resolve import Harness, resolve, scheduler_replicas
+from recommender.resolve import Harness, scheduler_replicas
 from recommender.simulator import (
     SimOptions,
     SimRequests,
@@ -50,7 +50,6 @@ from recommender.simulator import (
     simulate,
 )
 from recommender.specs import GPU, ModelSpec
-from recommender.steady import steady_state
 from recommender.steptime import DEFAULT_KIND
 
 # Requests simulated when the caller gives no count: closed loop CLOSED_PER_USER per user
@@ -193,7 +192,9 @@ def simulate_load(
     seed (`recommender.lengths.draw`); throughputs count the tokens drawn, and a drawn
     request that can never be served is refused alone (counted in `refused`, warned).
 
-    The load's arrival: closed loop (`num_requests` in all, default max(10·C, 200)), a rate
+    The load's arrival: closed loop (`num_requests` in all, default max(10·C, 200); every
+    user sends its first request at t = 0, as `vllm bench serve --max-concurrency`,
+    GuideLLM's concurrent mode and InferenceX's client start them), a rate
     (Poisson or Gamma, seeded; `num_requests`, default 2000) or offline (`num_requests`
     queued at t = 0).
 
@@ -229,16 +230,11 @@ def simulate_load(
     if model.params_source == "estimated":  # a user's or aiconfigurator's config.json
         warnings.append(_uncatalogued(model))
     fitted = params or load_params()
-    ramp = 0.0
-    if isinstance(load.arrival, ClosedLoop):
-        res = resolve(config, gpu, model, fitted, harness=harness,
-                      engine_version=engine_version, acceptance=spec_acceptance)
-        ramp = steady_state(res, load, replicas=replicas).e2e_s
     runs: list[tuple[SimResult, int]] = []
     for (arrival, options, count), (inputs, outputs) in zip(groups, drawn, strict=True):
         req = SimRequests(arrival, inputs, outputs)
         opts = options.model_copy(update={
-            "spec_acceptance": spec_acceptance, "closed_loop_ramp_s": ramp,
+            "spec_acceptance": spec_acceptance,
             "harness": harness, "engine_version": engine_version})
         res_run = simulate(req, config, gpu, model, params=fitted, options=opts)
         runs.append((res_run, count))

@@ -70,6 +70,29 @@ def test_sharegpt_mean_lengths_and_prompt_count():
     assert row.load().lengths.kind == "dataset"
 
 
+def test_inferencex_rows_draw_their_lengths_from_the_stated_range():
+    row = parse_row(3113, _row(
+        engine="tensorrt-llm", model="deepseek-ai/DeepSeek-R1 (deepseek-ai/DeepSeek-R1-0528)",
+        gpu="B200 180GB", num_gpus=8, tp="8", precision="FP8 (native DeepSeek)",
+        isl="921.5 (expected mean: set length 1024 with --random-range-ratio 0.8 samples "
+            "uniform ints in [819,1024]; actual mean not in result file)",
+        osl="921.5 (expected mean)",
+        dataset="random synthetic tokens (InferenceX benchmark_serving.py --dataset-name "
+                "random, --random-range-ratio 0.8, --ignore-eos)",
+        concurrency="4", metric="mean_ttft", value=189.9, unit="ms",
+    ))
+    assert row.dataset == "random-range-0.8"
+    assert row.load().lengths.kind == "dataset"
+    assert "--lengths random-range-0.8" in " ".join(row.predict_argv())
+    fixed_row = parse_row(3114, _row(
+        engine="tensorrt-llm", model="deepseek-ai/DeepSeek-R1", gpu="B200 180GB", num_gpus=8,
+        tp="8", precision="FP8 (native DeepSeek)", isl="1024", osl="1024",
+        dataset="random synthetic tokens, --random-range-ratio 1", concurrency="4",
+        metric="mean_ttft", value=189.9, unit="ms",
+    ))
+    assert fixed_row.dataset is None
+
+
 def test_amd_rows_latency_kept_ambiguous_throughput_skipped():
     common = dict(
         engine="vllm (ROCm build)", model="Llama-3.1-70B-Instruct (amd/x-FP8-KV)",

@@ -57,3 +57,18 @@ def test_dataset_draw_keeps_stated_means_and_spread_and_is_seeded():
 def test_unknown_dataset_is_refused_by_the_record():
     with pytest.raises(ValueError, match="sharegpt"):
         DatasetLengths(dataset="alpaca", input_tokens=10, output_tokens=10)  # type: ignore[arg-type]
+
+
+def test_random_range_lengths_span_a_fifth_below_their_set_length():
+    # bench_serving's --random-range-ratio 0.8: each length uniform on [0.8 L, L], mean
+    # 0.9 L. Stated means 921 / 7372 (InferenceX's 1k / 8k) give L = 1024 / 8192.
+    lengths = DatasetLengths(dataset="random-range-0.8", input_tokens=921, output_tokens=7372)
+    inputs, outputs = draw(lengths, 4000, seed=2)
+    for got, mean, top in ((inputs, 921, 1024), (outputs, 7372, 8192)):
+        assert abs(got.mean() - mean) <= 1
+        # the draw is scaled to the stated mean, so its span moves with the sample's mean
+        assert got.max() <= top * 1.003 and got.min() >= 0.8 * top * 0.997
+        # uniform: a quarter of the draws in each quarter of the span
+        quarters = np.histogram(got, bins=4, range=(0.8 * top, top))[0] / len(got)
+        assert np.all(np.abs(quarters - 0.25) < 0.04), quarters
+    assert abs(np.corrcoef(inputs, outputs)[0, 1]) < 0.1  # drawn independently

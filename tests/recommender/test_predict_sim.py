@@ -144,3 +144,17 @@ def test_dataset_request_too_long_is_refused_alone():
     pred = simulate_load(cfg, MODEL, GPU, _sharegpt(800, 700, offline=True, num_requests=400))
     assert 0 < pred.refused < 400 and pred.completed == 400 - pred.refused
     assert any("refused" in w and "max_model_len 2048" in w for w in pred.warnings)
+
+
+def test_closed_loop_users_all_send_their_first_request_at_once():
+    # vllm bench serve --max-concurrency C (and GuideLLM, InferenceX's client) start every
+    # user at t = 0: a closed loop of C users asked for C requests is the same run as those
+    # C requests queued offline.
+    cfg = deploy("vllm", MODEL)
+    closed = simulate_load(cfg, MODEL, GPU, fixed(3000, 200, concurrency=16, num_requests=16))
+    burst = simulate_load(cfg, MODEL, GPU, fixed(3000, 200, offline=True, num_requests=16))
+    assert closed.ttft_s.mean == pytest.approx(burst.ttft_s.mean, rel=1e-9)
+    assert closed.e2e_s.mean == pytest.approx(burst.e2e_s.mean, rel=1e-9)
+    # 16 prompts of 3,000 tokens meet in one prefill queue: the last waits for the others
+    alone = simulate_load(cfg, MODEL, GPU, fixed(3000, 200, concurrency=1, num_requests=1))
+    assert closed.ttft_s.p99 > 4 * alone.ttft_s.mean
