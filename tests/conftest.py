@@ -1,11 +1,13 @@
 """Session set-up shared by every test package: one folder, per test run, for the step-time
 tables aiconfigurator's builds leave (`recommender.steptime_aic.cache_dir`), shared by the
-xdist workers and the CLI subprocesses they start, never the user's own cache folder."""
+xdist workers and the CLI subprocesses they start, never the user's own cache folder; and
+Ctrl-C deliverable to the tests that press it."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from pathlib import Path
@@ -19,6 +21,13 @@ _FOLDER = pytest.StashKey[Path]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background by a non-interactive shell (`.ci/run &`, nohup)
+    # inherits SIGINT ignored, which Python then leaves ignored, and so do the CLI
+    # processes the tests start: the tests of what Ctrl-C does would see nothing happen.
+    # The tests press Ctrl-C on purpose, so this process (and, through exec, its children)
+    # takes it the default way.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     run = os.environ.get(_RUN_ENV)
     owner = run is None
     if run is None:
