@@ -177,6 +177,8 @@ def cross_validate(rows: list[CalRow], *, group: str, step_time: str, quiet: boo
     if only:
         groups = [g for g in groups if any(o in g for o in only)]
     finished = {g: v for g, v in (done or {}).items() if g in groups}
+    # folds of the checkpoint that --only leaves out stay in it (each write is whole)
+    kept = {g: v for g, v in (done or {}).items() if g not in groups}
     print(f"leave-one-{group}-out: {len(groups)} folds over {len(rows)} rows; each {group} "
           "predicted through the CLI's path by a fit on all the others (families under "
           f"{SMALL_FAMILY_ROWS} rows held out together)"
@@ -194,7 +196,7 @@ def cross_validate(rows: list[CalRow], *, group: str, step_time: str, quiet: boo
             held, (fit_s, results) = futures[future], future.result()
             finished[held] = results
             if on_fold is not None:
-                on_fold(finished)
+                on_fold({**kept, **finished})
             refused += _tally(rows, held, results, fit_s, pred, quiet=quiet)
     return pred, refused
 

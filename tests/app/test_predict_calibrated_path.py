@@ -188,3 +188,25 @@ def test_a_run_resumes_from_the_folds_its_checkpoint_holds(tmp_path, capsys):
     path.write_text(json.dumps(stale))
     with pytest.raises(SystemExit, match="nothing to resume"):
         BENCH._resumed(str(path), ROWS, "family", "measured")
+
+
+def _fake_fold(rows, fold, held, step_time):
+    """A fold's results without its fit: every held-out row predicted at its measured value
+    (module level: the bench's process pool pickles it by name)."""
+    return 0.0, [(r.index, r.value) for r in rows if fold[r.index] == held]
+
+
+def test_a_resumed_run_narrowed_by_only_keeps_the_other_folds_in_its_checkpoint(monkeypatch):
+    """--resume FILE --only B: B's fold is fitted and the checkpoint rewritten; the folds
+    FILE held besides B stay in it (they were dropped: a narrowed run lost its checkpoint).
+    The fit itself is replaced here: what is checked is the checkpoint's bookkeeping."""
+    fold = BENCH.folds(ROWS, "family")
+    first, second = sorted(set(fold.values()))[:2]
+    done = {first: [(r.index, 2.0 * r.value) for r in ROWS if fold[r.index] == first]}
+    monkeypatch.setattr(BENCH, "_fold", _fake_fold)
+    written = []
+    BENCH.cross_validate(ROWS, group="family", step_time="measured", quiet=True,
+                         only=[second], jobs=1, done=done, on_fold=written.append)
+    assert len(written) == 1 and set(written[0]) == {first, second}
+    assert written[0][first] == done[first]
+    assert written[0][second] == [(r.index, r.value) for r in ROWS if fold[r.index] == second]
