@@ -32,9 +32,10 @@ from pydantic import Field
 
 from core.atomic import write_atomic
 from core.errors import ServeFitError, UsageError
+from core.records import Record
 from profiler.chart_data import ChartData
 from profiler.ingest import IngestOptions
-from profiler.schema import Profile, Record
+from profiler.schema import Profile
 from profiler.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent

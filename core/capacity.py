@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from core.records import MutableRecord, Record
 
 # What breaks first as the load grows, read from the simulator's state at the first load
 # that fails: the KV pool (preemptions or a full pool), the max_num_seqs cap (running
@@ -27,11 +29,7 @@ LIMIT_TEXT: dict[str, str] = {
 }
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class LoadPoint(_Record):
+class LoadPoint(Record):
     """One simulated load: the trace's arrivals compressed `multiple` times."""
 
     multiple: float = Field(gt=0, description="Load over today's (1 = the trace's own rate).")
@@ -41,7 +39,8 @@ class LoadPoint(_Record):
     holds: bool = Field(description="SLOs met and the load kept up with.")
 
 
-class Boundary(_Record):
+# Mutable: prices are filled in afterwards, when a GPU price is known (recommender.pricing).
+class Boundary(MutableRecord):
     """The highest load one deployment serves within the SLOs (a bracketing search)."""
 
     label: str = Field(description="The candidate's short description.")
@@ -64,7 +63,8 @@ class Boundary(_Record):
                                        "output tokens served at the boundary (None: no price).")
 
 
-class GrowthRow(_Record):
+# Mutable: prices are filled in afterwards, when a GPU price is known (recommender.pricing).
+class GrowthRow(MutableRecord):
     """What `factor` × today's traffic needs."""
 
     factor: float = Field(gt=0)
@@ -81,7 +81,7 @@ class GrowthRow(_Record):
                                        "output tokens of the pick's GPUs at this load.")
 
 
-class LoadCurve(_Record):
+class LoadCurve(Record):
     """Predicted p95 TTFT/TPOT of one deployment against load, with what to mark on the
     chart."""
 
@@ -95,7 +95,7 @@ class LoadCurve(_Record):
     boundary_rps: float = Field(ge=0)
 
 
-class DayWindow(_Record):
+class DayWindow(Record):
     """One window of the trace's arrivals and the replicas of the pick it needs."""
 
     t_s: float = Field(ge=0, description="Window start, seconds from the trace's first request.")
@@ -107,7 +107,8 @@ class DayWindow(_Record):
                                    "rate (None: no request in the window).")
 
 
-class DayPlan(_Record):
+# Mutable: prices are filled in afterwards, when a GPU price is known (recommender.pricing).
+class DayPlan(MutableRecord):
     """The fleet over the trace's span: replicas per window at the pick's SLO boundary, the
     GPU-hours that costs against a fleet sized for the busiest window, and the headroom."""
 
@@ -125,7 +126,8 @@ class DayPlan(_Record):
     method: str = Field(description="How the plan was made, in words.")
 
 
-class Capacity(_Record):
+# Mutable: the day plan is added once the pick is known (recommender.recommend).
+class Capacity(MutableRecord):
     """How far the pick holds, each engine's best alternative, and what growth needs."""
 
     today_rps: float = Field(ge=0, description="The simulated window's own rate (1×).")
@@ -148,7 +150,7 @@ class Capacity(_Record):
                                 "(None: no arrival times, or the pick holds no load).")
 
 
-class BoundaryDelta(_Record):
+class BoundaryDelta(Record):
     """A predicted boundary against the one measured on a live endpoint."""
 
     predicted_rps: float = Field(ge=0)

@@ -16,7 +16,9 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from core.records import Record
 
 PERCENTILES = (50, 90, 95, 99)
 Quantile = Literal["mean", "p50", "p90", "p95", "p99"]
@@ -29,11 +31,7 @@ RATES: tuple[RateName, ...] = ("output_throughput_tok_s", "total_throughput_tok_
                                "request_throughput_rps", "goodput_rps")
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Latency(_Record):
+class Latency(Record):
     """Mean and percentiles of one latency, seconds (`None` without any value)."""
 
     count: int = Field(ge=0, description="Values the figures are computed from.")
@@ -66,7 +64,7 @@ def latency_of(values: Iterable[float]) -> Latency:
                    p99=p99)
 
 
-class Band(_Record):
+class Band(Record):
     """How far a predicted figure can be trusted: the cross-validated error of its cell
     (engine × GPU family × dense/MoE × regime), measured leaving whole sources out."""
 
@@ -76,7 +74,7 @@ class Band(_Record):
     rows: int = Field(ge=0, description="Held-out measurements behind `median_ape`.")
 
 
-class Interval(_Record):
+class Interval(Record):
     """Where a predicted figure's measurement is expected: the prediction × [low, high], the
     p10-p90 of measured / predicted that a publisher family never seen should expect, from
     the cross-validated errors of the figure's cell and metric measured leaving whole
@@ -99,7 +97,7 @@ INTERVAL_METRIC = {"ttft_s": "ttft", "tpot_s": "tpot", "itl_s": "tpot", "e2e_s":
                    "request_throughput_rps": "throughput", "goodput_rps": "throughput"}
 
 
-class ServingFigures(_Record):
+class ServingFigures(Record):
     """Latency distributions, throughputs and goodput of one serving run, predicted or
     measured; throughputs over every GPU of the deployment."""
 
@@ -159,7 +157,7 @@ class ServingFigures(_Record):
         return view
 
 
-class FigureDelta(_Record):
+class FigureDelta(Record):
     """One figure predicted and measured (seconds, or its rate unit)."""
 
     figure: str = Field(description="'ttft_s.p95', 'output_throughput_tok_s', ...")

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+from core.records import Record
 
 # What one deployment's load can mean, checked up front so that a typo (an extra three zeros)
 # is one line, not a simulation that fills the host's memory (19 GB in 30 s for 10^9 queued
@@ -39,7 +36,7 @@ MAX_TIME_SCALE = 1_000_000.0
 Dataset = Literal["sharegpt", "random-range-0.8"]
 
 
-class FixedLengths(_Record):
+class FixedLengths(Record):
     """Every request has `input_tokens` prompt and `output_tokens` generated tokens."""
 
     kind: Literal["fixed"] = "fixed"
@@ -48,7 +45,7 @@ class FixedLengths(_Record):
                                description="Generated tokens per request (OSL).")
 
 
-class DatasetLengths(_Record):
+class DatasetLengths(Record):
     """Lengths drawn (seeded) from a named dataset's distribution of (prompt, output) pairs,
     scaled so their means are `input_tokens` / `output_tokens` (a benchmark that states a
     dataset and its mean lengths, e.g. `vllm bench serve` on ShareGPT). The distributions
@@ -61,7 +58,7 @@ class DatasetLengths(_Record):
                                description="Mean generated tokens per request.")
 
 
-class TraceWindow(_Record):
+class TraceWindow(Record):
     """The requests of a trace (its lengths and arrivals) between `start_s` and
     `start_s + duration_s`, arrivals compressed by `time_scale` (2 = twice the rate)."""
 
@@ -75,14 +72,14 @@ class TraceWindow(_Record):
                               description="Arrival-rate multiplier.")
 
 
-class ClosedLoop(_Record):
+class ClosedLoop(Record):
     """`concurrency` users, each sending its next request when the last one ends."""
 
     kind: Literal["closed_loop"] = "closed_loop"
     concurrency: int = Field(ge=1, le=MAX_CONCURRENCY, description="Requests in flight at once.")
 
 
-class Rate(_Record):
+class Rate(Record):
     """Open-loop arrivals at `rate_rps`: Poisson, or Gamma gaps with coefficient of
     variation `cv` (1 = Poisson; > 1 burstier)."""
 
@@ -94,7 +91,7 @@ class Rate(_Record):
                       description="Gamma gaps' coefficient of variation.")
 
 
-class Offline(_Record):
+class Offline(Record):
     """Every request queued at t = 0 (a max-throughput run)."""
 
     kind: Literal["offline"] = "offline"
@@ -104,7 +101,7 @@ Lengths = Annotated[FixedLengths | DatasetLengths | TraceWindow, Field(discrimin
 Arrival = Annotated[ClosedLoop | Rate | Offline, Field(discriminator="kind")]
 
 
-class LoadSpec(_Record):
+class LoadSpec(Record):
     """What load to serve: lengths, arrivals, how many requests, and the seed of every
     random choice (arrival draws)."""
 

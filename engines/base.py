@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from core.records import Record
 from engines.config import EngineConfig, EngineKind
 from engines.facts import HardwareFacts, ModelFacts
 
@@ -41,10 +42,8 @@ MetricKey = Literal[
 GpuSelection = int | Sequence[int] | Literal["all", "none"]
 
 
-class EngineDefaults(BaseModel):
+class EngineDefaults(Record):
     """What the engine does when a knob is left unset, for the release it was read from."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     engine_version: str = Field(description="Engine release these defaults describe.")
     max_num_seqs: int | None = Field(description="Default concurrency cap; None = GPU-dependent.")
@@ -62,22 +61,18 @@ class EngineDefaults(BaseModel):
     notes: str = Field(default="", description="How GPU-dependent defaults are chosen.")
 
 
-class Bind(BaseModel):
+class Bind(Record):
     """A host path mounted into a container."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     source: str = Field(description="Host path (absolute, or relative to where docker runs).")
     target: str = Field(description="Path inside the container.")
     read_only: bool = False
 
 
-class ContainerSpec(BaseModel):
+class ContainerSpec(Record):
     """One engine container, whatever starts it: rendered as a `docker run` command for the
     export bundle, or handed to the Docker Engine API by the launcher. One record, so the two
     cannot drift apart."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(description="Container name.")
     image: str = Field(description="Image reference.")
@@ -99,10 +94,8 @@ class ContainerSpec(BaseModel):
         "by name (their values never appear in the command).")
 
 
-class ReadinessProbe(BaseModel):
+class ReadinessProbe(Record):
     """How to tell the server is up and can generate."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     health_path: str = Field(description="GET path that answers 200 once the engine is alive.")
     models_path: str = Field(description="GET path listing the served model names.")
@@ -111,10 +104,8 @@ class ReadinessProbe(BaseModel):
     completion_body: dict[str, Any] = Field(description="JSON body of a one-token completion.")
 
 
-class ServerProcess(BaseModel):
+class ServerProcess(Record):
     """One process of a deployment: argv (never a shell string), env and port."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     role: Literal["server", "prefill", "decode", "router"] = Field(description="Its job.")
     argv: list[str] = Field(description="Argument vector, argv[0] the program.")
@@ -122,10 +113,8 @@ class ServerProcess(BaseModel):
     port: int = Field(ge=1, le=65535, description="HTTP port it serves.")
 
 
-class DisaggregationPlan(BaseModel):
+class DisaggregationPlan(Record):
     """Prefill and decode instances plus the router clients talk to."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     prefill: list[ServerProcess] = Field(description="Prefill instances.")
     decode: list[ServerProcess] = Field(description="Decode instances.")

@@ -11,7 +11,9 @@ import re
 import unicodedata
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from core.records import Record
 
 EngineKind = Literal["vllm", "sglang", "trtllm"]
 KvCacheDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "fp4"]
@@ -56,10 +58,8 @@ def model_problem(value: str) -> str | None:
     return None
 
 
-class SpeculativeConfig(BaseModel):
+class SpeculativeConfig(Record):
     """Speculative decoding: how drafts are proposed and how many tokens per step."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     method: SpeculativeMethod = Field(
         description="Draft proposer: ngram (prompt lookup), eagle/eagle3 (draft heads), "
@@ -80,10 +80,8 @@ class SpeculativeConfig(BaseModel):
         return self
 
 
-class DisaggregationConfig(BaseModel):
+class DisaggregationConfig(Record):
     """Prefill/decode disaggregation: separate engine instances per phase behind a router."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     prefill_instances: int = Field(ge=1, description="Engine instances serving prefill.")
     decode_instances: int = Field(ge=1, description="Engine instances serving decode.")
@@ -94,10 +92,8 @@ class DisaggregationConfig(BaseModel):
 MAX_GPUS_PER_INSTANCE = 1024
 
 
-class EngineConfig(BaseModel):
+class EngineConfig(Record):
     """One serving configuration, engine-neutral; None = the engine's own default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     engine: EngineKind = Field(description="Serving framework that runs this config.")
     model: str = Field(min_length=1, description="HF model id or local checkpoint path.")

@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path, PurePath
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from core.capacity import LIMIT_TEXT, Capacity, boundary_text, day_text, growth_table
 from core.figures import Band
+from core.records import Record
 from engines import get_engine
 from engines.base import EnginePlugin
 from engines.common import docker_argv, parallel_layout, system_path_reason
@@ -61,14 +62,12 @@ def _one_line(value: str, what: str) -> str:
     return value
 
 
-class ExportRequest(BaseModel):
+class ExportRequest(Record):
     """What `export` packages: the chosen config plus optional context for the report.
 
     `rec.json` is either this object or a bare EngineConfig (then every other field is unset).
     Capability checks run only when both `hardware` and `model_facts` are given.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     config: EngineConfig = Field(description="The serving configuration to package.")
     gpu: str | None = Field(default=None, max_length=100,

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import Field, field_serializer, field_validator
 
+from core.records import Record
 from engines.config import WeightQuantization, model_problem
 
 Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
 
 
-class HardwareFacts(BaseModel):
+class HardwareFacts(Record):
     """One deployment target: a number of identical GPUs."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     gpu_name: str = Field(description="Catalog name of the GPU, e.g. 'H100 SXM'.")
     vendor: Literal["nvidia", "amd"] = Field(default="nvidia", description="GPU vendor.")
@@ -40,10 +39,8 @@ class HardwareFacts(BaseModel):
         return sorted(value)
 
 
-class ModelFacts(BaseModel):
+class ModelFacts(Record):
     """Architecture facts of the served model (from its config.json via the catalog)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     num_attention_heads: int = Field(ge=1, description="Query heads per layer.")
     num_kv_heads: int = Field(ge=1, description="Key/value heads per layer (GQA/MQA).")

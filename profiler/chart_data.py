@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import Field
 
-from profiler.schema import REQUESTS_TABLE, Record, Segment
+from core.records import Record
+from profiler.schema import REQUESTS_TABLE, Segment
 from profiler.workspace import Workspace
 
 LOG_BINS_PER_DECADE = 10

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from profiler.schema import Record
+from core.records import Record
 
 _DDL = """CREATE TABLE IF NOT EXISTS profiles (
     trace_digest VARCHAR, options_json VARCHAR, trace_name VARCHAR, trace_path VARCHAR,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from profiler.schema import Record
+from core.records import Record
 from profiler.timestamps import TimeUnit
 
 

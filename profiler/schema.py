@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from core.records import Record
 
 REQUESTS_TABLE = "requests"
 
@@ -25,12 +27,6 @@ REQUEST_COLUMNS: dict[str, str] = {
     "status": "VARCHAR",
     "tokens_estimated": "BOOLEAN",
 }
-
-
-class Record(BaseModel):
-    """Base for every boundary record: unknown fields are an error, not silently dropped."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 class LengthStats(Record):

@@ -18,7 +18,8 @@ from pydantic import Field
 
 from core.atomic import atomic_path
 from core.errors import UsageError
-from profiler.schema import Profile, Record
+from core.records import Record
+from profiler.schema import Profile
 from profiler.synth_arrivals import CHUNK_ROWS, arrival_stream, rechunk
 from profiler.synth_prefix import (
     POOL_CHAINS,

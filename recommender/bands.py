@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from core.errors import CatalogError
 from core.figures import Band, Interval
 from core.load import ClosedLoop, Offline, Rate
+from core.records import Record
 from recommender.defaults import release_key
 from recommender.specs import GPU, ModelSpec
 from recommender.steptime import DEFAULT_KIND
@@ -67,20 +68,16 @@ def cell_of(engine: str, gpu: GPU, model: ModelSpec, regime: Regime) -> str:
     return f"{engine}/{gpu.architecture}/{'moe' if model.is_moe else 'dense'}/{regime}"
 
 
-class CellError(BaseModel):
+class CellError(Record):
     """One cell's leave-one-source-out error."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     median_ape: float = Field(ge=0, description="Median absolute relative error (0.15 = 15 %).")
     rows: int = Field(ge=1, description="Held-out measurements behind it.")
 
 
-class SignedErrors(BaseModel):
+class SignedErrors(Record):
     """One interval group's p10-p90 of the signed error log(measured / predicted) a publisher
     family never seen should expect (`predictive_interval`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     p10: float = Field(description="10th percentile of log(measured / predicted).")
     p90: float = Field(description="90th percentile of log(measured / predicted).")
@@ -91,11 +88,9 @@ class SignedErrors(BaseModel):
         "a draw of the error is taken from: `draw_errors`); empty in files written before.")
 
 
-class ProviderBands(BaseModel):
+class ProviderBands(Record):
     """One step-time provider's errors: overall and per cell, and the signed errors of every
     interval group (`interval_keys`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     overall: CellError = Field(description="All held-out rows together.")
     cells: dict[str, CellError] = Field(description="Cell (`cell_of`) → its error.")
@@ -105,12 +100,10 @@ class ProviderBands(BaseModel):
         default_factory=dict, description="Engine → the releases (major.minor) its rows ran.")
 
 
-class BandsFile(BaseModel):
+class BandsFile(Record):
     """data/calibration/bands.json. The top-level `overall`/`cells` are the default
     provider's (`steptime.DEFAULT_KIND`; a schema-1 file has only those); `providers` holds
     every provider the bench measured, keyed by kind."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: int = 1
     method: str = Field(description="How the errors were measured.")

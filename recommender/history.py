@@ -14,7 +14,9 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from core.records import Record
 
 # Same table and columns as before the table moved here, so existing stores keep working.
 _DDL = """CREATE TABLE IF NOT EXISTS recommendations (
@@ -29,10 +31,8 @@ _LOAD_SQL = "SELECT request_json, body_json FROM recommendations WHERE rec_id = 
 DEFAULT_LIMIT = 200
 
 
-class RecommendationEntry(BaseModel):
+class RecommendationEntry(Record):
     """A saved recommendation as listed in the history."""
-
-    model_config = ConfigDict(extra="forbid")
 
     rec_id: str
     created_at: datetime = Field(description="when it was saved, naive UTC")

@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from core.errors import UsageError
+from core.records import Record
 from engines import ENGINES
 from engines.config import EngineConfig, EngineKind
 from recommender.defaults import memory_fraction, scheduler_caps
@@ -80,20 +81,16 @@ RiskCode = Literal[
 ]
 
 
-class OomRisk(BaseModel):
+class OomRisk(Record):
     """One reason the deployment may not start or may run out of memory under load."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     code: RiskCode = Field(description="Stable identifier of the risk.")
     blocking: bool = Field(description="True = the engine will not start or cannot serve.")
     reason: str = Field(description="One line with the numbers behind the flag.")
 
 
-class MemoryPlan(BaseModel):
+class MemoryPlan(Record):
     """Where each GPU's memory goes for one config; bytes per GPU unless named `_total`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     engine: EngineKind = Field(description="Engine whose memory semantics were applied.")
     gpu_name: str = Field(description="Catalog GPU name.")

@@ -12,9 +12,10 @@ import json
 import math
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from core.errors import UsageError
+from core.records import Record
 from engines.config import EngineKind
 from recommender.specs import GPU
 from recommender.steptime import DEFAULT_KIND, FALLBACK_KIND, check_kind
@@ -22,10 +23,8 @@ from recommender.steptime import DEFAULT_KIND, FALLBACK_KIND, check_kind
 FIT_FILE = Path(__file__).resolve().parent.parent / "data" / "calibration" / "fit.json"
 
 
-class EngineParams(BaseModel):
+class EngineParams(Record):
     """Per-engine efficiency factors and overheads (fitted; defaults = optimiser start)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     compute_efficiency: float = Field(
         default=0.5, gt=0, le=1, description="Achieved share of the GPU's dense TFLOP/s."
@@ -79,23 +78,19 @@ class EngineParams(BaseModel):
         return self.prefill_kernel_scale ** (1.0 - x) * self.prefill_kernel_scale_tp8 ** x
 
 
-class GpuScales(BaseModel):
+class GpuScales(Record):
     """Per-GPU-architecture corrections of the datasheet peaks (fitted; 1 = as published).
 
     Absorbs what one architecture's kernels reach that the per-engine efficiencies do not
     (e.g. FP4 paths on Blackwell, Ampere's older kernels); Hopper is the reference (1, 1).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     compute_scale: float = Field(default=1.0, gt=0, description="Multiplies peak FLOP/s.")
     bandwidth_scale: float = Field(default=1.0, gt=0, description="Multiplies peak HBM B/s.")
 
 
-class PerfParams(BaseModel):
+class PerfParams(Record):
     """All engines' parameters, plus where they came from (the fit file's `params`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     engines: dict[EngineKind, EngineParams] = Field(description="Parameters per engine kind.")
     gpu_families: dict[str, GpuScales] = Field(

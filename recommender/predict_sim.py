@@ -28,12 +28,13 @@ import re
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from core.arrivals import renewal_times
 from core.errors import UsageError
 from core.figures import Latency, ServingFigures, latency_of
 from core.load import ClosedLoop, LoadSpec, Offline, Rate
+from core.records import Record
 from engines.config import EngineConfig, EngineKind
 from recommender.bands import BANDS_FILE, band_of_prediction, cell_of, intervals_of, regime_of
 from recommender.defaults import fill
@@ -128,10 +129,8 @@ def _combine(runs: list[tuple[SimResult, int]], pick: str) -> Latency:
     return latency_of(np.concatenate([np.tile(getattr(r, pick), c) for r, c in runs]))
 
 
-class PredictRequest(BaseModel):
+class PredictRequest(Record):
     """One `predict` question, exactly what its command-line flags can say."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     config: EngineConfig = Field(description="The deployment; unset knobs = the engine's.")
     gpu: str = Field(min_length=1, description="Catalog GPU name.")

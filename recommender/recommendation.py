@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from core.capacity import Capacity
 from core.figures import ServingFigures
+from core.records import MutableRecord, Record
 from engines.config import EngineConfig, SpeculativeMethod
 from recommender.specs import GpuPrice
 
@@ -24,11 +25,7 @@ OBJECTIVES: dict[Objective, str] = {
 }
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class RecommendRequest(_Record):
+class RecommendRequest(Record):
     """What to recommend for: a trace (or profile.json), hardware, model, SLOs, objective."""
 
     source: str = Field(min_length=1, description="Trace file, or a profile.json.")
@@ -76,7 +73,8 @@ class PredictedMetrics(ServingFigures):
         "measurement covers the cell.")
 
 
-class Candidate(_Record):
+# Mutable: prices are filled in afterwards, when a GPU price is known (recommender.pricing).
+class Candidate(MutableRecord):
     """One simulated configuration with its figures and ranking."""
 
     config: EngineConfig
@@ -91,7 +89,7 @@ class Candidate(_Record):
                                        "output tokens at today's load (None: no price).")
 
 
-class Reason(_Record):
+class Reason(Record):
     """One explanation, tied to the profile or prediction figure that motivates it."""
 
     text: str
@@ -104,7 +102,7 @@ class Reason(_Record):
 UNSERVABLE = "unservable"
 
 
-class RecWarning(_Record):
+class RecWarning(Record):
     """A caveat: outside calibration, OOM risk, SLO unattainable, synthetic workload, ..."""
 
     code: str
@@ -115,7 +113,7 @@ TieRule = Literal["figure", "headroom", "fewer_gpus", "calibrated", "simpler", "
                   "infeasible"]
 
 
-class Decision(_Record):
+class Decision(Record):
     """How the pick was chosen among each engine's best candidate (`recommender.decide`)."""
 
     objective: Objective
@@ -138,7 +136,7 @@ class Decision(_Record):
     text: str = Field(description="The decision in one sentence.")
 
 
-class RoutedDeployment(_Record):
+class RoutedDeployment(Record):
     """One deployment of a routing plan and the share of traffic it serves."""
 
     segments: list[int] = Field(description="Profile segment indices routed here.")
@@ -149,14 +147,15 @@ class RoutedDeployment(_Record):
     predicted: PredictedMetrics
 
 
-class RoutingPlan(_Record):
+class RoutingPlan(Record):
     """Two deployments each serving part of the traffic, when that beats one."""
 
     deployments: list[RoutedDeployment]
     gain_text: str
 
 
-class Recommendation(_Record):
+# Mutable: built in stages (decision, capacity, export view, prices) by recommender.recommend.
+class Recommendation(MutableRecord):
     """The pick, its alternatives and every simulated candidate, with the why and caveats."""
 
     request: RecommendRequest

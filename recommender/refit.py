@@ -18,10 +18,11 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from core.atomic import write_atomic
 from core.errors import UsageError
+from core.records import Record
 from recommender.catalog import get_gpu, get_model
 from recommender.fitting import SCALES, CalRow, errors, fit
 from recommender.params import FIT_FILE, PerfParams, load_params
@@ -39,10 +40,8 @@ METRICS: dict[str, tuple[str, float]] = {
 }
 
 
-class MeasuredRun(BaseModel):
+class MeasuredRun(Record):
     """One measured figure of one fixed-length run on the user's hardware."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     engine: Literal["vllm", "sglang", "trtllm"]
     model: str

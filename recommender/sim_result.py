@@ -9,9 +9,10 @@ time series). Latencies are `core.figures.Latency` (None where no request has a 
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from core.figures import EMPTY, Latency, ServingFigures
+from core.records import Record
 
 
 class SimSummary(ServingFigures):
@@ -29,10 +30,10 @@ class SimSummary(ServingFigures):
     kv_capacity_blocks: int = Field(ge=0, description="KV pool in simulation blocks.")
 
 
-class SimResult(BaseModel):
+class SimResult(Record):
     """Per-request arrays (input order; NaN for rejected), summary, and time series."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     ttft_s: np.ndarray = Field(description="Per request: arrival to first token, s.")
     tpot_s: np.ndarray = Field(description="Per request: (e2e − ttft)/(out − 1); NaN if out = 1.")

@@ -55,10 +55,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from core.errors import UsageError
 from core.figures import latency_of
+from core.records import Record
 from engines.config import EngineConfig
 from recommender.defaults import SchedulerCaps, scheduler_caps
 from recommender.memory import MemoryPlan, plan_memory
@@ -99,10 +100,8 @@ class SimRequests:
     block_size: int | None = None
 
 
-class SimOptions(BaseModel):
+class SimOptions(Record):
     """How requests arrive and what to report."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     arrival: ArrivalMode = Field(
         default="trace",

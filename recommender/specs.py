@@ -9,22 +9,17 @@ from __future__ import annotations
 import re
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from core.errors import UsageError
+from core.records import Record
 from engines.config import WeightQuantization, model_problem
 
 Dtype = Literal["bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
 Confidence = Literal["high", "medium", "low"]
 
 
-class _Record(BaseModel):
-    """Catalog entries are immutable and reject unknown fields (a typo is an error)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GpuPrice(_Record):
+class GpuPrice(Record):
     """One public on-demand list price of a GPU-hour, with where and when it was read."""
 
     usd_per_hour: float = Field(gt=0, description="USD per GPU per hour, on demand.")
@@ -33,7 +28,7 @@ class GpuPrice(_Record):
     source: str = Field(min_length=1, description="The provider page and offer.")
 
 
-class GPU(_Record):
+class GPU(Record):
     """One accelerator SKU. Compute figures are dense (no 2:4 sparsity); null = unsupported."""
 
     name: str = Field(description="canonical name, e.g. 'H100-SXM'")
@@ -92,7 +87,7 @@ class GPU(_Record):
         return int(major), int(minor)
 
 
-class QuantizedCheckpoint(_Record):
+class QuantizedCheckpoint(Record):
     """A published pre-quantized copy of a model, and where its name and format are stated."""
 
     name: str = Field(min_length=1, description="Hugging Face id of the quantized checkpoint.")
@@ -107,7 +102,7 @@ class QuantizedCheckpoint(_Record):
         return value
 
 
-class ModelSpec(_Record):
+class ModelSpec(Record):
     """Shapes of one decoder-only transformer, in the project's names (see models.yaml)."""
 
     name: str = Field(description="Hugging Face id, or the config path for a user's model")

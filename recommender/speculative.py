@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from core.errors import UsageError
+from core.records import Record
 from engines.config import SpeculativeConfig
 from recommender.specs import ModelSpec
 
 
-class AcceptanceDefault(BaseModel):
+class AcceptanceDefault(Record):
     """A method's default per-token acceptance a, its band, and where the figures come from.
 
     Published figures are mostly mean acceptance lengths E (tokens per verification step) at
@@ -34,8 +35,6 @@ class AcceptanceDefault(BaseModel):
     (`profiler.ngram_acceptance.solve_acceptance`). `sources` names each figure, its
     workload and the a it converts to; a figure not re-checked in a retrieved source says so.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     acceptance: float = Field(ge=0, le=1, description="default per-token acceptance a")
     low: float = Field(ge=0, le=1, description="lowest a among the figures found")

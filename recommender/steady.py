@@ -12,23 +12,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from core.errors import UsageError
 from core.load import LoadSpec
+from core.records import Record
 from engines.config import EngineKind
 from recommender.perf import Batch
 from recommender.resolve import Resolved
 
 
-class Prediction(BaseModel):
+class Prediction(Record):
     """Steady-state figures of one fixed-length workload; throughputs over all GPUs.
 
     Latencies are means. With fixed ISL/OSL every request in steady state sees the same
     batch, so p50 = mean; tails (p90/p99) need the simulator and are not given here.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     engine: EngineKind = Field(description="Engine whose parameters were applied.")
     replicas: int = Field(ge=1, description="Scheduler replicas: DP ranks over all GPUs.")

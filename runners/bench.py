@@ -24,9 +24,10 @@ from time import perf_counter
 from typing import Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from core.loop import run_coroutine, run_outside_loop, watch_stop
+from core.records import MutableRecord, Record
 from engines import get_engine
 from engines.config import EngineConfig, EngineKind
 from profiler.workspace import Workspace
@@ -77,10 +78,8 @@ WARMUP_CONCURRENCY = 4  # warm-up load for open-loop workloads (no concurrency o
 RECENT_TTFTS = 1024
 
 
-class BenchRequest(BaseModel):
+class BenchRequest(Record):
     """One benchmark: where the server is (or how to launch it), and what load to send."""
-
-    model_config = ConfigDict(extra="forbid")
 
     endpoint_url: str | None = Field(default=None,
                                      description="An already running server's base URL.")
@@ -123,10 +122,8 @@ class BenchRequest(BaseModel):
         return self
 
 
-class ProgressSample(BaseModel):
+class ProgressSample(Record):
     """A live view of the run, every PROGRESS_INTERVAL_S."""
-
-    model_config = ConfigDict(extra="forbid")
 
     elapsed_s: float
     completed: int
@@ -139,10 +136,8 @@ class ProgressSample(BaseModel):
     level: int | None = Field(default=None, description="Sweep: the concurrency level being run.")
 
 
-class ScrapeSummary(BaseModel):
+class ScrapeSummary(Record):
     """What the engine's /metrics said over the run."""
-
-    model_config = ConfigDict(extra="forbid")
 
     scrapes: int
     failures: int
@@ -157,10 +152,9 @@ class ScrapeSummary(BaseModel):
         "speculation, or an engine that exports no counts).")
 
 
-class BenchReport(BaseModel):
+# Mutable: the analyses (levels, knee, boundary, burst, soak) are added as the run ends.
+class BenchReport(MutableRecord):
     """Everything one benchmark run produced (also stored under `run_id`)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     run_id: str
     status: str

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from core.errors import UsageError
 from core.load import MAX_CONCURRENCY, MAX_RATE_RPS, MAX_REQUESTS, MAX_TIME_SCALE, MAX_TOKENS
+from core.records import Record
 from engines.base import GpuSelection
 from engines.config import EngineKind
 from profiler.workspace import APP_HOME_ENV_VAR, Workspace
@@ -50,10 +51,8 @@ MAX_RUN_S = 7 * 24 * 3600.0  # a week: a soak test's longest meaning
 _DOCKER_GPUS = r"^(all|none|[1-9][0-9]*|device=[0-9]+(,[0-9]+)*)$"
 
 
-class BenchOptions(BaseModel):
+class BenchOptions(Record):
     """What a user asks `bench` for; see `python -m app bench --help`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     endpoint: str | None = None
     launch: Literal["local", "docker"] | None = None

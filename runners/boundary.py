@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from core.records import Record
 from runners.metrics import summarize
 from runners.schemas import RequestResult
 
@@ -22,10 +23,8 @@ QUEUE_GROWTH = 2.0
 MIN_QUEUE_GROWTH_S = 0.05  # TTFT growth below this is noise, not a queue
 
 
-class BoundaryStep(BaseModel):
+class BoundaryStep(Record):
     """One step of a boundary run: the load offered and what it got."""
-
-    model_config = ConfigDict(extra="forbid")
 
     step: int = Field(ge=0)
     multiple: float = Field(gt=0, description="Load over the first step's.")
@@ -43,10 +42,8 @@ class BoundaryStep(BaseModel):
                               "'queue_growth', 'not_sent' (cut short); None when it holds.")
 
 
-class BoundaryAnalysis(BaseModel):
+class BoundaryAnalysis(Record):
     """The steps run and the boundary they show."""
-
-    model_config = ConfigDict(extra="forbid")
 
     steps: list[BoundaryStep]
     boundary_rps: float | None = Field(description="Offered rate of the last step that held "

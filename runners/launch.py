@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
 import aiohttp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from core.errors import RunnerError
+from core.records import Record
 from engines import get_engine
 from engines.base import ContainerSpec, GpuSelection, ReadinessProbe
 from engines.common import docker_run_argv
@@ -70,10 +71,8 @@ class LaunchError(RunnerError):
         super().__init__("\n".join(parts))
 
 
-class LaunchSpec(BaseModel):
+class LaunchSpec(Record):
     """How to bring up (or reach) one OpenAI-compatible server, and the bounds on doing so."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     mode: LaunchMode = Field(description="local process, docker container, or existing URL.")
     config: EngineConfig | None = Field(
@@ -153,10 +152,8 @@ class LaunchSpec(BaseModel):
         return self
 
 
-class Endpoint(BaseModel):
+class Endpoint(Record):
     """A server that answered its health check and one completion: where it is, and how it ran."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     mode: LaunchMode = Field(description="How it was brought up.")
     url: str = Field(description="Base URL (http://host:port) for runners.client.send.")

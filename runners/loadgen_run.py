@@ -22,8 +22,9 @@ from typing import Any, Literal, Protocol
 
 import aiohttp
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from core.records import Record
 from runners import prompts
 from runners.client import Clock, check_http_url, endpoint_url, send_body
 from runners.rawhttp import RawClient
@@ -50,10 +51,8 @@ class Transport(Protocol):
         """Close the open connections."""
 
 
-class LoadOptions(BaseModel):
+class LoadOptions(Record):
     """Where and how to send a schedule."""
-
-    model_config = ConfigDict(extra="forbid")
 
     url: str = Field(description="Server base (`http://h:p`, `.../v1`) or full endpoint URL.")
     model: str | None = Field(default=None,
@@ -80,11 +79,9 @@ class LoadOptions(BaseModel):
     _url = field_validator("url")(check_http_url)
 
 
-class WorkloadOutcome(BaseModel):
+class WorkloadOutcome(Record):
     """What a run did. `results[k]` is the request sent as schedule index `indices[k]`
     (with one worker, `indices == range(sent)`); unsent requests are absent and counted."""
-
-    model_config = ConfigDict(extra="forbid")
 
     results: list[RequestResult]
     indices: list[int]
@@ -96,10 +93,8 @@ class WorkloadOutcome(BaseModel):
     interrupted: bool
 
 
-class Prepared(BaseModel):
+class Prepared(Record):
     """What every worker needs besides the schedule: resolved model, id range, text prompts."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str
     high_id: int | None = None

@@ -15,9 +15,10 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from core.figures import ServingFigures, latency_of
+from core.records import Record
 from runners.errors import one_line
 from runners.schemas import RequestResult
 
@@ -34,10 +35,8 @@ SOAK_WINDOWS = 10
 FAILED_ERROR_RATE = 0.10
 
 
-class SeriesPoint(BaseModel):
+class SeriesPoint(Record):
     """One window of the run (start `t_s` seconds after the run began)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     t_s: float = Field(description="Window start, seconds since the run began.")
     completions: int = Field(description="Successful requests that ended in the window.")
@@ -190,10 +189,8 @@ def _window_of(times: Sequence[float], t0: float, window_s: float, n: int) -> li
 # -- sweep -------------------------------------------------------------------------------------
 
 
-class SweepLevel(BaseModel):
+class SweepLevel(Record):
     """One concurrency level of a sweep."""
-
-    model_config = ConfigDict(extra="forbid")
 
     concurrency: int = Field(ge=1)
     request_throughput_rps: float
@@ -202,10 +199,8 @@ class SweepLevel(BaseModel):
     ttft_p95_s: float | None
 
 
-class Knee(BaseModel):
+class Knee(Record):
     """Where more concurrency stops paying (see `find_knee`)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     knee_concurrency: int | None = Field(description="Last level worth running; None = not "
                                          "reached within the levels measured.")
@@ -247,10 +242,8 @@ def _flat(prev: SweepLevel, cur: SweepLevel, gain_pct: float, latency_pct: float
 # -- burst -------------------------------------------------------------------------------------
 
 
-class BurstAnalysis(BaseModel):
+class BurstAnalysis(Record):
     """Spike and recovery of a steady → burst → steady run (times since the run began)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     baseline_ttft_p50_s: float | None = Field(description="Median TTFT, first steady phase.")
     peak_ttft_p50_s: float | None = Field(description="Highest windowed TTFT p50 from the "
@@ -321,10 +314,8 @@ def _recovery(windows: Sequence[tuple[float, float]], baseline: float | None,
 # -- soak --------------------------------------------------------------------------------------
 
 
-class SoakAnalysis(BaseModel):
+class SoakAnalysis(Record):
     """Drift between the first and the last of `windows` equal windows of a long run."""
-
-    model_config = ConfigDict(extra="forbid")
 
     windows: int
     first_ttft_p50_s: float | None

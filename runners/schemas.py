@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from core.records import Record
 from runners.errors import ErrorKind
 
 Api = Literal["completions", "chat"]
@@ -20,10 +21,8 @@ MANAGED_KEYS = frozenset(
 )
 
 
-class RequestSpec(BaseModel):
+class RequestSpec(Record):
     """One request to send to an OpenAI-compatible server."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = Field(description="Model name as the server serves it.")
     prompt: str | list[int] = Field(
@@ -49,14 +48,12 @@ class RequestSpec(BaseModel):
         return self
 
 
-class RequestResult(BaseModel):
+class RequestResult(Record):
     """What happened to one request. Stamps are `time.perf_counter()` seconds.
 
     Invariant (exact on the stored stamps, by Sterbenz's lemma): for a successful request
     `e2e_s - ttft_s == math.fsum(itl_s)`.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     success: bool = Field(description="True when the stream delivered content and no error.")
     error: str | None = Field(None, description="One-line reason when success is false.")

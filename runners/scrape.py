@@ -18,9 +18,10 @@ from time import perf_counter
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from core.errors import RunnerError
+from core.records import Record
 from profiler.ngram_acceptance import solve_acceptance
 from runners.errors import one_line
 
@@ -42,10 +43,8 @@ class ExpositionError(RunnerError):
     """A /metrics body that is not Prometheus text format (line number and text named)."""
 
 
-class PromSample(BaseModel):
+class PromSample(Record):
     """One sample line: name, labels, value (and the optional timestamp in ms)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
@@ -53,10 +52,8 @@ class PromSample(BaseModel):
     timestamp_ms: int | None = None
 
 
-class MetricSample(BaseModel):
+class MetricSample(Record):
     """One of our metric keys at one scrape, on the request stamps' clock."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     at_s: float = Field(description="perf_counter when the scrape answered.")
     key: str = Field(description="Our key (engines.base.MetricKey), `_sum`/`_count` for "
@@ -180,10 +177,8 @@ def hit_rate(samples: list[MetricSample]) -> float | None:
     return sum(gauge) / len(gauge) if gauge else None
 
 
-class SpecMeasured(BaseModel):
+class SpecMeasured(Record):
     """Speculative decoding as the engine counted it over a run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     tokens_per_step: float = Field(description="Mean tokens a verify step emitted (accepted "
                                    "drafts + the bonus token).")

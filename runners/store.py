@@ -20,10 +20,11 @@ import time
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from core.errors import WorkspaceError
 from core.figures import Latency
+from core.records import Record
 from profiler.workspace import Workspace
 from runners.metrics import Summary, summarize
 from runners.schemas import RequestResult
@@ -48,10 +49,8 @@ _SCHEMA = (
 _STOP = object()
 
 
-class RunMeta(BaseModel):
+class RunMeta(Record):
     """What a run was asked to do (stored when it starts)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     run_id: str
     kind: str = Field(description="Workload kind (trace, poisson, sweep, burst, …).")
@@ -60,10 +59,8 @@ class RunMeta(BaseModel):
     workload: dict[str, Any] = Field(default_factory=dict, description="Workload spec as JSON.")
 
 
-class RunInfo(BaseModel):
+class RunInfo(Record):
     """One `runs` row. `status` reads `incomplete` for a `running` row whose process is gone."""
-
-    model_config = ConfigDict(extra="forbid")
 
     run_id: str
     kind: str
@@ -80,20 +77,16 @@ class RunInfo(BaseModel):
     n_requests: int = Field(description="Request rows stored.")
 
 
-class StoredRequest(BaseModel):
+class StoredRequest(Record):
     """One stored request: its index in the schedule, phase, and the result (run-relative)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     idx: int
     phase: str | None
     result: RequestResult
 
 
-class RunRecord(BaseModel):
+class RunRecord(Record):
     """A run with everything it measured."""
-
-    model_config = ConfigDict(extra="forbid")
 
     info: RunInfo
     requests: list[StoredRequest]
@@ -364,8 +357,7 @@ def _stored(row: tuple[Any, ...]) -> StoredRequest:
 # -- comparison --------------------------------------------------------------------------------
 
 
-class ThroughputRow(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ThroughputRow(Record):
 
     run_id: str
     kind: str
@@ -377,16 +369,14 @@ class ThroughputRow(BaseModel):
     goodput_rps: float
 
 
-class LatencyRow(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class LatencyRow(Record):
 
     run_id: str
     metric: Literal["ttft", "tpot", "itl", "e2e"]
     latency: Latency
 
 
-class BurstRow(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BurstRow(Record):
 
     run_id: str
     baseline_ttft_p50_s: float | None
@@ -396,8 +386,7 @@ class BurstRow(BaseModel):
     recovery_s: float | None
 
 
-class StabilityRow(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class StabilityRow(Record):
 
     run_id: str
     ttft_p50_ratio: float | None
@@ -406,11 +395,9 @@ class StabilityRow(BaseModel):
     ttft_p50_slope_s_per_s: float | None
 
 
-class Comparison(BaseModel):
+class Comparison(Record):
     """Runs side by side: steady throughput, latency distributions, burst spike/recovery (burst
     runs only) and long-run stability (soak runs only)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     throughput: list[ThroughputRow]
     latency: list[LatencyRow]

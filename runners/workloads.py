@@ -16,10 +16,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from core.arrivals import Process, exact_count_poisson, renewal_times
 from core.errors import RunnerError
+from core.records import Record
 
 WorkloadKind = Literal["trace", "poisson", "gamma", "concurrency", "burst", "soak", "boundary"]
 
@@ -28,11 +29,7 @@ WorkloadKind = Literal["trace", "poisson", "gamma", "concurrency", "burst", "soa
 POOL_SIZE = 4096
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class WorkloadSpec(_Record):
+class WorkloadSpec(Record):
     """A workload, for every kind; which fields a kind needs is checked by its builder."""
 
     kind: WorkloadKind
@@ -119,7 +116,7 @@ def _check_boundary(spec: WorkloadSpec) -> None:
                          "bound)")
 
 
-class ScheduledRequest(_Record):
+class ScheduledRequest(Record):
     """One request of a schedule. Shared prefixes come as the trace's chained block hashes."""
 
     index: int
@@ -131,7 +128,7 @@ class ScheduledRequest(_Record):
     block_size: int | None = None
 
 
-class Phase(_Record):
+class Phase(Record):
     """A named stretch of the run, [start_s, end_s) from the run start."""
 
     name: str
@@ -139,7 +136,7 @@ class Phase(_Record):
     end_s: float
 
 
-class Schedule(_Record):
+class Schedule(Record):
     """The requests in send order, the concurrency limit, and the phases of the run."""
 
     kind: WorkloadKind

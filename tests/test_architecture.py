@@ -144,3 +144,29 @@ def test_packages_import_only_what_design_allows() -> None:
 def test_core_is_a_leaf() -> None:
     assert all(d.startswith("core") for m, deps in GRAPH.items() if m.startswith("core")
                for d in deps)
+
+
+
+def _pydantic_subclasses(source: str) -> list[str]:
+    """Names of the classes in `source` that name pydantic's BaseModel as a base."""
+    return [node.name for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.ClassDef)
+            and any((b.id if isinstance(b, ast.Name) else getattr(b, "attr", None))
+                    == "BaseModel" for b in node.bases)]
+
+
+def test_every_record_derives_from_the_one_base_in_core() -> None:
+    # One base (core.records.Record): unknown fields an error, frozen unless a record says
+    # it is filled in place (MutableRecord), so no record quietly ignores a typo.
+    direct = [f"{mod}.{name}" for mod, path in MODULES.items()
+              for name in _pydantic_subclasses(path.read_text())]
+    assert direct == ["core.records.Record"]
+
+
+def test_the_base_finder_sees_direct_subclasses_however_imported() -> None:
+    # Guards the test above: a finder that saw nothing would pass it.
+    source = ("import pydantic\nfrom pydantic import BaseModel\n"
+              "class A(pydantic.BaseModel):\n    x: int\n"
+              "class B(BaseModel):\n    y: int\n"
+              "class C(B):\n    z: int\n")
+    assert _pydantic_subclasses(source) == ["A", "B"]
