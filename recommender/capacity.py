@@ -36,7 +36,7 @@ REPLICA_TRIES = 8
 
 
 @dataclass(frozen=True, slots=True)
-class Deployment:
+class SizedDeployment:
     """One candidate to size: its config, replicas, label, the prediction's band and its
     throughput interval (what the boundary's range is stated from when present)."""
 
@@ -90,7 +90,7 @@ class BoundarySearch:
     failing: Trial | None
 
 
-def holds_at(setting: Setting, dep: Deployment, *, replicas: int, multiple: float) -> Trial:
+def holds_at(setting: Setting, dep: SizedDeployment, *, replicas: int, multiple: float) -> Trial:
     """Simulate `replicas` copies of `dep` on the trace compressed `multiple` times (replica
     0's round-robin share) and judge it: p95 TTFT and TPOT within the limits, the load kept
     up with (KEEP_UP_SHARE of the offered rate) and no more refusals than scoring allows."""
@@ -136,7 +136,7 @@ def _binding(result: SimResult, config: EngineConfig, target: Target, *,
     return "compute"
 
 
-def search_boundary(setting: Setting, dep: Deployment) -> BoundarySearch:
+def search_boundary(setting: Setting, dep: SizedDeployment) -> BoundarySearch:
     """Bracket the boundary by doubling (or halving) the load from today's, then bisect in
     log space until the failing load is within RESOLUTION of the holding one."""
     trials: list[Trial] = []
@@ -164,7 +164,7 @@ def search_boundary(setting: Setting, dep: Deployment) -> BoundarySearch:
     return BoundarySearch(trials, holding, failing)
 
 
-def boundary_of(search: BoundarySearch, dep: Deployment, rates: TraceRates) -> Boundary:
+def boundary_of(search: BoundarySearch, dep: SizedDeployment, rates: TraceRates) -> Boundary:
     """The search's result as a Boundary record, its range from the prediction's error: the
     throughput interval's p10-p90 factors where the deployment has one (the boundary is a
     load, off by as much as the throughput it rests on), else ± the cell's median error."""
@@ -184,7 +184,7 @@ def boundary_of(search: BoundarySearch, dep: Deployment, rates: TraceRates) -> B
         capped=search.failing is None, simulations=len(search.trials))
 
 
-def replicas_needed(setting: Setting, dep: Deployment, factor: float, *,
+def replicas_needed(setting: Setting, dep: SizedDeployment, factor: float, *,
                     boundary_multiple: float) -> int | None:
     """Fewest replicas of `dep` that hold `factor` × today's load: start from the boundary's
     linear estimate, then step up (or down) one replica at a time with a simulation each."""
@@ -206,7 +206,7 @@ def replicas_needed(setting: Setting, dep: Deployment, factor: float, *,
     return None
 
 
-def plan_capacity(setting: Setting, pick: Deployment, alternatives: Sequence[Deployment],
+def plan_capacity(setting: Setting, pick: SizedDeployment, alternatives: Sequence[SizedDeployment],
                   rates: TraceRates, searched: Mapping[str, BoundarySearch] | None = None
                   ) -> Capacity:
     """The pick's boundary, each alternative's, the growth table and the pick's load curve;
@@ -217,7 +217,7 @@ def plan_capacity(setting: Setting, pick: Deployment, alternatives: Sequence[Dep
     """
     searched = searched or {}
 
-    def found_for(dep: Deployment) -> BoundarySearch:
+    def found_for(dep: SizedDeployment) -> BoundarySearch:
         return searched.get(dep.label) or search_boundary(setting, dep)
 
     found = found_for(pick)
@@ -241,8 +241,8 @@ def plan_capacity(setting: Setting, pick: Deployment, alternatives: Sequence[Dep
     )
 
 
-def _growth_row(setting: Setting, factor: float, pick: tuple[Deployment, Boundary],
-                others: list[tuple[Deployment, Boundary]], *, found: BoundarySearch,
+def _growth_row(setting: Setting, factor: float, pick: tuple[SizedDeployment, Boundary],
+                others: list[tuple[SizedDeployment, Boundary]], *, found: BoundarySearch,
                 rates: TraceRates) -> GrowthRow:
     dep, bound = pick
     multiple = bound.rate_rps / rates.today_rps if rates.today_rps else 0.0

@@ -26,8 +26,8 @@ from profiler.schema import Profile
 from profiler.workspace import Workspace
 from recommender.capacity import (
     BoundarySearch,
-    Deployment,
     Setting,
+    SizedDeployment,
     TraceRates,
     boundary_of,
     plan_capacity,
@@ -165,9 +165,9 @@ def _engine_bests(ranked: list[Evaluation]) -> list[Evaluation]:
 
 
 def _deployment(config: EngineConfig, replicas: int, name: str, predicted: PredictedMetrics
-                ) -> Deployment:
+                ) -> SizedDeployment:
     """A candidate to size, with its band and throughput interval (the boundary's range)."""
-    return Deployment(config, replicas, name, predicted.band,
+    return SizedDeployment(config, replicas, name, predicted.band,
                       predicted.intervals.get("throughput"))
 
 
@@ -184,7 +184,7 @@ def _capacity(ctx: Context, rec: Recommendation, setting: Setting, rates: TraceR
               searched: dict[str, BoundarySearch]) -> Capacity:
     """The pick's and each other engine's SLO boundary on the simulated window, and growth
     (the decision's boundary searches reused)."""
-    def dep(c: Candidate) -> Deployment:
+    def dep(c: Candidate) -> SizedDeployment:
         return _deployment(c.config, c.replicas, c.label, c.predicted)
 
     others = [dep(c) for c in rec.alternatives if c.label != rec.pick.label]

@@ -39,7 +39,7 @@ from runners.boundary import (
     should_stop,
 )
 from runners.client import check_http_url, get_status
-from runners.errors import one_line
+from runners.failures import one_line
 from runners.launch import LaunchError, LaunchSpec, launched
 from runners.loadgen import LoadOptions, WorkloadOutcome, run_workload
 from runners.metrics import (

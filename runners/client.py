@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from runners.errors import ErrorKind, one_line
+from runners.failures import ErrorKind, one_line
 from runners.schemas import Api, RequestResult, RequestSpec
 from runners.sse import SSEEvent, SSEParser, decode_payload
 

@@ -26,7 +26,7 @@ import aiohttp
 from core.errors import RunnerError
 from core.loop import run_coroutine, run_outside_loop, watch_stop
 from runners import prompts
-from runners.errors import one_line
+from runners.failures import one_line
 from runners.loadgen_run import (
     LoadOptions,
     OnResult,

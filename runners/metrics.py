@@ -19,7 +19,7 @@ from pydantic import Field
 
 from core.figures import ServingFigures, latency_of
 from core.records import Record
-from runners.errors import one_line
+from runners.failures import one_line
 from runners.schemas import RequestResult
 
 DEFAULT_WINDOW_S = 1.0

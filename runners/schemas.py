@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from core.records import Record
-from runners.errors import ErrorKind
+from runners.failures import ErrorKind
 
 Api = Literal["completions", "chat"]
 

@@ -23,7 +23,7 @@ from pydantic import Field
 from core.errors import RunnerError
 from core.records import Record
 from profiler.ngram_acceptance import solve_acceptance
-from runners.errors import one_line
+from runners.failures import one_line
 
 DEFAULT_INTERVAL_S = 1.0
 # Keys whose samples are ratios or gauges per engine: averaged over label sets, not summed.

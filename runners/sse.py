@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from runners.errors import one_line
+from runners.failures import one_line
 
 EventKind = Literal["data", "done", "error", "malformed"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.cli import main
 from core.errors import printable
-from runners.errors import one_line
+from runners.failures import one_line
 
 
 def test_control_characters_are_shown_as_escapes():

@@ -10,8 +10,8 @@ from core.capacity import Boundary, compare_boundary
 from engines.config import EngineConfig
 from recommender.capacity import (
     RESOLUTION,
-    Deployment,
     Setting,
+    SizedDeployment,
     TraceRates,
     holds_at,
     plan_capacity,
@@ -53,7 +53,7 @@ def _ceiling_rps() -> float:
 
 
 def _boundary_rps(gpus: int) -> tuple[float, str, int]:
-    dep = Deployment(CONFIG, gpus, "vllm seqs16", None)
+    dep = SizedDeployment(CONFIG, gpus, "vllm seqs16", None)
     found = search_boundary(Setting(_evenly_spaced(), _target(gpus), GOALS), dep)
     assert found.holding is not None and found.failing is not None
     return found.holding.multiple * RATE, found.failing.binding, len(found.trials)
@@ -76,7 +76,7 @@ def test_doubling_gpus_at_least_doubles_a_replica_parallel_boundary():
 
 def test_the_boundary_holds_and_the_next_load_fails():
     setting = Setting(_evenly_spaced(), _target(1), GOALS)
-    dep = Deployment(CONFIG, 1, "vllm seqs16", None)
+    dep = SizedDeployment(CONFIG, 1, "vllm seqs16", None)
     found = search_boundary(setting, dep)
     assert found.holding is not None and found.failing is not None
     assert found.failing.multiple / found.holding.multiple <= 1 + RESOLUTION
@@ -90,8 +90,8 @@ def test_plan_capacity_growth_curve_and_band():
     from core.figures import Band
 
     band = Band(cell="c", median_ape=0.2, rows=10)
-    pick = Deployment(CONFIG, 1, "vllm seqs16", band)
-    other = Deployment(CONFIG.model_copy(update={"max_num_seqs": 8}), 1, "vllm seqs8", None)
+    pick = SizedDeployment(CONFIG, 1, "vllm seqs16", band)
+    other = SizedDeployment(CONFIG.model_copy(update={"max_num_seqs": 8}), 1, "vllm seqs8", None)
     rates = TraceRates(today_rps=RATE, mean_rps=RATE / 2, peak_rps=RATE * 2, peak_window_s=60)
     cap = plan_capacity(Setting(_evenly_spaced(), _target(1), GOALS), pick, [other], rates)
     b = cap.pick
@@ -146,7 +146,7 @@ def test_long_prompts_bind_the_kv_pool_first():
     assert pool / (isl + osl) < scheduler_caps(config, GPU).max_running
     requests = SimRequests(np.arange(n) / 1.0, np.full(n, isl), np.full(n, osl))
     found = search_boundary(Setting(requests, _target(1), Goals("goodput", 5.0, None)),
-                            Deployment(config, 1, "vllm long", None))
+                            SizedDeployment(config, 1, "vllm long", None))
     assert found.failing is not None and found.failing.binding == "kv_capacity"
 
 
@@ -160,11 +160,11 @@ def test_the_boundarys_range_is_the_throughput_interval_when_there_is_one():
     band = Band(cell="c", median_ape=0.2, rows=10)
     interval = Interval(metric="throughput", low=0.6, high=1.5, basis="c", rows=40,
                         pooled=False)
-    with_interval = boundary_of(found, Deployment(CONFIG, 1, "a", band, interval), rates)
+    with_interval = boundary_of(found, SizedDeployment(CONFIG, 1, "a", band, interval), rates)
     assert with_interval.rate_rps == pytest.approx(2.0 * RATE)
     assert (with_interval.rate_low_rps, with_interval.rate_high_rps) == pytest.approx(
         (0.6 * 2.0 * RATE, 1.5 * 2.0 * RATE))
-    band_only = boundary_of(found, Deployment(CONFIG, 1, "a", band), rates)
+    band_only = boundary_of(found, SizedDeployment(CONFIG, 1, "a", band), rates)
     assert (band_only.rate_low_rps, band_only.rate_high_rps) == pytest.approx(
         (0.8 * 2.0 * RATE, 1.2 * 2.0 * RATE))
-    assert boundary_of(found, Deployment(CONFIG, 1, "a", None), rates).rate_low_rps is None
+    assert boundary_of(found, SizedDeployment(CONFIG, 1, "a", None), rates).rate_low_rps is None
