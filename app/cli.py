@@ -277,7 +277,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 def _ingest_options(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
-    from profiler.ingest import IngestOptions
+    from profiler.ingest_options import IngestOptions
     from profiler.timestamps import parse_unit
 
     column_map = dict(key_values(args.map, "--map", "FIELD=COLUMN"))

@@ -34,7 +34,7 @@ from core.atomic import write_atomic
 from core.errors import ServeFitError, UsageError
 from core.records import Record
 from profiler.chart_data import ChartData
-from profiler.ingest import IngestOptions
+from profiler.ingest_options import IngestOptions
 from profiler.schema import Profile
 from profiler.workspace import Workspace
 

@@ -41,7 +41,8 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.loop import run_coroutine
-from runners.loadgen import LoadOptions, run_workload_sync
+from runners.loadgen import run_workload_sync
+from runners.loadgen_run import LoadOptions
 from runners.workloads import Schedule, WorkloadSpec, build_schedule
 
 MEDIAN_BUDGET_MS = 20.0

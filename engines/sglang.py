@@ -44,7 +44,6 @@ from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
 from engines.sglang_settings import (
     CONFIG_WHAT,
-    DISAGG_TRANSFER_BACKEND,
     WEIGHT_QUANT,
     config_fields,
     flags,
@@ -53,7 +52,7 @@ from engines.sglang_settings import (
 
 # DISAGG_TRANSFER_BACKEND lives in sglang_settings but is part of this module's public surface.
 __all__ = [
-    "BOOTSTRAP_BASE_PORT", "CONFIG_FILE_NAME", "DISAGG_TRANSFER_BACKEND", "IMAGE_REPOSITORY",
+    "BOOTSTRAP_BASE_PORT", "CONFIG_FILE_NAME", "IMAGE_REPOSITORY",
     "LAUNCH", "PLUGIN", "ROUTER", "SGLANG_VERSION", "SHM_SIZE", "SglangEngine",
 ]  # fmt: skip
 

@@ -50,8 +50,6 @@ from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
 from engines.trtllm_settings import (
     BACKEND,
-    CACHE_TRANSCEIVER_BACKEND,
-    NGRAM_MATCHING_SIZE,
     OPTIONS_WHAT,
     Role,
     Setting,
@@ -62,9 +60,9 @@ from engines.trtllm_settings import (
 
 # Names that live in trtllm_settings but are part of this module's public surface.
 __all__ = [
-    "BACKEND", "CACHE_TRANSCEIVER_BACKEND", "CONFIG_FILE_NAME", "CONTAINER_CONFIG_PATH",
+    "CONFIG_FILE_NAME", "CONTAINER_CONFIG_PATH",
     "CTX_CONFIG_FILE_NAME", "DISAGG_CONFIG_FILE_NAME", "GEN_CONFIG_FILE_NAME",
-    "IMAGE_REPOSITORY", "NGRAM_MATCHING_SIZE", "PLUGIN", "TRTLLM_VERSION", "Role", "Setting",
+    "IMAGE_REPOSITORY", "PLUGIN", "TRTLLM_VERSION",
     "TrtllmEngine",
 ]  # fmt: skip
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from core.errors import FormatDetectionError, UsageError
 from profiler.columns import scan_sql, typed_columns
-from profiler.formats import TABLE_FORMATS, TEXT_FORMATS, FieldMap, TableFormat
-from profiler.formats.base import FIELDS, quote_ident
+from profiler.formats import TABLE_FORMATS, TEXT_FORMATS
+from profiler.formats.base import FIELDS, FieldMap, TableFormat, quote_ident
 from profiler.formats.generic import resolve as resolve_generic
 from profiler.ingest_checks import count_backwards, time_spec, validate
 from profiler.ingest_errors import diagnose_structure, map_duckdb_error, show_columns

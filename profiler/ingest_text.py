@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from core.errors import TraceError, UsageError
-from profiler.formats import TEXT_FORMATS, TextFormat
+from profiler.formats import TEXT_FORMATS
+from profiler.formats.base import TextFormat
 from profiler.ingest_errors import DETAIL_CHARS
 from profiler.ngram_acceptance import NgramEstimator
 from profiler.schema import FormatInfo

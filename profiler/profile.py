@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import TraceError, UsageError, WorkspaceError
-from profiler.ingest import IngestOptions, ingest
+from profiler.ingest import ingest
+from profiler.ingest_options import IngestOptions
 from profiler.schema import REQUESTS_TABLE, FormatInfo, LengthStats, Profile, RateSeries
 from profiler.workspace import Workspace
 

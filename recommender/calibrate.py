@@ -34,7 +34,7 @@ from recommender.fitting import (
     fit,
     refusal,
 )
-from recommender.params import FIT_FILE, EngineParams, PerfParams, default_params
+from recommender.params import FIT_FILE, PerfParams, default_params
 from recommender.refit import refit_measured, report
 from recommender.steptime import DEFAULT_KIND, PROVIDERS
 
@@ -552,5 +552,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["FAMILY_PATTERNS", "CalRow", "EngineParams", "calibrate", "family_of", "parse_csv",
+__all__ = ["FAMILY_PATTERNS", "calibrate", "family_of", "parse_csv",
            "source_key"]

@@ -21,7 +21,8 @@ from core.figures import Band, Interval
 from engines.config import EngineConfig
 from recommender.defaults import scheduler_caps
 from recommender.scoring import KEEP_UP_SHARE, MAX_REJECTED_SHARE, Goals, Target, served_rps
-from recommender.simulator import SimRequests, SimResult, simulate
+from recommender.sim_result import SimResult
+from recommender.simulator import SimRequests, simulate
 from recommender.workload import replica_share
 
 GROWTH_FACTORS = (2.0, 5.0, 10.0)

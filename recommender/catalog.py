@@ -23,11 +23,11 @@ from pydantic import BaseModel, ValidationError
 
 from core.errors import CatalogError, UnknownCatalogEntryError
 from recommender.hf_config import load_model
-from recommender.specs import GPU, ModelSpec, estimate_params_b
+from recommender.specs import GPU, ModelSpec
 
-__all__ = ["GPU", "BundledConfig", "ModelSpec", "bundled_configs", "bundled_model",
-           "estimate_params_b", "find_bundled", "get_gpu", "get_model", "load_gpus",
-           "load_model", "load_models"]
+__all__ = ["BundledConfig", "bundled_configs", "bundled_model",
+           "find_bundled", "get_gpu", "get_model", "load_gpus",
+           "load_models"]
 
 DEFAULT_CATALOG_DIR = Path(__file__).resolve().parent.parent / "data" / "catalog"
 GPUS_FILE = "gpus.yaml"

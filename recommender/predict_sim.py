@@ -41,15 +41,8 @@ from recommender.defaults import fill
 from recommender.lengths import draw
 from recommender.params import PerfParams, load_params
 from recommender.resolve import Harness, scheduler_replicas
-from recommender.simulator import (
-    SimOptions,
-    SimRequests,
-    SimResult,
-    histogram_max,
-    histogram_stats,
-    refusal_reason,
-    simulate,
-)
+from recommender.sim_result import SimResult, histogram_max, histogram_stats
+from recommender.simulator import SimOptions, SimRequests, refusal_reason, simulate
 from recommender.specs import GPU, ModelSpec
 from recommender.steptime import DEFAULT_KIND
 

@@ -20,7 +20,7 @@ from core.errors import UsageError
 from core.figures import LATENCIES
 from engines.config import EngineConfig
 from engines.export import ExportRequest
-from profiler.ingest import IngestOptions
+from profiler.ingest_options import IngestOptions
 from profiler.profile import profile_trace
 from profiler.schema import Profile
 from profiler.workspace import Workspace

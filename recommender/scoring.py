@@ -19,7 +19,8 @@ from engines.facts import HardwareFacts, ModelFacts
 from recommender.bands import BANDS_FILE, cell_band, cell_of, intervals_of, replay_regime
 from recommender.params import PerfParams
 from recommender.recommendation import Objective, PredictedMetrics
-from recommender.simulator import SimOptions, SimRequests, SimResult, SimSummary, simulate
+from recommender.sim_result import SimResult, SimSummary
+from recommender.simulator import SimOptions, SimRequests, simulate
 from recommender.specs import GPU, ModelSpec
 from recommender.workload import replica_share
 

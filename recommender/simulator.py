@@ -525,14 +525,10 @@ def _result(
     )
 
 
-__all__ = [  # the result records are re-exported from recommender.sim_result
+__all__ = [
     "KernelSettings",
     "SimOptions",
     "SimRequests",
-    "SimResult",
-    "SimSummary",
-    "histogram_max",
-    "histogram_stats",
     "refusal_reason",
     "simulate",
 ]

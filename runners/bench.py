@@ -41,7 +41,8 @@ from runners.boundary import (
 from runners.client import check_http_url, get_status
 from runners.failures import one_line
 from runners.launch import LaunchError, LaunchSpec, launched
-from runners.loadgen import LoadOptions, WorkloadOutcome, run_workload
+from runners.loadgen import run_workload
+from runners.loadgen_run import LoadOptions, WorkloadOutcome
 from runners.metrics import (
     BurstAnalysis,
     Knee,

@@ -39,7 +39,7 @@ from runners.loadgen_run import (
 from runners.schemas import MANAGED_KEYS
 from runners.workloads import Schedule
 
-__all__ = ["LoadOptions", "OnResult", "Prepared", "WorkloadOutcome", "prepare", "run_workload",
+__all__ = ["prepare", "run_workload",
            "run_workload_sync"]
 TEXT_POOL = 256  # distinct calibrated text prompts per length (each costs /tokenize calls)
 # Bound on each call made while preparing (model list, /tokenize), and --timeout-s when lower:

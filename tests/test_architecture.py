@@ -170,3 +170,64 @@ def test_the_base_finder_sees_direct_subclasses_however_imported() -> None:
               "class B(BaseModel):\n    y: int\n"
               "class C(B):\n    z: int\n")
     assert _pydantic_subclasses(source) == ["A", "B"]
+
+
+def _defined(source: str) -> set[str]:
+    """Names a module's top level binds itself (defs, classes, assignments), those inside a
+    top-level `if` or `try` too; imported names are not among them."""
+    names: set[str] = set()
+    tree = ast.parse(source)
+    nodes = [n for top in tree.body
+             for n in ([top] if not isinstance(top, (ast.If, ast.Try)) else ast.walk(top))]
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _reexported(source: str, modules: dict[str, str]) -> list[str]:
+    """`from M import N` in `source` where M (one of `modules`: name -> source) does not
+    define N and N is no submodule of M: N reached by a second import path."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules:
+            defined = _defined(modules[node.module])
+            out += [f"from {node.module} import {a.name}" for a in node.names
+                    if a.name not in defined and f"{node.module}.{a.name}" not in modules]
+    return out
+
+
+def _exported_not_defined(source: str) -> list[str]:
+    """Names `__all__` lists that the module does not define (re-exports)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            names = [e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)]
+            return sorted(set(names) - _defined(source))
+    return []
+
+
+def test_every_name_has_one_import_path() -> None:
+    # A name is imported from the module that defines it (DESIGN §2, issue 29): splits "for
+    # size" that left re-exports gave names two paths, and a reader two places to look.
+    sources = {name: path.read_text() for name, path in MODULES.items()}
+    readers = [*MODULES.values(), *sorted(
+        p for d in ("tests", "bench", "scripts") for p in (ROOT / d).rglob("*.py"))]
+    found = [f"{p.relative_to(ROOT)}: {line}" for p in readers
+             for line in _reexported(p.read_text(), sources)]
+    found += [f"{name}: __all__ lists {n}" for name, source in sources.items()
+              for n in _exported_not_defined(source)]
+    assert found == []
+
+
+def test_the_reexport_finder_sees_a_second_path() -> None:
+    # Guards the test above with a made-up pair of modules.
+    modules = {"pkg.owner": "X = 1\ndef f():\n    pass\n",
+               "pkg.front": "from pkg.owner import X, f\nY = X\n__all__ = ['X', 'Y']\n",
+               "pkg": "", "pkg.sub": ""}
+    reader = "from pkg.front import X, Y\nfrom pkg.owner import f\nfrom pkg import sub\n"
+    assert _reexported(reader, modules) == ["from pkg.front import X"]
+    assert _exported_not_defined(modules["pkg.front"]) == ["X"]

@@ -39,7 +39,7 @@ from app.resources import (
     workspace_for,
 )
 from core.errors import ServeFitError
-from profiler.ingest import IngestOptions
+from profiler.ingest_options import IngestOptions
 from recommender.recommendation import OBJECTIVES, UNSERVABLE
 
 DEFAULT_GPU = "H100-SXM"

@@ -22,7 +22,7 @@ from app.resources import (
 )
 from core.errors import ServeFitError
 from profiler import history as profiles
-from profiler.ingest import IngestOptions
+from profiler.ingest_options import IngestOptions
 from recommender import history as recommendations
 
 

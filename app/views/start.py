@@ -19,7 +19,7 @@ from app.resources import (
 )
 from core.errors import FormatDetectionError, ServeFitError
 from profiler.formats import ALL_KINDS
-from profiler.ingest import IngestOptions
+from profiler.ingest_options import IngestOptions
 from profiler.timestamps import TIME_UNITS as UNIT_NAMES
 from profiler.timestamps import parse_unit
 

@@ -23,9 +23,12 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from engines.config import EngineConfig
 from recommender import perf, steptime
 from recommender.catalog import get_gpu, get_model
+from recommender.params import load_params
 
 DEFAULT = Path(__file__).resolve().parents[2] / "data" / "measurements" / \
     "h200_llama8b_step_kernels.json"
@@ -36,12 +39,13 @@ PREFILL = (512, 2048, 8192)
 
 def _model_s(kind: str, engine: str, quant: str, batch: perf.Batch, gpu_name: str) -> float:
     gpu, model = get_gpu(gpu_name), get_model(MODEL)
-    fitted = perf.load_params()
+    fitted = load_params(step_time=kind)
     config = EngineConfig(engine=engine, model=model.name, weight_quantization=quant)
     dep = perf.deployment(config, gpu, model, scales=fitted.scales(gpu), step_time=kind)
     no_overhead = fitted.engines[engine].model_copy(
         update={"step_overhead_s": 0.0, "per_seq_overhead_s": 0.0})
-    return perf.step_time(dep, batch, no_overhead)
+    table = dep.kernels.table() if dep.kernels is not None else np.zeros(0)
+    return perf.step_seconds(perf.step_coefficients(dep, no_overhead), table, batch)
 
 
 def _rows(data: dict, kind: str, engine: str) -> list[str]:

@@ -11,7 +11,7 @@ from profiler.formats import (
     openai,
     sharegpt,
 )
-from profiler.formats.base import FieldMap, RawRequest, TableFormat, TextFormat
+from profiler.formats.base import TableFormat, TextFormat
 
 TABLE_FORMATS: dict[str, TableFormat] = {
     f.kind: f
@@ -20,5 +20,4 @@ TABLE_FORMATS: dict[str, TableFormat] = {
 TEXT_FORMATS: dict[str, TextFormat] = {f.kind: f for f in (sharegpt.FORMAT, openai.FORMAT)}
 ALL_KINDS: tuple[str, ...] = (*TABLE_FORMATS, *TEXT_FORMATS)
 
-__all__ = ["ALL_KINDS", "TABLE_FORMATS", "TEXT_FORMATS", "FieldMap", "RawRequest",
-           "TableFormat", "TextFormat"]
+__all__ = ["ALL_KINDS", "TABLE_FORMATS", "TEXT_FORMATS"]

@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from profiler.ingest import IngestOptions, ingest
+from profiler.ingest import ingest
+from profiler.ingest_options import IngestOptions
 from profiler.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]

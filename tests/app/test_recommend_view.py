@@ -211,7 +211,7 @@ def test_a_trace_read_with_a_column_map_is_recommended_on_its_own_requests(app_h
     import io
 
     from app.resources import TRACE_KEY, TraceChoice, store_upload
-    from profiler.ingest import IngestOptions
+    from profiler.ingest_options import IngestOptions
 
     df = pd.read_csv(ref.TRACES / "BurstGPT_3.head400.csv").rename(
         columns={"Timestamp": "when", "Request tokens": "q", "Response tokens": "a"})

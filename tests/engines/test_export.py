@@ -21,15 +21,8 @@ from engines import ENGINES, get_engine
 from engines import export as export_mod
 from engines.base import ContainerSpec
 from engines.config import EngineConfig
-from engines.errors import CapabilityError, UnknownEngineError
-from engines.export import (
-    ExportError,
-    ExportRequest,
-    docker_command,
-    export_bundle,
-    load_request,
-    render_bundle,
-)
+from engines.errors import CapabilityError, ExportError, UnknownEngineError
+from engines.export import ExportRequest, docker_command, export_bundle, load_request, render_bundle
 from engines.facts import HardwareFacts, ModelFacts
 from engines.manifests import parse_docker_run
 from engines.sglang import PLUGIN as SGLANG

@@ -8,7 +8,8 @@ import pytest
 
 from core.errors import WorkspaceError
 from profiler.canonical import write_canonical
-from profiler.ingest import IngestOptions, ingest
+from profiler.ingest import ingest
+from profiler.ingest_options import IngestOptions
 from profiler.workspace import Workspace
 from tests import reference as ref
 

@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 from core.errors import ServeFitError
 from profiler.formats import TABLE_FORMATS, TEXT_FORMATS
 from profiler.formats.generic import ALIASES
-from profiler.ingest import IngestOptions, ingest
+from profiler.ingest import ingest
+from profiler.ingest_options import IngestOptions
 from profiler.workspace import Workspace
 
 REGRESSIONS = Path(__file__).resolve().parents[1] / "data" / "fuzz_regressions"

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler.ingest import IngestOptions, ingest
+from profiler.ingest import ingest
+from profiler.ingest_options import IngestOptions
 from profiler.profile import profile_trace
 from profiler.workspace import Workspace
 from tests import reference as ref

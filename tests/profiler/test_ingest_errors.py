@@ -23,7 +23,8 @@ import zstandard
 
 from core.errors import FormatDetectionError, ServeFitError, TraceError, UsageError
 from profiler import sources
-from profiler.ingest import IngestOptions, ingest
+from profiler.ingest import ingest
+from profiler.ingest_options import IngestOptions
 from profiler.workspace import Workspace
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"

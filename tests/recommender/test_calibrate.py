@@ -9,7 +9,7 @@ import math
 import pandas as pd
 import pytest
 
-from recommender import calibrate
+from recommender import calibrate, fitting
 from recommender.calibrate import GPU_NAMES, parse_csv, parse_row
 from recommender.catalog import get_gpu, get_model
 from recommender.defaults import memory_fraction
@@ -303,7 +303,7 @@ def test_fit_is_deterministic():
               for r in [r for r in small if r.engine == engine][:3]]
     assert len({r.engine for r in subset}) == 3
     # One publisher family: every parameter would keep its prior, so identify by rows alone.
-    assert calibrate.fit(subset, by_family=False) == calibrate.fit(subset, by_family=False)
+    assert fitting.fit(subset, by_family=False) == fitting.fit(subset, by_family=False)
 
 
 def test_in_process_rows_pay_no_api_server_costs():

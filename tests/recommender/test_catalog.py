@@ -14,17 +14,9 @@ import pytest
 import yaml
 
 from core.errors import CatalogError, ServeFitError, UnknownCatalogEntryError, UsageError
-from recommender.catalog import (
-    DEFAULT_CATALOG_DIR,
-    GPU,
-    ModelSpec,
-    estimate_params_b,
-    get_gpu,
-    get_model,
-    load_gpus,
-    load_model,
-    load_models,
-)
+from recommender.catalog import DEFAULT_CATALOG_DIR, get_gpu, get_model, load_gpus, load_models
+from recommender.hf_config import load_model
+from recommender.specs import GPU, ModelSpec, estimate_params_b
 
 EXPECTED_GPUS = {
     "A10G", "L4", "L40S", "A100-40GB", "A100-80GB",

@@ -19,15 +19,8 @@ from profiler.workspace import Workspace
 from recommender.catalog import get_gpu, get_model
 from recommender.facts import hardware_facts, model_facts
 from recommender.params import load_params
-from recommender.scoring import Goals, evaluate
-from recommender.search import (
-    Target,
-    base_grid,
-    max_model_len,
-    prune,
-    scheduler_variants,
-    search,
-)
+from recommender.scoring import Goals, Target, evaluate
+from recommender.search import base_grid, max_model_len, prune, scheduler_variants, search
 from recommender.workload import head_window, load_workload
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"

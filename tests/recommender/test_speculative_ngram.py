@@ -9,7 +9,7 @@ import pytest
 
 from engines.config import SpeculativeConfig
 from engines.vllm import NGRAM_PROMPT_LOOKUP_MAX
-from profiler.ingest import IngestOptions
+from profiler.ingest_options import IngestOptions
 from profiler.ngram_acceptance import NGRAM_K, NGRAM_MAX, NGRAM_MIN
 from profiler.profile import profile_trace
 from profiler.workspace import Workspace
@@ -18,8 +18,8 @@ from recommender.facts import hardware_facts, model_facts
 from recommender.params import load_params
 from recommender.reasons import acceptance_text
 from recommender.recommend import measured_acceptance
-from recommender.scoring import Goals, evaluate
-from recommender.search import SPECULATIVE, Target, base_grid, max_model_len
+from recommender.scoring import Goals, Target, evaluate
+from recommender.search import SPECULATIVE, base_grid, max_model_len
 from recommender.speculative import ACCEPTANCE_DEFAULTS, DEFAULT_ACCEPTANCE
 from recommender.workload import head_window, load_workload
 

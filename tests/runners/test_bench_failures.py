@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from core.errors import RunnerError
 from profiler.workspace import Workspace
 from runners.bench import BenchRequest, run_bench
-from runners.loadgen import LoadOptions, prepare
+from runners.loadgen import prepare
+from runners.loadgen_run import LoadOptions
 from runners.metrics import FAILED_ERROR_RATE, run_failure
 from runners.schemas import RequestResult
 from runners.store import list_runs, load_run

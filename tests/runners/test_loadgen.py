@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from core.loop import run_outside_loop
-from runners.loadgen import LoadOptions, run_workload, run_workload_sync
+from runners.loadgen import run_workload, run_workload_sync
+from runners.loadgen_run import LoadOptions
 from runners.workloads import WorkloadSpec, build_schedule
 from tests.runners.loadgen_server import LoadServer
 from tests.runners.test_prompts import _tokenizer

@@ -460,7 +460,8 @@ def test_closed_loop_run_opens_its_connections_before_the_clock_starts(wire, mon
     """Connections that are slow to open: a run opens its four before its clock starts, so its
     first requests find them open (and it opens no more connections later)."""
     from runners import rawhttp
-    from runners.loadgen import LoadOptions, run_workload_sync
+    from runners.loadgen import run_workload_sync
+    from runners.loadgen_run import LoadOptions
     from runners.workloads import WorkloadSpec, build_schedule
 
     opened = rawhttp.open_stamped
