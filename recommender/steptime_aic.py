@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import io
 import json
 import logging
 import shutil
@@ -273,9 +274,10 @@ def _cached(key: tuple[str, ...]) -> MeasuredKernels | None:
     # Sized for every cell of the published rows (~150, a few KB each): a smaller cache
     # thrashes in the fit, which prices all rows per residual and rebuilds evicted cells.
     try:
-        return MeasuredKernels(key, _stored_or_built(key))
+        table = _stored_or_built(key)
     except Exception:  # any build/probe failure means "not covered": the roofline
         return None
+    return None if table is None else MeasuredKernels(key, table)
 
 
 # Built tables are kept on disk: a build is ~200 aiconfigurator calls (~0.4 s a cell, half of
@@ -283,6 +285,7 @@ def _cached(key: tuple[str, ...]) -> MeasuredKernels | None:
 # the folder ("" turns the cache off); by default the user's cache folder.
 CACHE_ENV = "SERVEFIT_CACHE_DIR"
 TABLE_FORMAT = 1  # bump when `_build` changes what a table holds
+UNCOVERED = ".uncovered"  # beside a table's name: the build failed; holds the error
 
 
 def cache_dir() -> Path | None:
@@ -315,31 +318,49 @@ def _table_path(key: tuple[str, ...]) -> Path | None:
     return folder / "aic-tables" / f"{digest}.npy"
 
 
-def _stored_or_built(key: tuple[str, ...]) -> np.ndarray:
+# Failures of the machine, not answers about the cell: never kept as "not covered".
+TRANSIENT = (OSError, MemoryError, ImportError, RecursionError)
+
+
+def _stored_or_built(key: tuple[str, ...]) -> np.ndarray | None:
     """The cell's table from the cache folder, else built and stored there (a folder that
-    cannot be written, or a damaged file, only costs the build)."""
+    cannot be written, or a damaged file, only costs the build). None: aiconfigurator has
+    no usable data for the cell, which is kept too (a failed build costs as much as a good
+    one, ~1.5 s, and an uncovered MoE cell was rebuilt by every `recommend`).
+
+    Raises:
+        OSError, MemoryError, ImportError, RecursionError: a build that failed for want of
+            the machine's resources or the package, not for the cell.
+    """
     path = _table_path(key)
+    if path is not None and path.with_suffix(UNCOVERED).is_file():
+        return None
     if path is not None and path.is_file():
         try:
             return np.load(path, allow_pickle=False)
         except (OSError, ValueError):
             pass
-    table = _build(key)
+    try:
+        table = _build(key)
+    except TRANSIENT:
+        raise
+    except Exception as exc:  # aiconfigurator's own errors: PerfDataNotAvailableError, ...
+        if path is not None:
+            _store(path.with_suffix(UNCOVERED), f"{type(exc).__name__}: {exc}\n".encode())
+        return None
     if path is not None:
-        _store(path, table)
+        buffer = io.BytesIO()
+        np.save(buffer, table, allow_pickle=False)
+        _store(path, buffer.getvalue())
     return table
 
 
-def _store(path: Path, table: np.ndarray) -> None:
-    import io
-
+def _store(path: Path, data: bytes) -> None:
     from core.atomic import write_atomic
 
-    buffer = io.BytesIO()
-    np.save(buffer, table, allow_pickle=False)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, buffer.getvalue())
+        write_atomic(path, data)
     except OSError:
         pass
 

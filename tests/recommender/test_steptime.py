@@ -338,3 +338,42 @@ def test_built_tables_are_kept_on_disk_and_a_damaged_one_is_rebuilt(tmp_path, mo
     assert steptime_aic.cache_dir() is None
     steptime_aic._stored_or_built(key)
     assert len(builds) == 3
+
+
+def test_a_cell_aiconfigurator_cannot_build_is_remembered_as_uncovered(tmp_path, monkeypatch):
+    # gpt-oss-20b under TRT-LLM on an L40S: aiconfigurator 0.12 has no MXFP4 MoE data for
+    # Ada. The failed build cost as much as a good one and every process paid it again.
+    from recommender import steptime_aic
+
+    builds: list[tuple[str, ...]] = []
+    real_build = steptime_aic._build
+
+    def counting(key: tuple[str, ...]) -> np.ndarray:
+        builds.append(key)
+        return real_build(key)
+
+    monkeypatch.setattr(steptime_aic, "_build", counting)
+    monkeypatch.setenv(steptime_aic.CACHE_ENV, str(tmp_path / "cache"))
+    key = steptime_aic.cell_key(steptime.StepCell(
+        engine="trtllm", gpu=get_gpu("L40S"), model=get_model("openai/gpt-oss-20b"), tp=1,
+        weights_format="mxfp4", kv_cache_dtype="bf16"))
+    assert key is not None
+    assert steptime_aic._stored_or_built(key) is None
+    [kept] = list((tmp_path / "cache" / "aic-tables").iterdir())
+    assert kept.suffix == ".uncovered" and "MoE data missing" in kept.read_text()
+    assert steptime_aic._stored_or_built(key) is None and builds == [key]  # not rebuilt
+
+
+def test_a_build_that_fails_for_the_machine_is_not_kept(tmp_path, monkeypatch):
+    # A full disk or a missing package says nothing about the cell: the next run tries again.
+    from recommender import steptime_aic
+
+    def no_space(key: tuple[str, ...]) -> np.ndarray:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(steptime_aic, "_build", no_space)
+    monkeypatch.setenv(steptime_aic.CACHE_ENV, str(tmp_path / "cache"))
+    key = ("h100_sxm", "vllm", "meta-llama/Llama-3.1-8B", "1", "1", "1", "fp8", "fp8", "fp8")
+    with pytest.raises(OSError, match="No space"):
+        steptime_aic._stored_or_built(key)
+    assert not (tmp_path / "cache").exists()
