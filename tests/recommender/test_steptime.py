@@ -312,7 +312,9 @@ def test_a_cell_the_tables_lack_is_predicted_with_the_roofline_fit():
     assert got["measured"][1].tpot_s != pytest.approx(got["roofline"][1].tpot_s, rel=1e-3)
 
 
-def test_built_tables_are_kept_on_disk_and_a_damaged_one_is_rebuilt(tmp_path, monkeypatch):
+def _count_builds(tmp_path, monkeypatch) -> list[tuple[str, ...]]:
+    """The keys aiconfigurator tables are built for from now on (the real builds, counted),
+    with the table cache in `tmp_path`."""
     from recommender import steptime_aic
 
     builds: list[tuple[str, ...]] = []
@@ -324,6 +326,13 @@ def test_built_tables_are_kept_on_disk_and_a_damaged_one_is_rebuilt(tmp_path, mo
 
     monkeypatch.setattr(steptime_aic, "_build", counting)
     monkeypatch.setenv(steptime_aic.CACHE_ENV, str(tmp_path / "cache"))
+    return builds
+
+
+def test_built_tables_are_kept_on_disk_and_a_damaged_one_is_rebuilt(tmp_path, monkeypatch):
+    from recommender import steptime_aic
+
+    builds = _count_builds(tmp_path, monkeypatch)
     key = steptime_aic.cell_key(steptime.StepCell(
         engine="vllm", gpu=get_gpu("H100-SXM"), model=get_model(LLAMA_8B), tp=1,
         weights_format="fp8", kv_cache_dtype="fp8"))
@@ -345,15 +354,7 @@ def test_a_cell_aiconfigurator_cannot_build_is_remembered_as_uncovered(tmp_path,
     # Ada. The failed build cost as much as a good one and every process paid it again.
     from recommender import steptime_aic
 
-    builds: list[tuple[str, ...]] = []
-    real_build = steptime_aic._build
-
-    def counting(key: tuple[str, ...]) -> np.ndarray:
-        builds.append(key)
-        return real_build(key)
-
-    monkeypatch.setattr(steptime_aic, "_build", counting)
-    monkeypatch.setenv(steptime_aic.CACHE_ENV, str(tmp_path / "cache"))
+    builds = _count_builds(tmp_path, monkeypatch)
     key = steptime_aic.cell_key(steptime.StepCell(
         engine="trtllm", gpu=get_gpu("L40S"), model=get_model("openai/gpt-oss-20b"), tp=1,
         weights_format="mxfp4", kv_cache_dtype="bf16"))
