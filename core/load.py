@@ -25,6 +25,10 @@ MAX_TOKENS = 10_000_000  # Llama-4-Scout's 10 M-token window, the longest publis
 MAX_CONCURRENCY = 100_000
 MAX_REQUESTS = 10_000_000  # ~1 min and ~200 MB of simulation
 MAX_RATE_RPS = 1_000_000.0
+# One request in ~12 days. Below it the clock (seconds in float64) loses a step's time: at
+# --rate 1e-300 arrivals are 1e300 s apart, 1e300 + 0.009 == 1e300, and predict answered
+# TPOT 0 and E2E = TTFT for 200-token outputs.
+MIN_RATE_RPS = 1e-6
 MAX_TIME_SCALE = 1_000_000.0
 
 
@@ -84,7 +88,7 @@ class Rate(Record):
     variation `cv` (1 = Poisson; > 1 burstier)."""
 
     kind: Literal["rate"] = "rate"
-    rate_rps: float = Field(gt=0, le=MAX_RATE_RPS, allow_inf_nan=False,
+    rate_rps: float = Field(ge=MIN_RATE_RPS, le=MAX_RATE_RPS, allow_inf_nan=False,
                             description="Mean arrival rate, requests/s.")
     process: Literal["poisson", "gamma"] = "poisson"
     cv: float = Field(default=1.0, gt=0, le=100.0, allow_inf_nan=False,

@@ -319,6 +319,11 @@ def intervals_of(engine: str, gpu: GPU, model: ModelSpec, regime: str, *,
                              engine_version=engine_version)
 
 
+def _by_number(releases: list[str]) -> list[str]:
+    """Releases in release order (0.5 before 0.10), numbers compared as numbers."""
+    return sorted(releases, key=lambda r: [int(x) if x.isdigit() else -1 for x in r.split(".")])
+
+
 @lru_cache(maxsize=4096)
 def _intervals_cached(engine: str, gpu: tuple[str, str, str], moe: bool, regime: str, *,
                       bands_file: str, step_time: str, engine_version: str | None,
@@ -336,7 +341,7 @@ def _intervals_cached(engine: str, gpu: tuple[str, str, str], moe: bool, regime:
     outside = []
     if not release_known(errors, engine, release):
         outside.append(f"{engine} {release} was never measured (calibrated on "
-                       f"{', '.join(errors.releases.get(engine, [])) or 'no release'})")
+                       f"{', '.join(_by_number(errors.releases.get(engine, []))) or 'no release'})")
     if vendor == "amd":
         outside.append(f"{gpu_name} is an AMD GPU: its ROCm kernels are priced by the "
                        "roofline, with few measurements behind them")

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any, Literal, Self, get_args
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from core.errors import UsageError
-from core.load import MAX_CONCURRENCY, MAX_RATE_RPS, MAX_REQUESTS, MAX_TIME_SCALE, MAX_TOKENS
+from core.load import (
+    MAX_CONCURRENCY,
+    MAX_RATE_RPS,
+    MAX_REQUESTS,
+    MAX_TIME_SCALE,
+    MAX_TOKENS,
+    MIN_RATE_RPS,
+)
 from core.records import Record
 from engines.base import GpuSelection
 from engines.config import EngineKind
@@ -77,8 +84,9 @@ class BenchOptions(Record):
     trace: str | None = None
     time_scale: float = Field(default=1.0, gt=0, le=MAX_TIME_SCALE, allow_inf_nan=False)
     concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
-    rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS, allow_inf_nan=False)
-    peak_rate_rps: float | None = Field(default=None, gt=0, le=MAX_RATE_RPS,
+    rate_rps: float | None = Field(default=None, ge=MIN_RATE_RPS, le=MAX_RATE_RPS,
+                                   allow_inf_nan=False)
+    peak_rate_rps: float | None = Field(default=None, ge=MIN_RATE_RPS, le=MAX_RATE_RPS,
                                         allow_inf_nan=False)
     gamma_cv: float | None = Field(default=None, gt=0, le=100.0, allow_inf_nan=False)
     duration_s: float | None = Field(default=None, gt=0, le=MAX_RUN_S, allow_inf_nan=False)

@@ -108,6 +108,8 @@ def test_warmup_requests_are_sent_first_and_left_out(cli, fake, tmp_path):
         ("--time-scale", "inf", "a finite number")]],
     (["--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "inf"],
      "--rate: Input should be a finite number"),
+    (["--endpoint", "http://127.0.0.1:9", "--workload", "poisson", "--rate", "1e-300"],
+     "--rate: Input should be greater than or equal to 0.000001"),
     # the Docker options, said in docker's words (issue 28, item 5)
     *[(["--launch", "docker", "--config", "missing.json", "--workload", "poisson",
         "--rate", "3", "--docker-gpus", gpus], f"--docker-gpus: '{gpus}': expected all, none, "

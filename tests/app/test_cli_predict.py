@@ -185,3 +185,19 @@ def test_a_max_model_len_that_cannot_serve_is_one_line(run, length, says):
     out = run(*QWEN32_H100, "--max-model-len", length)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert says in out.stderr
+
+
+def test_a_rate_below_one_request_in_twelve_days_is_refused(run):
+    # At --rate 1e-300 arrivals were 1e300 s apart and a 9 ms step vanished in the float
+    # clock: predict answered TPOT 0 and E2E = TTFT for 200-token outputs.
+    args = [*BASE, "--isl", "1000", "--osl", "200", "--json"]
+    out = run(*args, "--rate", "1e-300")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "--rate: Input should be greater than or equal to 0.000001" in out.stderr
+    out = run(*args, "--rate", "1e-6", "--num-requests", "50")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    # requests never overlap at this rate: each one's E2E is its TTFT + 199 token gaps
+    assert got["tpot_ms"]["mean"] > 1.0
+    assert got["e2e_ms"]["mean"] == pytest.approx(
+        got["ttft_ms"]["mean"] + 199 * got["tpot_ms"]["mean"], rel=1e-3)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,11 @@ def test_a_calibrated_release_gets_the_narrowest_interval_its_data_allow(capsys)
 def test_a_release_never_measured_says_so_with_a_pooled_interval(capsys):
     known = _json(capsys, *MOE_H100, "--engine-version", "0.11")
     unknown = _json(capsys, *MOE_H100, "--engine-version", "0.4")
-    assert any("vllm 0.4 was never measured" in w for w in unknown["warnings"])
+    [said] = [w for w in unknown["warnings"] if "vllm 0.4 was never measured" in w]
+    # the releases it was calibrated on, in release order (0.9 before 0.10)
+    listed = re.search(r"calibrated on ([0-9., ]+)\)", said).group(1).split(", ")
+    numbers = [tuple(int(x) for x in r.split(".")) for r in listed]
+    assert numbers == sorted(numbers) and len(numbers) > 1
     assert unknown["interval_basis"]["throughput"]["pooled"]
     width = {name: out["interval_basis"]["throughput"]["high"]
              / out["interval_basis"]["throughput"]["low"] for name, out in
