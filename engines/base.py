@@ -241,6 +241,12 @@ class EnginePlugin(Protocol):
         with); None: the same as today's."""
         ...
 
+    def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
+        """Whether this (major, minor) release (None: the one the plug-in was read from)
+        serves the KV-cache format a checkpoint declares (`ModelSpec.checkpoint_kv_dtype`,
+        e.g. ModelOpt's kv_cache_quant_algo FP8) when the KV-cache dtype is left at auto."""
+        ...
+
     def disaggregation_plan(
         self, config: EngineConfig, *, host: str = "127.0.0.1", base_port: int = 8100
     ) -> DisaggregationPlan:

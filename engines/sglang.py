@@ -106,6 +106,12 @@ class SglangEngine:
         del release
         return None
 
+    def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
+        """ModelRunner.configure_kv_cache_dtype: under auto, a quant config whose
+        kv_cache_quant_algo is FP8 gets an fp8_e4m3 cache (read in the 0.5 releases)."""
+        del release
+        return True
+
     metrics_path: ClassVar[str] = "/metrics"  # only with --enable-metrics (always rendered)
     # Sample names as scraped, newest first. SGLang exports no speculative token counters
     # (only the gauges sglang:spec_accept_length / sglang:spec_accept_rate): empty tuples.

@@ -117,6 +117,13 @@ class TrtllmEngine:
         del release
         return None
 
+    def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
+        """kv_cache_config.dtype auto keeps the checkpoint's quant_config.kv_cache_quant_algo
+        (the PyTorch backend reads hf_quant_config.json; `trtllm_settings` renders auto as
+        no dtype for that reason)."""
+        del release
+        return True
+
     metrics_path: ClassVar[str] = "/prometheus/metrics"
     # Prometheus text exists only with `return_perf_metrics: true` (always rendered); `/metrics`
     # is JSON iteration stats. Newest name first. Empty = TRT-LLM exports no such series.

@@ -164,6 +164,13 @@ class VllmEngine:
         release of the change is not pinned here, so only ≤ 0.11 is claimed)."""
         return 0.9 if release <= (0, 11) else None
 
+    def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
+        """`--kv-cache-dtype auto` takes a ModelOpt checkpoint's kv_cache_quant_algo (and a
+        kv_cache_scheme) since PR #29980 (vllm/utils/torch_utils.py
+        resolve_kv_cache_dtype_string, merged December 2025): claimed from 0.13, the first
+        release after it; earlier ones cached the model dtype unless told fp8."""
+        return release is None or release >= (0, 13)
+
     metrics_path: ClassVar[str] = "/metrics"
     # Sample names as scraped (counters carry `_total`; histograms add _bucket/_sum/_count).
     # Newest name first, then the names older releases used.

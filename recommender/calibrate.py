@@ -25,7 +25,9 @@ import pandas as pd
 from core.atomic import write_atomic
 from core.errors import ServeFitError, UsageError
 from core.load import Dataset
-from recommender.catalog import get_gpu, get_model
+from engines import ENGINES
+from recommender.catalog import bundled_model, find_bundled, get_gpu, get_model
+from recommender.defaults import release_of
 from recommender.fitting import (
     FITTED,
     PROCEDURE,
@@ -314,6 +316,22 @@ def _gpu(label: str) -> str:
         raise ValueError(f"GPU {label!r} not mapped") from exc
 
 
+# A Hugging Face id (org/name) in a row's model column: the checkpoint served, in parentheses.
+HF_ID = re.compile(r"\b[\w.-]+/[\w.-]+")
+
+
+def _checkpoint_kv(raw: Raw, engine: str, version: str | None) -> str | None:
+    """The KV-cache format the served checkpoint declares, where the row names a checkpoint
+    aiconfigurator-core bundles the config of (nvidia/Kimi-K2.5-NVFP4: a kv_cache_scheme of
+    8-bit floats) and the row's release serves it under auto; else None."""
+    named = HF_ID.findall(str(raw["model"]).partition("(")[2])
+    for found in filter(None, map(find_bundled, named)):
+        declared = bundled_model(found.hf_id).checkpoint_kv_dtype
+        if declared and ENGINES[engine].serves_checkpoint_kv_dtype(release_of(version)):
+            return declared
+    return None
+
+
 def parse_row(index: int, raw: Raw) -> CalRow:
     """One CSV row as a `CalRow`.
 
@@ -345,6 +363,9 @@ def parse_row(index: int, raw: Raw) -> CalRow:
     nim = str(raw["engine"]).startswith("nim")
     if ("ModelOpt" in str(raw["notes"]) or nim) and precision in {"fp8", "nvfp4"}:
         kv = "fp8"
+    version = None if nim else _version(raw["engine_version"])
+    if kv == "auto":
+        kv = _checkpoint_kv(raw, engine, version) or kv
     return CalRow(
         index=index, engine=engine, model=model, gpu=gpu, rate_rps=_rate(raw),
         gpus=int(raw["num_gpus"]), tp=tp, dp=dp, ep=ep, precision=precision, kv_cache_dtype=kv,
@@ -355,8 +376,7 @@ def parse_row(index: int, raw: Raw) -> CalRow:
         dataset=_dataset(raw),
         harness="in_process" if any(k in str(raw["notes"]) for k in IN_PROCESS_MARKS)
         else "served",
-        # NIM states its own release, not its engine's
-        engine_version=None if nim else _version(raw["engine_version"]),
+        engine_version=version,  # None for NIM: it states its own release, not its engine's
     )
 
 

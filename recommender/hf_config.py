@@ -1,10 +1,10 @@
 """A Hugging Face `config.json` (any decoder-only model) as a `ModelSpec`: a user's own, or
 one aiconfigurator-core bundles (`catalog.get_model` finds those by id).
 
-Reads the shapes, the checkpoint's weight precision (`quantization_config`, or NVIDIA
-ModelOpt's `hf_quant_config.json` beside it) and refuses, in one line, models whose layers
-are not all attention of one shape (hybrid Mamba or linear attention, per-layer blocks,
-compressed KV): their state is not the KV cache the project sizes.
+Reads the shapes, the checkpoint's weight precision and the KV-cache format it declares
+(`quantization_config`, or NVIDIA ModelOpt's `hf_quant_config.json` beside it) and refuses,
+in one line, models whose layers are not all attention of one shape (hybrid Mamba or linear
+attention, per-layer blocks, compressed KV): their state is not the KV cache the project sizes.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -219,6 +219,27 @@ def _checkpoint_dtype(cfgs: list[Mapping[str, Any]], hf_quant: Mapping[str, Any]
     return dtype, notes
 
 
+def _checkpoint_kv_dtype(cfgs: list[Mapping[str, Any]], hf_quant: Mapping[str, Any] | None
+                         ) -> Literal["fp8"] | None:
+    """The KV-cache format the checkpoint declares, if any: ModelOpt's `kv_cache_quant_algo`
+    ("FP8") or a `kv_cache_scheme` of 8-bit floats (ModelOpt and compressed-tensors write
+    it into config.json). Engines serve it under --kv-cache-dtype auto
+    (`EnginePlugin.serves_checkpoint_kv_dtype`); other declared formats are not sized."""
+    sections: list[Mapping[str, Any]] = []
+    if hf_quant and isinstance(hf_quant.get("quantization"), dict):
+        sections.append(hf_quant["quantization"])
+    sections += [c["quantization_config"] for c in cfgs
+                 if isinstance(c.get("quantization_config"), dict)]
+    for section in sections:
+        if str(section.get("kv_cache_quant_algo") or "").upper() == "FP8":
+            return "fp8"
+        scheme = section.get("kv_cache_scheme")
+        if isinstance(scheme, dict) and scheme.get("num_bits") == 8 \
+                and scheme.get("type") == "float":
+            return "fp8"
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Shapes
 
@@ -352,6 +373,7 @@ def load_model(path: str | Path, *, name: str | None = None, source: str | None 
         "max_context_tokens": _positive_int(cfg, "max_position_embeddings", where),
         "tie_word_embeddings": bool(top.get("tie_word_embeddings", cfg.get("tie_word_embeddings"))),
         "checkpoint_dtype": dtype,
+        "checkpoint_kv_dtype": _checkpoint_kv_dtype([cfg, top], hf_quant),
         "total_params_b": 1.0,  # placeholders, replaced by the estimate below
         "active_params_b": 1.0,
         "params_source": "estimated",

@@ -15,7 +15,7 @@ from core.errors import UsageError
 from core.records import Record
 from engines import ENGINES
 from engines.config import EngineConfig, EngineKind
-from recommender.defaults import memory_fraction, scheduler_caps
+from recommender.defaults import memory_fraction, release_of, scheduler_caps
 from recommender.specs import GPU, ModelSpec
 
 GIB = 2**30
@@ -41,7 +41,8 @@ WEIGHT_BYTES_PER_PARAM: dict[str, float] = {
 EMBEDDING_BYTES_PER_PARAM = 2.0
 
 # KV-cache element bytes. "auto" is the model's activation dtype, bf16 even for FP8-weight
-# checkpoints (vLLM/SGLang). fp4 is NVFP4: 0.5 B + one fp8 scale per 16 elements.
+# checkpoints, unless the checkpoint declares its KV format (`served_kv_dtype`). fp4 is NVFP4:
+# 0.5 B + one fp8 scale per 16 elements.
 KV_DTYPE_BYTES: dict[str, float] = {
     "auto": 2.0,
     "bf16": 2.0,
@@ -131,6 +132,17 @@ class MemoryPlan(Record):
     fits: bool = Field(description="No blocking risk: the engine starts and can serve.")
     risks: list[OomRisk] = Field(default_factory=list, description="OOM risks, with reasons.")
     notes: list[str] = Field(default_factory=list, description="What the plan leaves out.")
+
+
+def served_kv_dtype(config: EngineConfig, model: ModelSpec, engine_version: str | None = None
+                    ) -> str:
+    """The KV-cache dtype the engine serves: the config's, or under auto the format the
+    checkpoint declares (ModelOpt's FP8 KV cache) where the engine's release honours it."""
+    declared = model.checkpoint_kv_dtype
+    if config.kv_cache_dtype != "auto" or declared is None:
+        return config.kv_cache_dtype
+    honoured = ENGINES[config.engine].serves_checkpoint_kv_dtype(release_of(engine_version))
+    return declared if honoured else config.kv_cache_dtype
 
 
 def weight_format(config: EngineConfig, model: ModelSpec) -> str:
@@ -312,7 +324,8 @@ def plan_memory(
     weights_total, weights, experts = _weights(config, model, layers)
     tokens_budget, activation, fixed = _reserve(config, gpu, model)
     fixed += _draft_bytes(config, model) / config.tp
-    dtype_bytes = KV_DTYPE_BYTES[config.kv_cache_dtype]
+    kv_dtype = served_kv_dtype(config, model, engine_version)
+    dtype_bytes = KV_DTYPE_BYTES[kv_dtype]
     kv_per_token, replication = _kv_per_gpu(config, model, dtype_bytes)
     kv, headroom = _kv_room(semantics, fraction, memory, weights, activation + fixed)
     blocks = max(0, math.floor(kv / (kv_per_token * block_size_tokens)))
@@ -362,7 +375,9 @@ def plan_memory(
         headroom_fraction=headroom / memory,
         fits=not any(r.blocking for r in risks),
         risks=risks,
-        notes=_notes(config, model),
+        notes=_notes(config, model) + ([
+            f"KV cache {kv_dtype}: the checkpoint declares it and the engine serves it under "
+            "--kv-cache-dtype auto"] if kv_dtype != config.kv_cache_dtype else []),
     )
 
 

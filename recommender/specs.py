@@ -132,6 +132,10 @@ class ModelSpec(Record):
     windowed_layers: int | None = Field(default=None, gt=0)
     tie_word_embeddings: bool = False
     checkpoint_dtype: Dtype = "bf16"
+    checkpoint_kv_dtype: Literal["fp8"] | None = Field(
+        default=None, description="KV-cache format the checkpoint declares (ModelOpt's "
+        "kv_cache_quant_algo, a kv_cache_scheme): what engines that honour it serve under "
+        "--kv-cache-dtype auto; null = the model's activation dtype.")
     quantized_checkpoints: dict[WeightQuantization, QuantizedCheckpoint] = Field(
         default_factory=dict,
         description="Published pre-quantized checkpoints by weight quantization: what an "

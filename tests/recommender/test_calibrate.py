@@ -109,6 +109,19 @@ def test_amd_rows_latency_kept_ambiguous_throughput_skipped():
                            "specified)", notes="num_prompts=3200, max_num_seqs=3200"))
 
 
+@pytest.mark.parametrize(("version", "kv"), [("0.17.0", "fp8"), ("0.11.0", "auto")])
+def test_a_served_checkpoint_declaring_fp8_kv_runs_it_where_the_release_serves_it(version, kv):
+    # nvidia/Kimi-K2.5-NVFP4's config.json (bundled by aiconfigurator-core) declares a
+    # kv_cache_scheme of 8-bit floats; vLLM serves it under auto from 0.13 (PR #29980).
+    row = parse_row(1674, _row(
+        engine="vllm", engine_version=version,
+        model="moonshotai/Kimi-K2.5 (nvidia/Kimi-K2.5-NVFP4)", gpu="B200 180GB", num_gpus=4,
+        tp="TP4EP4", precision="FP4 (NVFP4)", isl="1024", osl="8192", concurrency="64",
+        metric="mean_ttft", value=268.3, unit="ms"))
+    assert (row.model, row.precision, row.kv_cache_dtype) == ("moonshotai/Kimi-K2.5", "nvfp4", kv)
+    assert row.predict_argv()[row.predict_argv().index("--kv-cache-dtype") + 1] == kv
+
+
 @pytest.mark.parametrize(("column", "layout"), [
     ("8", (8, 1, 1)), ("TP8EP8", (8, 1, 8)), ("TEP8", (8, 1, 8)), ("DEP8", (1, 8, 8)),
     ("TP2DEP8", (2, 4, 8)),

@@ -258,6 +258,32 @@ def test_user_config_quantization(tmp_path: Path) -> None:
     assert spec.checkpoint_dtype == "bf16" and "'bitsandbytes' not recognised" in spec.notes
 
 
+def test_user_config_declared_kv_cache_format(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA_LIKE), encoding="utf-8")
+    assert load_model(path).checkpoint_kv_dtype is None
+    scheme = {"quant_method": "modelopt", "quant_algo": "NVFP4",
+              "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"}}
+    path.write_text(json.dumps(LLAMA_LIKE | {"quantization_config": scheme}), encoding="utf-8")
+    assert load_model(path).checkpoint_kv_dtype == "fp8"
+    int8 = scheme | {"kv_cache_scheme": {"num_bits": 8, "type": "int"}}
+    path.write_text(json.dumps(LLAMA_LIKE | {"quantization_config": int8}), encoding="utf-8")
+    assert load_model(path).checkpoint_kv_dtype is None  # not a format the project sizes
+    path.write_text(json.dumps(LLAMA_LIKE), encoding="utf-8")
+    (tmp_path / "hf_quant_config.json").write_text(
+        json.dumps({"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}))
+    assert load_model(path).checkpoint_kv_dtype == "fp8"
+
+
+def test_bundled_nvfp4_checkpoint_declares_its_fp8_kv_cache() -> None:
+    found = find_bundled("nvidia/Kimi-K2.5-NVFP4")
+    assert found is not None
+    raw = json.loads(found.config.read_text(encoding="utf-8"))["quantization_config"]
+    assert (raw["kv_cache_scheme"]["num_bits"], raw["kv_cache_scheme"]["type"]) == (8, "float")
+    assert get_model("nvidia/Kimi-K2.5-NVFP4").checkpoint_kv_dtype == "fp8"
+    assert get_model("moonshotai/Kimi-K2.5").checkpoint_kv_dtype is None
+
+
 def test_user_config_hybrid_linear_attention_is_refused(tmp_path: Path) -> None:
     cfg = LLAMA_LIKE | {"model_type": "qwen3_next", "linear_num_key_heads": 16}
     path = tmp_path / "config.json"

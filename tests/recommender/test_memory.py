@@ -65,6 +65,25 @@ def test_fp8_kv_doubles_capacity() -> None:
     assert abs(fp8.kv_capacity_blocks - 2 * bf16.kv_capacity_blocks) <= 1
 
 
+def test_a_checkpoint_declaring_fp8_kv_gets_it_under_auto_where_the_release_serves_it():
+    # A ModelOpt checkpoint's kv_cache_quant_algo FP8: vLLM >= 0.13 (PR #29980), SGLang and
+    # TRT-LLM cache in fp8 when the dtype is left at auto; vLLM 0.11 cached bf16.
+    spec = get_model("llama-3.1-8b").model_copy(update={"checkpoint_kv_dtype": "fp8"})
+    config = EngineConfig(engine="vllm", model=spec.name, gpu_memory_fraction=0.9)
+    h100 = get_gpu("H100-SXM")
+    for version, per_token in (("0.17.0", 65_536), (None, 65_536), ("0.11.0", 131_072)):
+        plan = plan_memory(config, h100, spec, engine_version=version)
+        assert plan.kv_bytes_per_token_per_gpu == per_token, version
+    served = plan_memory(config, h100, spec, engine_version="0.17.0")
+    assert any("checkpoint declares it" in note for note in served.notes)
+    told = plan_memory(config.model_copy(update={"kv_cache_dtype": "bf16"}), h100, spec)
+    assert told.kv_bytes_per_token_per_gpu == 131_072  # an explicit dtype wins
+    for engine in ("sglang", "trtllm"):
+        plan = plan_memory(EngineConfig(engine=engine, model=spec.name), h100, spec,
+                           engine_version="0.1.0")
+        assert plan.kv_bytes_per_token_per_gpu == 65_536, engine
+
+
 def test_fp4_kv_counts_its_scales() -> None:
     plan = _plan(gpu_memory_fraction=0.9, kv_cache_dtype="fp4")
     assert plan.kv_bytes_per_token_per_gpu == pytest.approx(2 * 32 * 8 * 128 * (0.5 + 1 / 16))
