@@ -161,11 +161,16 @@ def _split(raw: Raw) -> str:
     return "test" if int(hashlib.sha256(setup.encode()).hexdigest()[:8], 16) % 4 == 0 else "train"
 
 
-def _length(text: object) -> int:
-    match = re.match(r"\s*(\d+)", str(text))
+def _length(text: object, dataset: Dataset | None = None) -> int:
+    """A row's ISL or OSL: the mean it states. A set length of InferenceX's random dataset
+    ("1024 (set; ...)") is turned into the mean the run drew: randint(int(0.8 L), L)."""
+    match = re.match(r"\s*(\d+)(\s*\(set\b)?", str(text))
     if not match:
         raise ValueError("ISL/OSL not stated")
-    return int(match.group(1))
+    length = int(match.group(1))
+    if dataset == "random-range-0.8" and match.group(2):
+        return round((int(0.8 * length) + length) / 2)
+    return length
 
 
 def _rate(raw: Raw) -> float | None:
@@ -219,7 +224,9 @@ def _dataset(raw: Raw) -> Dataset | None:
     text = f"{raw['dataset']} {raw['notes']}".lower()
     if "sharegpt" in str(raw["dataset"]).lower():
         return "sharegpt"
-    if re.search(r"random-range-ratio 0\.8\b", text):
+    # The Kimi-K2.5 recipe's InferenceX runs name no ratio, but their printed totals do:
+    # 37,068 prompt tokens over 40 requests set to 1,024 is 0.905 of it (U[0.8, 1]: 0.9).
+    if re.search(r"random-range-ratio 0\.8\b|\brandom\b.* via inferencex\b", text):
         return "random-range-0.8"
     return None
 
@@ -342,7 +349,8 @@ def parse_row(index: int, raw: Raw) -> CalRow:
     if engine is None:
         raise ValueError(f"engine {raw['engine']!r} not mapped")
     tp, dp, ep = _parallelism(raw["tp"])
-    isl, osl = _length(raw["isl"]), _length(raw["osl"])
+    dataset = _dataset(raw)
+    isl, osl = _length(raw["isl"], dataset), _length(raw["osl"], dataset)
     if "spec" in str(raw["precision"]).lower():
         # SGLang's EAGLE rows draft trees (topk 4, 16 draft tokens) or leave the settings
         # unstated; the model drafts chains, so these stay out of the fit.
@@ -373,7 +381,7 @@ def parse_row(index: int, raw: Raw) -> CalRow:
         gpu_memory_fraction=fraction, metric=field,
         value=float(raw["value"]) * factor, split=_split(raw),
         source=source_key(str(raw["source"])), family=family_of(str(raw["source"])),
-        dataset=_dataset(raw),
+        dataset=dataset,
         harness="in_process" if any(k in str(raw["notes"]) for k in IN_PROCESS_MARKS)
         else "served",
         engine_version=version,  # None for NIM: it states its own release, not its engine's

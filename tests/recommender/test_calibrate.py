@@ -122,6 +122,25 @@ def test_a_served_checkpoint_declaring_fp8_kv_runs_it_where_the_release_serves_i
     assert row.predict_argv()[row.predict_argv().index("--kv-cache-dtype") + 1] == kv
 
 
+def test_inferencex_set_lengths_become_the_means_its_random_range_draws():
+    # bench_serving's random dataset at --random-range-ratio 0.8 draws randint(int(0.8 L), L):
+    # mean (819 + 1024) / 2 = 921.5 and (6553 + 8192) / 2 = 7372.5 tokens.
+    common = dict(engine="vllm", engine_version="0.17.0", gpu="B200 180GB", num_gpus=4,
+                  model="moonshotai/Kimi-K2.5 (nvidia/Kimi-K2.5-NVFP4)", tp="TP4EP4",
+                  precision="FP4 (NVFP4)", concurrency="64", metric="mean_ttft", value=268.3,
+                  unit="ms", dataset="random (vllm bench serve --dataset-name random via "
+                  "InferenceX, set ISL/OSL 1024/8192)")
+    row = parse_row(1674, _row(**common, isl="1024 (set; InferenceX random lengths, actual "
+                               "mean not printed)", osl="8192 (set; InferenceX random lengths)"))
+    assert (row.dataset, row.isl, row.osl) == ("random-range-0.8", 922, 7372)
+    stated = parse_row(1641, _row(**common, isl="926.7 (total_input_tokens 37068 / 40)",
+                                  osl="917.7 (total_generated_tokens 36709 / 40)"))
+    assert (stated.dataset, stated.isl, stated.osl) == ("random-range-0.8", 926, 917)
+    fixed = parse_row(7, _row(**common | {"dataset": "random, fixed lengths"}, isl="1024",
+                              osl="1024"))
+    assert (fixed.dataset, fixed.isl) == (None, 1024)
+
+
 @pytest.mark.parametrize(("column", "layout"), [
     ("8", (8, 1, 1)), ("TP8EP8", (8, 1, 8)), ("TEP8", (8, 1, 8)), ("DEP8", (1, 8, 8)),
     ("TP2DEP8", (2, 4, 8)),
