@@ -2,7 +2,7 @@
 
 Run from the repository root with the root on PYTHONPATH (scripts/run_app.sh and the Docker
 image do this). Each view is one file in app/views/; they share the chosen trace through
-st.session_state (app.resources).
+st.session_state (app.session).
 """
 
 from __future__ import annotations

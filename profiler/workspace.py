@@ -28,7 +28,7 @@ from core.errors import WorkspaceError
 
 DEFAULT_RELATIVE_PATH = Path(".servefit") / "workspace.duckdb"
 ENV_VAR = "SERVEFIT_WORKSPACE"
-APP_HOME_ENV_VAR = "SERVEFIT_APP_HOME"  # the app's folder (app.resources); the CLI's too
+APP_HOME_ENV_VAR = "SERVEFIT_APP_HOME"  # the app's folder (app.storage); the CLI's too
 # DuckDB's memory cap (e.g. "2GB"); past it DuckDB spills to `<workspace>.tmp/`. Unset: DuckDB's
 # default, 80 % of RAM.
 MEMORY_ENV_VAR = "SERVEFIT_MEMORY_LIMIT"

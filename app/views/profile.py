@@ -5,8 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
+from app.cached import charts_for, profile_for
 from app.render import fmt_value, lru_tile, model_rows, ngram_detail, plain, web_words
-from app.resources import charts_for, current_trace, profile_for
+from app.session import current_trace
 from core.errors import ServeFitError
 from profiler.chart_data import ChartData, segment_outlines
 from profiler.schema import Profile

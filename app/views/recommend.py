@@ -6,6 +6,15 @@ from __future__ import annotations
 import streamlit as st
 
 from app import charts
+from app.cached import (
+    catalog_names,
+    memory_plan_of,
+    profile_for,
+    save_recommendation,
+    trace_path_for,
+    workspace_for,
+)
+from app.redact import user_paths
 from app.render import (
     CANDIDATE_HELP,
     LIMIT_HELP,
@@ -24,20 +33,8 @@ from app.render import (
     price_text,
     web_words,
 )
-from app.resources import (
-    bundle_zip,
-    catalog_names,
-    current_recommendation,
-    current_trace,
-    keep_recommendation,
-    memory_plan_of,
-    profile_for,
-    save_recommendation,
-    store_model_config,
-    trace_path_for,
-    user_paths,
-    workspace_for,
-)
+from app.session import current_recommendation, current_trace, keep_recommendation
+from app.storage import bundle_zip, store_model_config
 from core.errors import ServeFitError
 from profiler.ingest_options import IngestOptions
 from recommender.recommendation import OBJECTIVES, UNSERVABLE

@@ -1,25 +1,23 @@
 """Runs view: what the app kept (profiled traces, recommendations, benchmark runs) and the
 comparison tables of runs; all of it read back from the app's store, so it survives restarts.
 A session sees its own entries only, unless the deployment shares the history
-($SERVEFIT_SHARED_HISTORY, app.resources.shared_history)."""
+($SERVEFIT_SHARED_HISTORY, app.session.shared_history)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from app.cached import store_cursor, store_workspace
 from app.render import latency_rows, plain
-from app.resources import (
-    SAMPLE_TRACE,
+from app.session import (
     TRACE_KEY,
-    TraceChoice,
     keep_recommendation,
     shared_history,
-    store_cursor,
-    store_workspace,
     visible_profiles,
     visible_recommendations,
     visible_runs,
 )
+from app.storage import SAMPLE_TRACE, TraceChoice
 from core.errors import ServeFitError
 from profiler import history as profiles
 from profiler.ingest_options import IngestOptions

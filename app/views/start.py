@@ -4,19 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.cached import columns_of, profile_for
 from app.render import plain, web_words
-from app.resources import (
-    PENDING_KEY,
-    SAMPLE_LABEL,
-    TRACE_KEY,
-    TraceChoice,
-    columns_of,
-    current_trace,
-    display_name,
-    profile_for,
-    sample_choice,
-    store_upload,
-)
+from app.session import PENDING_KEY, TRACE_KEY, current_trace
+from app.storage import SAMPLE_LABEL, TraceChoice, display_name, sample_choice, store_upload
 from core.errors import FormatDetectionError, ServeFitError
 from profiler.formats import ALL_KINDS
 from profiler.ingest_options import IngestOptions

@@ -2,7 +2,7 @@
 
 Three ways to reach a server: an endpoint that already runs, the engine launched locally, or its
 official image launched as a sibling container. The run goes on a background thread
-(app.resources.BenchJob); a fragment polls it every second for the live view.
+(app.jobs.BenchJob); a fragment polls it every second for the live view.
 """
 
 from __future__ import annotations
@@ -14,21 +14,12 @@ import pandas as pd
 import streamlit as st
 
 from app import charts
+from app.cached import local_engine_missing, profile_for, trace_path_for, workspace_for
+from app.jobs import BenchJob, environment
+from app.redact import hide_home, user_paths
 from app.render import comparison_rows, measured_rows, plain, speculation_text
-from app.resources import (
-    BenchJob,
-    app_home,
-    current_recommendation,
-    current_trace,
-    environment,
-    hide_home,
-    local_engine_missing,
-    profile_for,
-    remember_run,
-    trace_path_for,
-    user_paths,
-    workspace_for,
-)
+from app.session import current_recommendation, current_trace, remember_run
+from app.storage import app_home
 from core.errors import ServeFitError
 from engines.config import EngineKind
 from runners.bench import BenchRequest

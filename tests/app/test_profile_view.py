@@ -73,7 +73,8 @@ def test_concurrent_sessions_share_one_intact_workspace(app_home):
 
     import duckdb
 
-    from app.resources import charts_for, profile_for, store_upload, workspace_for
+    from app.cached import charts_for, profile_for, workspace_for
+    from app.storage import store_upload
 
     path = ref.TRACES / "BurstGPT_1.head400.csv"
     data = path.read_bytes()
@@ -96,7 +97,8 @@ def test_reuse_tiles_are_short_with_their_detail_in_help(app_home):
     """A trace with prompt blocks: one tile per LRU size, labels short enough for a tile."""
     import io
 
-    from app.resources import TRACE_KEY, store_upload
+    from app.session import TRACE_KEY
+    from app.storage import store_upload
 
     data = (ref.TRACES / "mooncake_conversation_trace.jsonl.gz").read_bytes()
     choice = store_upload(io.BytesIO(data), "mooncake.jsonl.gz", len(data))
@@ -117,7 +119,8 @@ def test_reuse_tiles_are_short_with_their_detail_in_help(app_home):
 def test_a_trace_naming_models_gets_a_per_model_table(app_home):
     import io
 
-    from app.resources import TRACE_KEY, store_upload
+    from app.session import TRACE_KEY
+    from app.storage import store_upload
 
     data = (ref.TRACES / "BurstGPT_1.head400.csv").read_bytes()
     at = app_on("views/profile.py", {

@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app.render import plain
-from app.resources import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY
+from app.session import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY
 from engines.export import ExportRequest, render_bundle
 from tests import reference as ref
 from tests.app.conftest import ENTRY, app_on
@@ -188,7 +188,7 @@ def test_the_form_keeps_what_the_pick_was_asked_for_and_another_trace_hides_it(a
     another trace is chosen, the previous trace's pick is not shown under its name."""
     import io
 
-    from app.resources import store_upload
+    from app.storage import store_upload
 
     at = _holding(recommended)
     at.switch_page("views/profile.py").run()
@@ -210,7 +210,8 @@ def test_the_form_keeps_what_the_pick_was_asked_for_and_another_trace_hides_it(a
 def test_a_trace_read_with_a_column_map_is_recommended_on_its_own_requests(app_home):
     import io
 
-    from app.resources import TRACE_KEY, TraceChoice, store_upload
+    from app.session import TRACE_KEY
+    from app.storage import TraceChoice, store_upload
     from profiler.ingest_options import IngestOptions
 
     df = pd.read_csv(ref.TRACES / "BurstGPT_3.head400.csv").rename(
@@ -287,7 +288,7 @@ def test_a_trace_without_timestamps_asks_for_the_forms_rate_and_takes_it(app_hom
     """Issue 27: the web form said '--arrival-rate RPS', a flag it had no field for."""
     import io
 
-    from app.resources import store_upload
+    from app.storage import store_upload
 
     data = (ref.TRACES / "sharegpt_head1000.json.gz").read_bytes()
     at = app_on("views/recommend.py", {

@@ -10,7 +10,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from app.resources import RECOMMENDATION_KEY, TRACE_KEY
+from app.session import RECOMMENDATION_KEY, TRACE_KEY
 from tests import reference as ref
 from tests.app.conftest import ENTRY
 from tests.app.test_recommend_view import recommend_on_sample
@@ -117,7 +117,8 @@ def test_two_sessions_uploading_the_same_file_at_once(app_home, attempt):
     two threads failed by itself now and then."""
     import io
 
-    from app.resources import _profile, store_upload
+    from app.cached import _profile
+    from app.storage import store_upload
 
     data = (ref.TRACES / "BurstGPT_3.head400.csv").read_bytes()
     barrier = threading.Barrier(2)

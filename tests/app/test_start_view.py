@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.resources import COPY_CHUNK_BYTES, PENDING_KEY, TRACE_KEY, store_upload
+from app.session import PENDING_KEY, TRACE_KEY
+from app.storage import COPY_CHUNK_BYTES, store_upload
 from profiler.formats import TABLE_FORMATS, TEXT_FORMATS
 from tests import reference as ref
 from tests.app.conftest import ENTRY

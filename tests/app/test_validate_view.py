@@ -9,7 +9,8 @@ import shlex
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.resources import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY, store_upload
+from app.session import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY
+from app.storage import store_upload
 from app.views.validate import JOB_KEY
 from recommender.recommend import recommend
 from recommender.recommendation import RecommendRequest

@@ -7,7 +7,7 @@ import io
 import zipfile
 from pathlib import Path
 
-from app.resources import bundle_zip, store_upload
+from app.storage import bundle_zip, store_upload
 from engines.config import EngineConfig
 from engines.export import ExportRequest, render_bundle
 from tests import reference as ref
