@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import pytest
 import yaml
 
 from tests import reference as ref
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -37,17 +37,11 @@ SLOW_MS = 180_000
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def app_url(tmp_path):
     """The app as a user starts it, from a directory outside the checkout (its config sits
     beside the entry script, app/.streamlit/config.toml), with its store in tmp_path."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SERVEFIT_APP_HOME": str(tmp_path / "home")}
     log = (tmp_path / "streamlit.log").open("w")
     proc = subprocess.Popen(

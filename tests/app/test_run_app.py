@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -13,13 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _listening_addresses(port: int) -> set[str]:
@@ -37,7 +32,7 @@ def _listening_addresses(port: int) -> set[str]:
 
 
 def _start(tmp_path: Path, **env: str) -> tuple[subprocess.Popen, int]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         ["bash", str(ROOT / "scripts" / "run_app.sh")],
         env={**os.environ, "PORT": str(port), "SERVEFIT_SETUP": "0",

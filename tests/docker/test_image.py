@@ -10,7 +10,6 @@ benchmark it and show predicted against measured. Nothing it started is left beh
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.request
 from pathlib import Path
@@ -19,6 +18,7 @@ import pandas as pd
 import pytest
 
 from tests.app import test_browser as browser
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
@@ -28,18 +28,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 page = browser.page  # headless Chromium, as the browser test drives it
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def app(daemon, images, tmp_path_factory):
     """The app's container as the README runs it, its own command included (host network
     here: no bridge), on a free port, with the socket mounted and its group added; yields
     (container, url, models dir)."""
-    port = _free_port()
+    port = free_port()
     models = Path(tmp_path_factory.mktemp("models"))
     container = daemon.client.containers.run(
         images["app"], name="servefit-app-test", detach=True, network_mode="host",
