@@ -168,7 +168,8 @@ class VllmEngine:
         """`--kv-cache-dtype auto` takes a ModelOpt checkpoint's kv_cache_quant_algo (and a
         kv_cache_scheme) since PR #29980 (vllm/utils/torch_utils.py
         resolve_kv_cache_dtype_string, merged December 2025): claimed from 0.13, the first
-        release after it; earlier ones cached the model dtype unless told fp8."""
+        release cut after that month (not checked against its tag); 0.12 and earlier cached
+        the model dtype unless told fp8."""
         return release is None or release >= (0, 13)
 
     metrics_path: ClassVar[str] = "/metrics"
