@@ -10,15 +10,15 @@ from __future__ import annotations
 import re
 
 from core.errors import TraceError
-from profiler.sources import (
+from profiler.rescan import (
     DIAGNOSE_ROWS,
     JsonProblem,
-    OpenedTrace,
     first_invalid_utf8_line,
     first_json_problem,
     first_long_line,
     first_ragged_row,
 )
+from profiler.sources import OpenedTrace
 
 SHOW_COLUMNS = 20
 

@@ -19,8 +19,9 @@ from profiler.formats import TEXT_FORMATS
 from profiler.formats.base import TextFormat
 from profiler.ingest_errors import DETAIL_CHARS
 from profiler.ngram_acceptance import NgramEstimator
+from profiler.rescan import json_error_reason
 from profiler.schema import FormatInfo
-from profiler.sources import OpenedTrace, json_error_reason
+from profiler.sources import OpenedTrace
 from profiler.textblocks import TextMeasurer
 
 if TYPE_CHECKING:
