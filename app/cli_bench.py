@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from app.cli_common import COMMAND_HELP, EXIT_TERMINATED
+from core.errors import UsageError
 
 PROG = "python -m app"
 
@@ -31,7 +32,11 @@ def add_bench(sub: Any) -> None:
     where.add_argument("--launch", choices=[m for m in LAUNCH_MODES if m != "endpoint"],
                        help="start the engine from --config, benchmark it, stop it")
     p.add_argument("--config", dest="config_path", metavar="REC_JSON",
-                   help="with --launch: recommendation or bare EngineConfig JSON")
+                   help="with --launch: recommendation or bare EngineConfig JSON; with "
+                        "--predict: the deployment predicted")
+    p.add_argument("--predict", action="store_true",
+                   help="also predict exactly the requests this run sends, served by "
+                        "--config's deployment, and print the prediction beside the run")
     p.add_argument("--engine-venv", metavar="DIR",
                    help="--launch local: virtual environment holding the engine (default: "
                         "the engine's command on PATH)")
@@ -86,7 +91,7 @@ def add_bench(sub: Any) -> None:
     p.set_defaults(handler=cmd_bench)
 
 
-_NOT_OPTIONS = ("command", "handler", "workspace", "json", "argv")
+_NOT_OPTIONS = ("command", "handler", "workspace", "json", "argv", "predict")
 
 
 def options_of(args: argparse.Namespace) -> Any:
@@ -107,6 +112,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from runners.shutdown import sigterm_interrupts
 
     options = options_of(args)
+    predicted = _predicted(options, args.workspace) if args.predict else None  # fails early
     live = sys.stderr.isatty()
 
     def progress(sample: Any) -> None:
@@ -124,6 +130,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if live:
         print(file=sys.stderr)
     summary = report_json(report)
+    if predicted is not None:
+        summary["predicted"] = predicted.json_ms()
     print(json.dumps(summary, indent=2) if args.json else _text(summary))
     if report.status == "failed":
         print(f"{PROG}: error: run {report.run_id} failed: {report.error}", file=sys.stderr)
@@ -131,10 +139,26 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _predicted(options: Any, workspace: str | None) -> Any:
+    """The prediction of the requests `options` send (`app.run_prediction`), for the
+    deployment --config names."""
+    from app.run_prediction import predict_run
+    from engines.export import load_request
+    from runners.bench_options import build_request
+
+    if options.config_path is None:
+        raise UsageError("--predict needs --config REC_JSON: the deployment to predict")
+    export = load_request(options.config_path)
+    return predict_run(build_request(options, workspace=workspace), export.config, export.gpu)
+
+
+def _ms_line(d: dict[str, float | None]) -> str:
+    return "  ".join(f"{k} {'-' if v is None else f'{v:.1f}'}" for k, v in d.items())
+
+
 def _text(s: dict[str, Any]) -> str:
     def ms(key: str) -> str:
-        d = s[key]
-        return "  ".join(f"{k} {'-' if v is None else f'{v:.1f}'}" for k, v in d.items())
+        return _ms_line(s[key])
 
     lines = [
         f"run {s['run_id']} ({s['status']}) against {s['url']}",
@@ -147,6 +171,13 @@ def _text(s: dict[str, Any]) -> str:
         f"ITL ms     {ms('itl_ms')}",
         f"E2E ms     {ms('e2e_ms')}",
     ]
+    if "predicted" in s:
+        p = s["predicted"]
+        lines += [f"predicted  {p['requests']} requests as sent, on --config's deployment: "
+                  f"{p['request_throughput_rps']:.2f} req/s, "
+                  f"{p['output_throughput_tok_s']:.1f} output tok/s",
+                  *(f"  {name:<8} {_ms_line(p[key])}" for name, key in
+                    (("TTFT ms", "ttft_ms"), ("TPOT ms", "tpot_ms"), ("E2E ms", "e2e_ms")))]
     if s.get("slo_met") is not None:
         lines.append(f"SLOs       {'met' if s['slo_met'] else 'NOT met'} (p95)")
     if "knee_concurrency" in s:

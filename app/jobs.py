@@ -48,10 +48,15 @@ class BenchJob:
     never sees half of one.
     """
 
-    def __init__(self, request: Any) -> None:
+    def __init__(self, request: Any, deployment: tuple[Any, str] | None = None) -> None:
+        """`deployment`: the (EngineConfig, GPU name) the run serves, when a recommendation
+        says; the run's own requests are then predicted on it once the run ends."""
         import threading
 
         self.request = request
+        self.deployment = deployment
+        self.predicted: Any = None  # the LoadPrediction of the requests the run sent
+        self.unpredicted = ""  # why they could not be predicted as sent, if so
         self.samples: list[Any] = []
         self.report: Any = None
         self.error: str | None = None
@@ -86,3 +91,15 @@ class BenchJob:
 
             logging.getLogger(__name__).exception("benchmark failed")
             self.error = f"the benchmark failed unexpectedly: {type(exc).__name__}: {exc}"
+        if self.report is not None and self.deployment is not None:
+            self._predict(*self.deployment)
+
+    def _predict(self, config: Any, gpu: str) -> None:
+        """The prediction of exactly what the run sent (`app.run_prediction`)."""
+        from app.run_prediction import predict_run
+        from core.errors import ServeFitError
+
+        try:
+            self.predicted = predict_run(self.request, config, gpu)
+        except ServeFitError as exc:
+            self.unpredicted = hide_home(str(exc))

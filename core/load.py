@@ -1,12 +1,14 @@
-"""The load a prediction (and, later, a benchmark) is asked about: `LoadSpec`.
+"""The load a prediction is asked about, a benchmark's own requests included: `LoadSpec`.
 
 Two independent choices, each a plug-in keyed by `kind`:
 - the requests' lengths: `FixedLengths` (every request ISL + OSL tokens), `DatasetLengths`
-  (a published dataset's length distribution, scaled to stated means) or a `TraceWindow`
-  (the lengths and arrivals of part of a trace);
+  (a published dataset's length distribution, scaled to stated means), a `TraceWindow`
+  (the lengths and arrivals of part of a trace) or `SentRequests` (a benchmark's own
+  requests, as it sends them: what `bench --predict` and Validate predict);
 - how they arrive: `ClosedLoop` (C users, each sending when its last request ends), `Rate`
   (an open-loop Poisson or Gamma process) or `Offline` (all queued at t = 0).
-A trace window carries its own arrivals, so it takes no arrival process.
+A trace window and open-loop sent requests carry their own arrivals, so they take no
+arrival process.
 """
 
 from __future__ import annotations
@@ -76,6 +78,35 @@ class TraceWindow(Record):
                               description="Arrival-rate multiplier.")
 
 
+class SentRequests(Record):
+    """Requests exactly as a benchmark sends them (`runners.workloads.Schedule.load_spec`),
+    in send order: each one's send offset from the run start (open loop; None for a closed
+    loop, whose users send as their last request ends), prompt and output tokens, and its
+    prompt's chained block hashes (equal hash = equal prefix) when the run shares prefixes.
+    An open-loop run carries its own arrivals, so it takes no arrival process."""
+
+    kind: Literal["requests"] = "requests"
+    at_s: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = Field(
+        default=None, description="Send offsets, seconds (None: a closed loop).")
+    input_tokens: list[Annotated[int, Field(ge=1, le=MAX_TOKENS)]] = Field(
+        min_length=1, max_length=MAX_REQUESTS, description="Prompt tokens per request.")
+    output_tokens: list[Annotated[int, Field(ge=1, le=MAX_TOKENS)]] = Field(
+        min_length=1, max_length=MAX_REQUESTS, description="Generated tokens per request.")
+    block_hashes: list[list[int]] | None = Field(
+        default=None, description="Per request, its prompt's chained block hashes.")
+    block_size: int | None = Field(default=None, ge=1, description="Tokens per hashed block.")
+
+    @model_validator(mode="after")
+    def _aligned(self) -> SentRequests:
+        n = len(self.input_tokens)
+        if len(self.output_tokens) != n or any(
+                x is not None and len(x) != n for x in (self.at_s, self.block_hashes)):
+            raise ValueError("every per-request list needs one entry per request")
+        if (self.block_hashes is None) != (self.block_size is None):
+            raise ValueError("block hashes and block_size come together")
+        return self
+
+
 class ClosedLoop(Record):
     """`concurrency` users, each sending its next request when the last one ends."""
 
@@ -101,7 +132,8 @@ class Offline(Record):
     kind: Literal["offline"] = "offline"
 
 
-Lengths = Annotated[FixedLengths | DatasetLengths | TraceWindow, Field(discriminator="kind")]
+Lengths = Annotated[FixedLengths | DatasetLengths | TraceWindow | SentRequests,
+                    Field(discriminator="kind")]
 Arrival = Annotated[ClosedLoop | Rate | Offline, Field(discriminator="kind")]
 
 
@@ -119,11 +151,23 @@ class LoadSpec(Record):
 
     @model_validator(mode="after")
     def _arrival_given(self) -> LoadSpec:
+        if isinstance(self.lengths, SentRequests):
+            return self._sent(self.lengths)
         if self.arrival is None and self.lengths.kind != "trace":
             raise ValueError("fixed lengths need an arrival: closed_loop, rate or offline")
         if self.arrival is not None and self.arrival.kind == "offline" and (
                 self.num_requests is None and self.lengths.kind != "trace"):
             raise ValueError("an offline load of fixed or dataset lengths needs num_requests")
+        return self
+
+    def _sent(self, sent: SentRequests) -> LoadSpec:
+        """Sent requests are their own count; open loop, their own arrivals."""
+        if self.num_requests is not None and self.num_requests != len(sent.input_tokens):
+            raise ValueError("sent requests are their own count: leave num_requests unset")
+        closed = isinstance(self.arrival, ClosedLoop)
+        if (sent.at_s is None) != closed:
+            raise ValueError("sent requests take a closed_loop arrival exactly when they "
+                             "have no send offsets")
         return self
 
 

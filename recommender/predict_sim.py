@@ -6,13 +6,13 @@ acceptance), `predict` (the one function the CLI, the accuracy bench and the cal
 fit answer a request with), `simulate_load` (a fixed ISL/OSL or dataset-lengths
 `LoadSpec`, its per-request lengths from `recommender.lengths.draw` — closed loop at a
 concurrency, Poisson or Gamma arrivals at a rate (seeded), or offline N queued at t = 0 —
-over the deployment's scheduler replicas, each simulated by `recommender.simulator`) and
-`LoadPrediction` (whose `json_ms` is the DESIGN §2.4 `predict --json` view). No I/O beyond
-reading the catalog, fit and bands files.
+or a benchmark's own requests as it sends them (`core.load.SentRequests`: `bench --predict`
+and Validate), over the deployment's scheduler replicas, each simulated by
+`recommender.simulator`) and `LoadPrediction` (whose `json_ms` is the DESIGN §2.4
+`predict --json` view). No I/O beyond reading the catalog, fit and bands files.
 
-Closed loop: users start evenly over one request cycle (the steady-state E2E,
-`recommender.steady`), as real clients drift apart; started together, fixed-length requests
-would stay in lock-step waves (all prefills in one step, then only decodes).
+Closed loop: every user sends its first request at t = 0, as `vllm bench serve
+--max-concurrency`, GuideLLM's concurrent mode and ServeFit's own load generator do.
 
 Replicas: one per attention DP rank over all GPUs, gpus / (tp × pp) (instances of tp × pp ×
 dp GPUs, dp ranks each). The load splits evenly (closed loop and offline: users / requests
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ from pydantic import Field, field_validator
 from core.arrivals import renewal_times
 from core.errors import UsageError
 from core.figures import Latency, ServingFigures, latency_of
-from core.load import ClosedLoop, LoadSpec, Offline, Rate
+from core.load import ClosedLoop, LoadSpec, Offline, Rate, SentRequests, TraceWindow
 from core.records import Record
 from engines.config import EngineConfig, EngineKind
 from recommender.bands import BANDS_FILE, band_of_prediction, cell_of, intervals_of, regime_of
@@ -45,6 +46,7 @@ from recommender.sim_result import SimResult, histogram_max, histogram_stats
 from recommender.simulator import SimOptions, SimRequests, refusal_reason, simulate
 from recommender.specs import GPU, ModelSpec
 from recommender.steptime import DEFAULT_KIND
+from recommender.workload import replica_share, take
 
 # Requests simulated when the caller gives no count: closed loop CLOSED_PER_USER per user
 # (ramp-up and drain then cost a few % of the throughput, as in a real finite benchmark),
@@ -62,7 +64,8 @@ class LoadPrediction(ServingFigures):
     run's context."""
 
     engine: EngineKind = Field(description="Engine whose parameters were applied.")
-    mode: str = Field(description="closed_loop, rate or offline.")
+    mode: str = Field(description="closed_loop, rate, offline, or sent (a benchmark's own "
+                      "open-loop requests at their send offsets).")
     replicas: int = Field(ge=1, description="Scheduler replicas: DP ranks over all GPUs.")
     requests: int = Field(ge=1, description="Requests simulated over all replicas.")
     completed: int = Field(ge=0, description="Requests served to the end.")
@@ -115,6 +118,63 @@ def _groups(
     assert num_requests is not None  # LoadSpec requires it for fixed-length offline loads
     return "offline", [(np.zeros(n), SimOptions(arrival="offline"), c)
                        for n, c in _split(num_requests, replicas)]
+
+
+# One replica's requests, how they arrive, and how many replicas run that same load.
+Batch = tuple[SimRequests, SimOptions, int]
+
+
+def _batches(load: LoadSpec, replicas: int) -> tuple[str, list[Batch], tuple[int, int] | None]:
+    """(mode, batches, the mean request when the lengths are fixed or a dataset's: a load
+    whose mean request is refused is refused whole, up front)."""
+    lengths = load.lengths
+    if isinstance(lengths, SentRequests):
+        return _sent_batches(lengths, load.arrival, replicas)
+    if isinstance(lengths, TraceWindow) or load.arrival is None:
+        raise UsageError("predict simulates fixed or dataset lengths, or a benchmark's own "
+                         "requests; a trace window is `recommend`'s")
+    mode, groups = _groups(replicas, load.arrival, load.num_requests, load.seed)
+    batches = []
+    for j, (arrival, options, count) in enumerate(groups):
+        inputs, outputs = draw(lengths, len(arrival), load.seed + j)
+        batches.append((SimRequests(arrival, inputs, outputs), options, count))
+    return mode, batches, (lengths.input_tokens, lengths.output_tokens)
+
+
+def _sent_batches(sent: SentRequests, arrival: ClosedLoop | Rate | Offline | None,
+                  replicas: int) -> tuple[str, list[Batch], None]:
+    """A benchmark's requests over the replicas. Open loop: dealt round-robin, as the
+    engine's DP router deals them; replica 0's share at its send offsets, scaled. Closed
+    loop: the users split as `_groups` splits them, a replica of u of the C users serving
+    u/C of the requests (`_groups`' count), taken evenly through the sent order."""
+    n = len(sent.input_tokens)
+    if n < replicas:
+        raise UsageError(f"{n} request(s) over {replicas} scheduler replicas: send at least "
+                         "one per replica")
+    req = _sim_requests(sent)
+    if not isinstance(arrival, ClosedLoop):
+        return "sent", [(replica_share(req, replicas), SimOptions(), replicas)], None
+    batches = []
+    for users, count in _split(arrival.concurrency, replicas):
+        k = max(1, n * users // arrival.concurrency)
+        share = take(req, np.arange(k) * n // k, rebase=False)
+        batches.append((share, SimOptions(arrival="closed_loop", concurrency=users), count))
+    return "closed_loop", batches, None
+
+
+def _sim_requests(sent: SentRequests) -> SimRequests:
+    """The sent requests as the simulator's arrays (a closed loop's all at t = 0)."""
+    n = len(sent.input_tokens)
+    arrival = np.zeros(n) if sent.at_s is None else np.asarray(sent.at_s, dtype=np.float64)
+    hashes = offsets = None
+    if sent.block_hashes is not None:
+        sizes = [len(h) for h in sent.block_hashes]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        hashes = np.fromiter(chain.from_iterable(sent.block_hashes), dtype=np.uint64,
+                             count=int(offsets[-1]))
+    return SimRequests(arrival, np.asarray(sent.input_tokens, dtype=np.int64),
+                       np.asarray(sent.output_tokens, dtype=np.int64), hashes, offsets,
+                       sent.block_size)
 
 
 def _combine(runs: list[tuple[SimResult, int]], pick: str) -> Latency:
@@ -177,8 +237,8 @@ def simulate_load(
     spec_acceptance: float | None = None, bands_file: str | Path = BANDS_FILE,
     harness: Harness = "served", engine_version: str | None = None,
 ) -> LoadPrediction:
-    """Simulate `config` serving a fixed ISL/OSL or dataset-lengths `load` on `gpus` GPUs
-    (instances of tp × pp × dp GPUs; default one) and summarise it.
+    """Simulate `config` serving a fixed ISL/OSL, dataset-lengths or sent-requests `load` on
+    `gpus` GPUs (instances of tp × pp × dp GPUs; default one) and summarise it.
 
     Dataset lengths (`core.load.DatasetLengths`) are drawn per request, seeded by the load's
     seed (`recommender.lengths.draw`); throughputs count the tokens drawn, and a drawn
@@ -203,44 +263,39 @@ def simulate_load(
             max_model_len, the KV pool or an unchunked step: with fixed lengths, every
             request is refused).
     """
-    if load.lengths.kind == "trace" or load.arrival is None:
-        raise UsageError("predict simulates fixed or dataset lengths; a trace window is "
-                         "`recommend`'s")
-    lengths = load.lengths
-    isl, osl = lengths.input_tokens, lengths.output_tokens
     replicas = scheduler_replicas(config, gpus)
-    mode, groups = _groups(replicas, load.arrival, load.num_requests, load.seed)
-    drawn = [draw(lengths, len(arrival), load.seed + j)
-             for j, (arrival, _, _) in enumerate(groups)]
-    longest = max(int((i + o).max()) for i, o in drawn)
+    mode, batches, mean = _batches(load, replicas)
+    longest = max(int((b.input_tokens + b.output_tokens).max()) for b, _, _ in batches)
     filled = fill(config, gpu, model, longest_tokens=longest)
     config, warnings = filled.config, list(filled.warnings)
-    reason = refusal_reason(config, gpu, model, isl, osl,
-                            kv_block_tokens=SimOptions().kv_block_tokens)
+    reason = None if mean is None else refusal_reason(
+        config, gpu, model, *mean, kv_block_tokens=SimOptions().kv_block_tokens)
     if reason is not None:  # the mean request refused: every (fixed) or most (dataset) are
         raise UsageError(f"every request refused: {reason}")
     if model.params_source == "estimated":  # a user's or aiconfigurator's config.json
         warnings.append(_uncatalogued(model))
     fitted = params or load_params()
     runs: list[tuple[SimResult, int]] = []
-    for (arrival, options, count), (inputs, outputs) in zip(groups, drawn, strict=True):
-        req = SimRequests(arrival, inputs, outputs)
+    for req, options, count in batches:
         opts = options.model_copy(update={
             "spec_acceptance": spec_acceptance,
             "harness": harness, "engine_version": engine_version})
         res_run = simulate(req, config, gpu, model, params=fitted, options=opts)
         runs.append((res_run, count))
     assert config.max_model_len is not None  # sized by fill
+    # Open-loop sent requests carry their own arrivals: the rate regime's errors apply.
+    regime = regime_of(load.arrival) if load.arrival is not None else "rate"
     band, uncalibrated = band_of_prediction(
-        cell_of(config.engine, gpu, model, regime_of(load.arrival)), bands_file,
-        fitted.step_time)
+        cell_of(config.engine, gpu, model, regime), bands_file, fitted.step_time)
     warnings += [uncalibrated] if uncalibrated else []
     refused = sum(r.summary.rejected * c for r, c in runs)
     if refused:
-        i, o = _longest_pair(drawn)
-        warnings.append(f"{refused} request(s) of the drawn lengths refused, e.g. "
-                        f"{refusal_reason(config, gpu, model, i, o)}")
-    intervals, said = intervals_of(config.engine, gpu, model, regime_of(load.arrival),
+        i, o = _longest_pair(batches)
+        reason = refusal_reason(config, gpu, model, i, o)
+        if all(r.summary.completed == 0 for r, _ in runs):
+            raise UsageError(f"every request refused, e.g. {reason}")
+        warnings.append(f"{refused} request(s) of the drawn lengths refused, e.g. {reason}")
+    intervals, said = intervals_of(config.engine, gpu, model, regime,
                                    bands_file=bands_file, step_time=fitted.step_time,
                                    engine_version=engine_version)
     pred = _prediction(config.engine, mode, replicas, runs,
@@ -258,9 +313,10 @@ def _uncatalogued(model: ModelSpec) -> str:
             f"count estimated from them, no published measurement of this model{notes}")
 
 
-def _longest_pair(drawn: list[tuple[np.ndarray, np.ndarray]]) -> tuple[int, int]:
-    """(prompt, output) tokens of the longest request drawn."""
-    inputs, outputs = (np.concatenate(col) for col in zip(*drawn, strict=True))
+def _longest_pair(batches: list[Batch]) -> tuple[int, int]:
+    """(prompt, output) tokens of the longest request simulated."""
+    inputs = np.concatenate([b.input_tokens for b, _, _ in batches])
+    outputs = np.concatenate([b.output_tokens for b, _, _ in batches])
     k = int(np.argmax(inputs + outputs))
     return int(inputs[k]), int(outputs[k])
 

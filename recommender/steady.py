@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from core.errors import UsageError
-from core.load import LoadSpec
+from core.load import DatasetLengths, FixedLengths, LoadSpec
 from core.records import Record
 from engines.config import EngineKind
 from recommender.perf import Batch
@@ -129,7 +129,7 @@ def steady_state(res: Resolved, load: LoadSpec, *, replicas: int = 1) -> Predict
         UsageError: a trace load, an offline load without num_requests, or a request
             larger than a replica's KV pool.
     """
-    if load.lengths.kind == "trace" or load.arrival is None:
+    if not isinstance(load.lengths, FixedLengths | DatasetLengths) or load.arrival is None:
         raise UsageError("the steady-state model takes fixed lengths and an arrival process")
     isl, osl = load.lengths.input_tokens, load.lengths.output_tokens
     overhead = res.request_overhead_s

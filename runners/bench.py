@@ -214,7 +214,7 @@ def run_bench(request: BenchRequest, *, workspace: Workspace,
             failed, is stored failed).
         KeyboardInterrupt: after the run is stored as incomplete and the server torn down.
     """
-    schedules = _schedules(request)  # bad input fails here, before anything starts
+    schedules = schedules_of(request)  # bad input fails here, before anything starts
     with contextlib.ExitStack() as stack:
         try:
             url, health_url = stack.enter_context(_serving(request, launch_status))
@@ -239,7 +239,9 @@ def _record_launch_failure(request: BenchRequest, workspace: Workspace,
     recorder.finish("failed", error=one_line(f"the server did not start: {exc.reason}"))
 
 
-def _schedules(request: BenchRequest) -> list[tuple[int | None, Schedule]]:
+def schedules_of(request: BenchRequest) -> list[tuple[int | None, Schedule]]:
+    """What `request` sends, schedule by schedule: (sweep level or boundary step, or None for
+    a single run; its schedule). Deterministic for the request's seed."""
     if request.workload.kind == "boundary":  # steps 0, 1, … at increasing compression
         return [(k, schedule) for k, (_, schedule) in enumerate(boundary_steps(request.workload))]
     if request.sweep_max_concurrency is None:

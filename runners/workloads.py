@@ -20,6 +20,7 @@ from pydantic import Field, model_validator
 
 from core.arrivals import Process, exact_count_poisson, renewal_times
 from core.errors import RunnerError
+from core.load import ClosedLoop, LoadSpec, SentRequests
 from core.records import Record
 
 WorkloadKind = Literal["trace", "poisson", "gamma", "concurrency", "burst", "soak", "boundary"]
@@ -152,6 +153,36 @@ class Schedule(Record):
     @property
     def open_loop(self) -> bool:
         return bool(self.requests) and self.requests[0].at_s is not None
+
+    def load_spec(self) -> LoadSpec:
+        """These requests as `predict` takes them (`core.load.SentRequests`), exactly as sent:
+        open loop at their offsets, closed loop at the concurrency limit.
+
+        Raises:
+            RunnerError: a pool cycled until a duration (how many requests it sends depends
+                on the server's speed), an open-loop run capped at a concurrency (the
+                simulator's open loop has no cap), or no requests.
+        """
+        if self.cycle:
+            raise RunnerError("a closed loop bounded by time sends as many requests as the "
+                              "server finishes: give a request count to predict it")
+        if not self.requests:
+            raise RunnerError("the schedule holds no requests")
+        if self.open_loop and self.concurrency is not None:
+            raise RunnerError("an open-loop run capped at a concurrency cannot be predicted "
+                              "as sent: leave the cap out")
+        sizes = {r.block_size for r in self.requests if r.block_hashes}
+        shared = len(sizes) == 1  # one block size: the prefixes can be compared
+        sent = SentRequests(
+            at_s=[r.at_s or 0.0 for r in self.requests] if self.open_loop else None,
+            input_tokens=[r.input_tokens for r in self.requests],
+            output_tokens=[r.output_tokens for r in self.requests],
+            block_hashes=[r.block_hashes or [] for r in self.requests] if shared else None,
+            block_size=sizes.pop() if shared else None)
+        if self.open_loop:
+            return LoadSpec(lengths=sent)
+        assert self.concurrency is not None  # every closed-loop kind requires one
+        return LoadSpec(lengths=sent, arrival=ClosedLoop(concurrency=self.concurrency))
 
     def request(self, index: int) -> ScheduledRequest:
         """The record sent as the `index`-th request (pools repeat; the index does not)."""

@@ -213,16 +213,21 @@ def _live() -> None:
         st.error(plain(job.error))
     elif job.report is not None:
         remember_run(job.report.run_id)
-        _results(job.report)
+        _results(job)
 
 
-def _results(report) -> None:
-    rec = current_recommendation()
+def _results(job: BenchJob) -> None:
+    rec, report = current_recommendation(), job.report
     st.subheader(f"Run {report.run_id}: {report.status}")
     if report.error:  # a failed run (runners.bench.run_failure) says why, as the CLI does
         st.error(plain(f"The run failed: {report.error}"))
-    st.caption("Stored in the app's store (see Runs). The prediction is for the whole trace on "
-               f"the recommended GPUs; the measurement is this run on {report.url}.")
+    st.caption("Stored in the app's store (see Runs). " + (
+        "The prediction is of the requests this run sent, as sent, on one instance of the "
+        f"recommended configuration; the measurement is this run on {report.url}."
+        if job.predicted is not None else
+        "The prediction is for the whole trace on the recommended GPUs (this run's own "
+        f"requests could not be predicted: {job.unpredicted or 'no recommendation'}); the "
+        f"measurement is this run on {report.url}."))
     s = report.summary
     st.markdown(f"{s.count:,} requests sent, {s.completed:,} completed, "
                 f"{s.count - s.completed:,} failed, over {s.duration_s:,.1f} s.")
@@ -233,7 +238,8 @@ def _results(report) -> None:
                     + plain(speculation_text(report.scraped.speculative)))
     if rec is not None:
         st.markdown("**Predicted against measured**")
-        st.table(pd.DataFrame(comparison_rows(rec.pick.predicted, s))
+        predicted = job.predicted if job.predicted is not None else rec.pick.predicted
+        st.table(pd.DataFrame(comparison_rows(predicted, s))
                  .set_index("figure"))
     if report.boundary is not None:
         _boundary(report.boundary, rec)
@@ -307,7 +313,8 @@ def render() -> None:
         except ServeFitError as exc:
             st.error(plain(f"cannot run this benchmark: {hide_home(str(exc))}"))
         else:
-            st.session_state[JOB_KEY] = BenchJob(request).start()
+            deployment = (rec.pick.config, rec.gpu) if rec is not None else None
+            st.session_state[JOB_KEY] = BenchJob(request, deployment).start()
             st.session_state[JOB_FOR_KEY] = asked
     _live()
 

@@ -279,3 +279,74 @@ def test_launch_from_a_vllm_awq_pick_serves_the_awq_checkpoint(tmp_path):
     launch = _launched(tmp_path, "vllm", "awq")
     assert launch.config.model == "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"
     assert launch.config.weight_quantization == "awq"
+
+
+# `bench --predict`: the prediction of exactly the requests the run sends (issue 29, item 2).
+PICK = {"config": {"engine": "vllm", "model": "Llama-3.1-8B", "tp": 1}, "gpu": "H100-SXM"}
+CLOSED = ("--workload", "concurrency", "--concurrency", "4", "--num-requests", "24",
+          "--prompt-tokens", "64", "--output-tokens", "16")
+
+
+def test_predict_is_predict_of_the_same_closed_loop(cli, fake, tmp_path):
+    """A closed loop of fixed lengths sends what `predict --concurrency 4 --num-requests 24`
+    asks about: the run's prediction is that answer, figure for figure."""
+    (tmp_path / "rec.json").write_text(json.dumps(PICK))
+    out = cli("bench", "--endpoint", fake.url, "--config", "rec.json", "--predict", *CLOSED,
+              "--workspace", str(tmp_path / "w.duckdb"), "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    ref = cli("predict", "--engine", "vllm", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM",
+              "--tp", "1", "--isl", "64", "--osl", "16", "--concurrency", "4",
+              "--num-requests", "24", "--json", cwd=tmp_path)
+    assert ref.returncode == 0, ref.stderr
+    expected = json.loads(ref.stdout)
+    predicted = got["predicted"]
+    assert predicted["requests"] == got["completed"] == 24
+    assert predicted["mode"] == "closed_loop"
+    for key in ("ttft_ms", "tpot_ms", "e2e_ms", "output_throughput_tok_s"):
+        assert predicted[key] == pytest.approx(expected[key], rel=1e-12), key
+
+
+def test_predict_of_a_trace_replay_holds_its_window_at_its_time_scale(cli, fake, tmp_path):
+    """A trace replay's prediction holds the requests sent (the first 20 of the trace, their
+    prompts as logged, 8 output tokens each) at their compressed offsets: the predicted run
+    lasts from the first send to the last (1,067 trace seconds x 0.002) plus the last
+    request's service."""
+    import pandas as pd
+
+    trace = ROOT / "tests" / "data" / "traces" / "BurstGPT_1.head400.csv"
+    (tmp_path / "rec.json").write_text(json.dumps(PICK))
+    out = cli("bench", "--endpoint", fake.url, "--config", "rec.json", "--predict",
+              "--workload", "trace", "--trace", str(trace), "--num-requests", "20",
+              "--time-scale", "0.002", "--output-tokens", "8",
+              "--workspace", str(tmp_path / "w.duckdb"), "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    head = pd.read_csv(trace).head(20)
+    last_send_s = (head["Timestamp"].iloc[-1] - head["Timestamp"].iloc[0]) * 0.002
+    tokens_per_request = (head["Request tokens"].sum() + 20 * 8) / 20
+    predicted = got["predicted"]
+    assert predicted["requests"] == got["completed"] == 20 and predicted["mode"] == "sent"
+    rps = predicted["request_throughput_rps"]
+    assert last_send_s < 20 / rps < last_send_s + 1.0  # the makespan
+    assert predicted["total_throughput_tok_s"] / rps == pytest.approx(tokens_per_request)
+
+
+@pytest.mark.parametrize(("rec", "args", "message"), [
+    (None, CLOSED, "--predict needs --config REC_JSON"),
+    ({"engine": "vllm", "model": "Llama-3.1-8B"}, CLOSED,
+     "--predict needs the GPU the deployment runs on"),
+    (PICK, ("--workload", "concurrency", "--concurrency", "2", "--duration-s", "5",
+            "--prompt-tokens", "8", "--output-tokens", "2"), "give a request count"),
+    (PICK, ("--workload", "sweep", "--concurrency", "4", "--num-requests", "8",
+            "--prompt-tokens", "8", "--output-tokens", "2"), "a sweep or a boundary"),
+])
+def test_what_predict_cannot_predict_is_one_line_exit_2(cli, tmp_path, rec, args, message):
+    if rec is not None:
+        (tmp_path / "rec.json").write_text(json.dumps(rec))
+    config = ("--config", "rec.json") if rec is not None else ()
+    out = cli("bench", "--endpoint", "http://127.0.0.1:9", *config, "--predict", *args,
+              "--workspace", str(tmp_path / "w.duckdb"), cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "w.duckdb").exists()  # refused before anything ran

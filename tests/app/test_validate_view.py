@@ -131,6 +131,33 @@ def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
     assert list(steady["completed"]) == [summary.completed]
 
 
+def test_a_trace_replay_is_compared_with_the_prediction_of_what_it_sent(app_home, rec):
+    """Replaying 10 s of the trace 10x faster: the predicted column is the prediction of the
+    requests the run sent, as sent (one per request measured), not of the whole trace."""
+    server = FakeOpenAI(ttft_s=0.01, tpot_s=0.001).start()
+    try:
+        at = _validate(rec)
+        at.text_input(key="val.url").set_value(server.url)
+        at.selectbox(key="val.engine").set_value("vllm")
+        at.number_input(key="val.window").set_value(10.0)
+        at.number_input(key="val.scale").set_value(0.1)
+        at.button(key="val.start").click().run()
+        job = at.session_state[JOB_KEY]
+        job._thread.join(120)
+        at.run()
+    finally:
+        server.stop()
+    assert not at.exception and job.error is None, job.error
+    summary = job.report.summary
+    assert job.unpredicted == "" and job.predicted is not None
+    assert job.predicted.mode == "sent" and job.predicted.requests == summary.count > 0
+    assert job.predicted.requests != rec.pick.predicted.ttft_s.count
+    compared = next(t.value for t in at.table if "predicted" in t.value.columns)
+    assert compared.loc["TTFT p95 (ms)", "predicted"] == \
+        pytest.approx(job.predicted.ttft_s.p95 * 1e3, abs=0.05)
+    assert any("requests this run sent, as sent" in c.value for c in at.caption)
+
+
 def test_boundary_run_shows_measured_against_predicted(app_home, rec):
     server = FakeOpenAI(ttft_s=0.01, tpot_s=0.0005).start()
     try:

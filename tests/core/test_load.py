@@ -13,6 +13,7 @@ from core.load import (
     LoadSpec,
     Offline,
     Rate,
+    SentRequests,
     TraceWindow,
     fixed,
 )
@@ -111,3 +112,30 @@ def test_sizes_no_deployment_means_are_refused_up_front(make, field):
     with pytest.raises(ValidationError) as info:
         make()
     assert info.value.errors()[0]["loc"][-1] == field
+
+
+def test_sent_requests_are_their_own_count_and_open_loop_their_own_arrivals():
+    open_loop = SentRequests(at_s=[0.0, 0.5], input_tokens=[10, 20], output_tokens=[3, 4])
+    assert LoadSpec(lengths=open_loop).arrival is None
+    closed = open_loop.model_copy(update={"at_s": None})
+    assert LoadSpec(lengths=closed, arrival=ClosedLoop(concurrency=2)).num_requests is None
+    with pytest.raises(ValidationError, match="closed_loop arrival exactly when"):
+        LoadSpec(lengths=open_loop, arrival=ClosedLoop(concurrency=2))
+    with pytest.raises(ValidationError, match="closed_loop arrival exactly when"):
+        LoadSpec(lengths=closed)
+    with pytest.raises(ValidationError, match="their own count"):
+        LoadSpec(lengths=open_loop, num_requests=3)
+
+
+@pytest.mark.parametrize("fields", [
+    {"at_s": [0.0], "input_tokens": [10, 20], "output_tokens": [3, 4]},
+    {"input_tokens": [10, 20], "output_tokens": [3]},
+    {"input_tokens": [10], "output_tokens": [3], "block_hashes": [[1, 2]]},
+    {"input_tokens": [10], "output_tokens": [3], "block_hashes": [[1], [2]], "block_size": 16},
+    {"input_tokens": [], "output_tokens": []},
+    {"at_s": [-1.0], "input_tokens": [10], "output_tokens": [3]},
+    {"input_tokens": [0], "output_tokens": [3]},
+])
+def test_sent_requests_refuse_lists_that_do_not_line_up(fields):
+    with pytest.raises(ValidationError):
+        SentRequests(**fields)

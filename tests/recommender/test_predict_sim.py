@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from core.errors import UsageError
-from core.load import DatasetLengths, LoadSpec, TraceWindow, fixed
+from core.load import ClosedLoop, DatasetLengths, LoadSpec, SentRequests, TraceWindow, fixed
 from recommender.catalog import get_gpu, get_model
 from recommender.predict_sim import simulate_load
 from tests.recommender.deploy import deploy, steady
@@ -158,3 +158,38 @@ def test_closed_loop_users_all_send_their_first_request_at_once():
     # 16 prompts of 3,000 tokens meet in one prefill queue: the last waits for the others
     alone = simulate_load(cfg, MODEL, GPU, fixed(3000, 200, concurrency=1, num_requests=1))
     assert closed.ttft_s.p99 > 4 * alone.ttft_s.mean
+
+
+def test_sent_closed_loop_is_the_fixed_closed_loop_on_any_replica_count():
+    """A benchmark's closed loop of equal requests is the fixed-length closed loop: the same
+    figures on one scheduler and on four (users 3, 3, 2, 2; the sent pool dealt round-robin)."""
+    cfg = deploy("vllm", MODEL)
+    sent = SentRequests(input_tokens=[500] * 400, output_tokens=[100] * 400)
+    for gpus in (1, 4):
+        got = simulate_load(cfg, MODEL, GPU, LoadSpec(lengths=sent,
+                                                      arrival=ClosedLoop(concurrency=10)),
+                            gpus=gpus)
+        want = simulate_load(cfg, MODEL, GPU, fixed(500, 100, concurrency=10, num_requests=400),
+                             gpus=gpus)
+        assert got.requests == want.requests == 400
+        assert got.request_throughput_rps == pytest.approx(want.request_throughput_rps,
+                                                           rel=1e-12)
+        assert got.ttft_s == want.ttft_s and got.e2e_s == want.e2e_s
+
+
+def test_sent_open_loop_requests_arrive_at_their_offsets():
+    """Two requests 10 s apart on an idle deployment: each is served alone, so the second
+    finishes 10 s after the first and both see the same TTFT."""
+    cfg = deploy("vllm", MODEL)
+    sent = SentRequests(at_s=[0.0, 10.0], input_tokens=[800, 800], output_tokens=[50, 50])
+    got = simulate_load(cfg, MODEL, GPU, LoadSpec(lengths=sent))
+    assert got.mode == "sent" and got.requests == 2 and got.completed == 2
+    assert got.ttft_s.p50 == pytest.approx(got.ttft_s.p99, rel=1e-9)
+    assert got.makespan_s == pytest.approx(10.0 + got.e2e_s.mean, rel=1e-6)
+
+
+def test_sent_requests_no_deployment_can_serve_are_refused():
+    cfg = deploy("vllm", MODEL).model_copy(update={"max_model_len": 1024})
+    sent = SentRequests(at_s=[0.0], input_tokens=[4000], output_tokens=[10])
+    with pytest.raises(UsageError, match="every request refused"):
+        simulate_load(cfg, MODEL, GPU, LoadSpec(lengths=sent))

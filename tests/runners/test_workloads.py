@@ -290,3 +290,41 @@ def test_trace_replay_request_cap_and_length_caps(mooncake_df, mooncake_ws):
 def test_trace_window_with_no_requests_is_an_error(mooncake_ws):
     with pytest.raises(RunnerError, match="no requests"):
         build_schedule(WorkloadSpec(kind="trace", workspace=mooncake_ws, start_s=1e9))
+
+
+def test_a_trace_replay_is_predicted_as_sent(mooncake_df, mooncake_ws):
+    """`Schedule.load_spec`: the window's requests at their scaled offsets, with the trace's
+    prompt block hashes and block size (for the simulator's prefix cache)."""
+    start, dur, scale = 100.0, 60.0, 0.5
+    sched = build_schedule(WorkloadSpec(kind="trace", workspace=mooncake_ws, start_s=start,
+                                        duration_s=dur, time_scale=scale))
+    load = sched.load_spec()
+    win = mooncake_df[(mooncake_df.arrival_s >= start) & (mooncake_df.arrival_s < start + dur)]
+    assert load.arrival is None and load.lengths.kind == "requests"
+    np.testing.assert_allclose(load.lengths.at_s, (win.arrival_s.to_numpy() - start) * scale,
+                               atol=1e-9)
+    assert load.lengths.input_tokens == win.input_length.tolist()
+    assert load.lengths.output_tokens == win.output_length.tolist()
+    assert load.lengths.block_hashes == win.hash_ids.tolist()
+    assert load.lengths.block_size == 512
+
+
+def test_a_closed_loop_is_predicted_at_its_concurrency():
+    sched = build_schedule(WorkloadSpec(kind="concurrency", concurrency=3, num_requests=7,
+                                        prompt_tokens=40, output_tokens=5))
+    load = sched.load_spec()
+    assert load.arrival is not None and load.arrival.kind == "closed_loop"
+    assert load.arrival.concurrency == 3
+    assert load.lengths.at_s is None and load.lengths.input_tokens == [40] * 7
+    assert load.lengths.block_hashes is None
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"kind": "concurrency", "concurrency": 2, "duration_s": 5.0}, "give a request count"),
+    ({"kind": "poisson", "rate_rps": 4.0, "num_requests": 5, "concurrency": 2},
+     "capped at a concurrency"),
+])
+def test_what_load_spec_cannot_say_is_a_runner_error(fields, message):
+    sched = build_schedule(WorkloadSpec(**fields, prompt_tokens=8, output_tokens=2))
+    with pytest.raises(RunnerError, match=message):
+        sched.load_spec()
