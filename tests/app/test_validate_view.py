@@ -89,24 +89,37 @@ def test_local_mode_says_up_front_that_the_engine_is_not_installed(app_home, rec
     assert len(warned) == 1 and "is not in PATH" in warned[0].replace("\\", ""), warned
 
 
-def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
-    server = FakeOpenAI(ttft_s=0.01, tpot_s=0.005).start()
+def _run_on(server, rec, fill, *, engine: str | None = "vllm", wait_s: float = 120.0):
+    """Validate against `server` (started here, stopped after): its URL and the engine whose
+    metric names it serves set, the form filled by `fill(at)`, the run started and waited
+    for. Returns the app and the finished job."""
+    server.start()
     try:
         at = _validate(rec)
         at.text_input(key="val.url").set_value(server.url)
-        at.selectbox(key="val.engine").set_value("vllm")  # the test server names vLLM's metrics
+        if engine is not None:
+            at.selectbox(key="val.engine").set_value(engine)
+        fill(at)
+        at.button(key="val.start").click().run()
+        job = at.session_state[JOB_KEY]
+        job._thread.join(wait_s)
+        at.run()
+    finally:
+        server.stop()
+    return at, job
+
+
+def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
+    def sweep(at):
         at.selectbox(key="val.kind").set_value("sweep").run()
         at.number_input(key="val.prompt").set_value(16)
         at.number_input(key="val.output").set_value(4)
         at.number_input(key="val.concurrency").set_value(2)
         at.number_input(key="val.per_level").set_value(8)
         at.number_input(key="val.warmup").set_value(0.3)
-        at.button(key="val.start").click().run()
-        job = at.session_state[JOB_KEY]
-        job._thread.join(120)
-        at.run()
-    finally:
-        server.stop()
+
+    server = FakeOpenAI(ttft_s=0.01, tpot_s=0.005)
+    at, job = _run_on(server, rec, sweep)
     assert not at.exception and job.error is None, job.error
     assert job.request.isolate_load  # sent from its own process, as the view asks
     summary = job.report.summary
@@ -134,19 +147,11 @@ def test_endpoint_run_is_measured_stored_and_compared(app_home, rec):
 def test_a_trace_replay_is_compared_with_the_prediction_of_what_it_sent(app_home, rec):
     """Replaying 10 s of the trace 10x faster: the predicted column is the prediction of the
     requests the run sent, as sent (one per request measured), not of the whole trace."""
-    server = FakeOpenAI(ttft_s=0.01, tpot_s=0.001).start()
-    try:
-        at = _validate(rec)
-        at.text_input(key="val.url").set_value(server.url)
-        at.selectbox(key="val.engine").set_value("vllm")
+    def replay(at):
         at.number_input(key="val.window").set_value(10.0)
         at.number_input(key="val.scale").set_value(0.1)
-        at.button(key="val.start").click().run()
-        job = at.session_state[JOB_KEY]
-        job._thread.join(120)
-        at.run()
-    finally:
-        server.stop()
+
+    at, job = _run_on(FakeOpenAI(ttft_s=0.01, tpot_s=0.001), rec, replay)
     assert not at.exception and job.error is None, job.error
     summary = job.report.summary
     assert job.unpredicted == "" and job.predicted is not None
@@ -159,21 +164,13 @@ def test_a_trace_replay_is_compared_with_the_prediction_of_what_it_sent(app_home
 
 
 def test_boundary_run_shows_measured_against_predicted(app_home, rec):
-    server = FakeOpenAI(ttft_s=0.01, tpot_s=0.0005).start()
-    try:
-        at = _validate(rec)
-        at.text_input(key="val.url").set_value(server.url)
-        at.selectbox(key="val.engine").set_value("vllm")
+    def boundary(at):
         at.selectbox(key="val.kind").set_value("boundary").run()
         at.number_input(key="val.step_requests").set_value(12)
         at.number_input(key="val.boundary_scale").set_value(0.1)  # the sample 10x as fast
         at.number_input(key="val.max_steps").set_value(2)
-        at.button(key="val.start").click().run()
-        job = at.session_state[JOB_KEY]
-        job._thread.join(120)
-        at.run()
-    finally:
-        server.stop()
+
+    at, job = _run_on(FakeOpenAI(ttft_s=0.01, tpot_s=0.0005), rec, boundary)
     assert not at.exception and job.error is None, job.error
     measured = job.report.boundary
     assert measured is not None and [s.step for s in measured.steps] == [0, 1]
@@ -191,21 +188,15 @@ def test_boundary_run_shows_measured_against_predicted(app_home, rec):
 
 def test_a_server_whose_every_stream_is_garbage_is_a_failed_run_with_its_reason(app_home, rec):
     """Issue 16 F3 through the view: the same library verdict as the CLI's (run_bench)."""
-    server = HostileServer("garbage_sse").start()
-    try:
-        at = _validate(rec)
-        at.text_input(key="val.url").set_value(server.url)
+    def sweep(at):
         at.selectbox(key="val.kind").set_value("sweep").run()
         at.number_input(key="val.prompt").set_value(16)
         at.number_input(key="val.output").set_value(4)
         at.number_input(key="val.concurrency").set_value(1)
         at.number_input(key="val.per_level").set_value(3)
-        at.button(key="val.start").click().run()
-        job = at.session_state[JOB_KEY]
-        job._thread.join(60)
-        at.run()
-    finally:
-        server.stop()
+
+    server = HostileServer("garbage_sse")
+    at, job = _run_on(server, rec, sweep, engine=None, wait_s=60.0)
     assert not at.exception and job.error is None, job.error
     report = job.report
     assert report.status == "failed" and report.summary.completed == 0
