@@ -23,7 +23,7 @@ from recommender.defaults import scheduler_caps
 from recommender.scoring import KEEP_UP_SHARE, MAX_REJECTED_SHARE, Goals, Target, served_rps
 from recommender.sim_result import SimResult
 from recommender.simulator import SimRequests, simulate
-from recommender.workload import replica_share
+from recommender.trace_window import replica_share
 
 GROWTH_FACTORS = (2.0, 5.0, 10.0)
 BRACKET_STEP = 2.0  # the bracket doubles (or halves) the load from today's

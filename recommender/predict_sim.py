@@ -46,7 +46,7 @@ from recommender.sim_result import SimResult, histogram_max, histogram_stats
 from recommender.simulator import SimOptions, SimRequests, refusal_reason, simulate
 from recommender.specs import GPU, ModelSpec
 from recommender.steptime import DEFAULT_KIND
-from recommender.workload import replica_share, take
+from recommender.trace_window import replica_share, take
 
 # Requests simulated when the caller gives no count: closed loop CLOSED_PER_USER per user
 # (ramp-up and drain then cost a few % of the throughput, as in a real finite benchmark),

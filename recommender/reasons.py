@@ -35,7 +35,7 @@ from recommender.search import SearchResult, search
 from recommender.simulator import unservable_counts
 from recommender.specs import GPU
 from recommender.speculative import ACCEPTANCE_DEFAULTS
-from recommender.workload import Workload, head_window
+from recommender.trace_window import Workload, head_window
 
 HELD_OUT_ERROR_WARN_PCT = 25.0
 LONG_CONTEXT_TOKENS = 32_000  # DESIGN §4.6: disaggregation pays off above ~32K at volume

@@ -58,7 +58,7 @@ from recommender.scoring import (
     pareto_flags,
 )
 from recommender.search import COARSE_REQUESTS, SearchResult, search
-from recommender.workload import (
+from recommender.trace_window import (
     Workload,
     head_window,
     load_parquet_workload,

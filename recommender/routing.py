@@ -18,7 +18,7 @@ from recommender.facts import hardware_facts
 from recommender.recommendation import RoutedDeployment, RoutingPlan
 from recommender.scoring import Evaluation, Target, latency_s
 from recommender.search import search
-from recommender.workload import head_window, take
+from recommender.trace_window import head_window, take
 
 if TYPE_CHECKING:
     from recommender.reasons import Context

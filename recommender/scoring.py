@@ -22,7 +22,7 @@ from recommender.recommendation import Objective, PredictedMetrics
 from recommender.sim_result import SimResult, SimSummary
 from recommender.simulator import SimOptions, SimRequests, simulate
 from recommender.specs import GPU, ModelSpec
-from recommender.workload import replica_share
+from recommender.trace_window import replica_share
 
 # Without SLOs, goodput counts requests within these "sane" per-request limits (stated in
 # the recommendation's window text): a first token within 5 s, at least 10 tokens/s after it.

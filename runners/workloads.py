@@ -360,7 +360,7 @@ def boundary_steps(spec: WorkloadSpec) -> list[tuple[float, Schedule]]:
 
 def offered_rps(schedule: Schedule) -> float:
     """An open-loop schedule's offered rate: requests over the span of their send offsets
-    (the recommender's window rate, `recommender.workload.Workload.rate_rps`)."""
+    (the recommender's window rate, `recommender.trace_window.Workload.rate_rps`)."""
     at = [r.at_s for r in schedule.requests if r.at_s is not None]
     span = max(at, default=0.0) - min(at, default=0.0)
     return len(at) / span if span > 0 else float(len(at))

@@ -30,7 +30,7 @@ from recommender.recommendation import RecommendRequest
 from recommender.routing import MIN_INPUT_RATIO, _gpu_splits, _split, plan_routing
 from recommender.scoring import Goals, Target
 from recommender.search import search
-from recommender.workload import head_window, load_workload
+from recommender.trace_window import head_window, load_workload
 
 GPU, MODEL = get_gpu("H100-SXM"), get_model("llama-3.1-8b")
 GPUS = 2

@@ -21,7 +21,7 @@ from recommender.facts import hardware_facts, model_facts
 from recommender.params import load_params
 from recommender.scoring import Goals, Target, evaluate
 from recommender.search import base_grid, max_model_len, prune, scheduler_variants, search
-from recommender.workload import head_window, load_workload
+from recommender.trace_window import head_window, load_workload
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 BYTES_PER_PARAM = {None: 2.0, "fp8": 1.0, "awq": 0.5}

@@ -21,7 +21,7 @@ from recommender.recommend import measured_acceptance
 from recommender.scoring import Goals, Target, evaluate
 from recommender.search import SPECULATIVE, base_grid, max_model_len
 from recommender.speculative import ACCEPTANCE_DEFAULTS, DEFAULT_ACCEPTANCE
-from recommender.workload import head_window, load_workload
+from recommender.trace_window import head_window, load_workload
 
 SHAREGPT = Path(__file__).resolve().parents[1] / "data" / "traces" / "sharegpt_head1000.json.gz"
 

@@ -1,4 +1,5 @@
-"""The simulated workload: the canonical `requests` table turned into `SimRequests`.
+"""The window of a trace the recommender simulates: the canonical `requests` table turned
+into `SimRequests` (named apart from `runners.workloads`, what a benchmark sends).
 
 Owns choosing the window of a trace the recommender simulates (all of it, or the busiest
 `max_requests` consecutive requests when the trace is larger), reading it with prompt block

@@ -13,7 +13,7 @@ import pytest
 
 from profiler.ingest import ingest
 from profiler.workspace import Workspace
-from recommender.workload import head_window, load_workload, replica_share, take
+from recommender.trace_window import head_window, load_workload, replica_share, take
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 MOONCAKE = TRACES / "mooncake_conversation_trace.jsonl.gz"
