@@ -207,6 +207,10 @@ def _add_predict(sub: Any) -> None:
     p.add_argument("--spec-acceptance", type=float,
                    help="per-token acceptance rate (default: the method's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the Poisson arrivals")
+    p.add_argument("--slo-ttft-p95-ms", type=float, metavar="X",
+                   help="per-request TTFT bound of goodput, as bench counts it")
+    p.add_argument("--slo-tpot-p95-ms", type=float, metavar="Y",
+                   help="per-request TPOT bound of goodput, as bench counts it")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_cmd_predict)
 
@@ -250,10 +254,13 @@ def predict_request(args: argparse.Namespace) -> Any:
         return PredictRequest(config=config, gpu=args.gpu, model=args.model, gpus=args.gpus,
                               load=load, harness=args.harness.replace("-", "_"),
                               engine_version=args.engine_version, step_time=args.step_time,
-                              spec_acceptance=args.spec_acceptance)
+                              spec_acceptance=args.spec_acceptance,
+                              slo_ttft_s=_seconds(args.slo_ttft_p95_ms),
+                              slo_tpot_s=_seconds(args.slo_tpot_p95_ms))
     except ValidationError as exc:
         raise usage_error(exc, option=True, flags={
             "rate_rps": "--rate", "weight_quantization": "--precision",
+            "slo_ttft_s": "--slo-ttft-p95-ms", "slo_tpot_s": "--slo-tpot-p95-ms",
             "speculative": "--speculative", "input_tokens": "--isl",
             "output_tokens": "--osl"}) from None
 
@@ -272,6 +279,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
         print(prediction_text(prediction))
     return 0
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1e3
 
 
 def _ingest_options(args: argparse.Namespace) -> Any:

@@ -3,8 +3,9 @@
 Joins the two halves no library package may join (runners does not import the recommender):
 the schedule a run sends (`runners.bench.schedules_of`, the same call the run makes) as a
 `core.load.LoadSpec` of sent requests (`Schedule.load_spec`), predicted by
-`recommender.predict_sim.predict` for the deployment the run serves. So the measurement is
-set beside the prediction of exactly its load, not of the whole trace the pick was chosen on.
+`recommender.predict_sim.predict` for the deployment the run serves, its goodput under the
+run's SLOs. So the measurement is set beside the prediction of exactly its load, not of the
+whole trace the pick was chosen on.
 """
 
 from __future__ import annotations
@@ -43,4 +44,6 @@ def predict_run(request: BenchRequest, config: EngineConfig, gpu: str | None
         load = schedules[0][1].load_spec()
     except RunnerError as exc:
         raise UsageError(f"--predict: {exc}") from None
-    return predict(PredictRequest(config=config, gpu=gpu, model=config.model, load=load))
+    return predict(PredictRequest(config=config, gpu=gpu, model=config.model, load=load,
+                                  slo_ttft_s=request.slo_ttft_p95_s,
+                                  slo_tpot_s=request.slo_tpot_p95_s))

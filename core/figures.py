@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -47,6 +47,25 @@ class Latency(Record):
 
 
 EMPTY = Latency(count=0)
+
+
+def meets_slos(ttft_s: Iterable[float], tpot_s: Iterable[float], slo_ttft_s: float | None,
+               slo_tpot_s: float | None) -> Any:
+    """The one goodput rule (DESIGN: completed requests meeting every SLO), for served
+    requests' TTFT and TPOT (seconds; NaN where there is none): a boolean array, True where
+    the TTFT is within `slo_ttft_s` (a missing TTFT is not) and the TPOT within `slo_tpot_s`
+    (a request of under two output tokens has no TPOT and meets any TPOT bound). A bound
+    of None holds for every request, so with no SLO every served request counts. The
+    simulator's goodput and a measured run's both count with it."""
+    import numpy as np
+
+    ttft, tpot = np.asarray(ttft_s, dtype=float), np.asarray(tpot_s, dtype=float)
+    meets = np.ones(ttft.shape, dtype=bool)
+    if slo_ttft_s is not None:
+        meets &= ttft <= slo_ttft_s  # NaN compares False: no first token, no goodput
+    if slo_tpot_s is not None:
+        meets &= np.isnan(tpot) | (tpot <= slo_tpot_s)
+    return meets
 
 
 def latency_of(values: Iterable[float]) -> Latency:

@@ -199,6 +199,10 @@ class PredictRequest(Record):
     step_time: str = Field(default=DEFAULT_KIND, description="Step-time provider.")
     spec_acceptance: float | None = Field(default=None, ge=0, le=1, description="Speculative "
                                           "per-token acceptance (default: the method's).")
+    slo_ttft_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                     description="Per-request TTFT bound of goodput.")
+    slo_tpot_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                     description="Per-request TPOT bound of goodput.")
 
     @field_validator("engine_version")
     @classmethod
@@ -228,7 +232,8 @@ def predict(request: PredictRequest, *, params: PerfParams | None = None,
     return simulate_load(config, model, get_gpu(request.gpu), request.load, gpus=request.gpus,
                          params=fitted, spec_acceptance=request.spec_acceptance,
                          bands_file=bands_file, harness=request.harness,
-                         engine_version=request.engine_version)
+                         engine_version=request.engine_version,
+                         slos=(request.slo_ttft_s, request.slo_tpot_s))
 
 
 def simulate_load(
@@ -236,6 +241,7 @@ def simulate_load(
     gpus: int | None = None, params: PerfParams | None = None,
     spec_acceptance: float | None = None, bands_file: str | Path = BANDS_FILE,
     harness: Harness = "served", engine_version: str | None = None,
+    slos: tuple[float | None, float | None] = (None, None),
 ) -> LoadPrediction:
     """Simulate `config` serving a fixed ISL/OSL, dataset-lengths or sent-requests `load` on
     `gpus` GPUs (instances of tp × pp × dp GPUs; default one) and summarise it.
@@ -248,7 +254,8 @@ def simulate_load(
     user sends its first request at t = 0, as `vllm bench serve --max-concurrency`,
     GuideLLM's concurrent mode and InferenceX's client start them), a rate
     (Poisson or Gamma, seeded; `num_requests`, default 2000) or offline (`num_requests`
-    queued at t = 0).
+    queued at t = 0). Goodput counts the served requests within `slos` (per-request TTFT
+    and TPOT bounds, `core.figures.meets_slos`, as a benchmark counts them; none: all).
 
     The prediction's `band` is its cell's cross-validated error (`recommender.bands`, from
     `bands_file`); outside every calibrated cell it is None and a warning says so. A model
@@ -278,7 +285,7 @@ def simulate_load(
     runs: list[tuple[SimResult, int]] = []
     for req, options, count in batches:
         opts = options.model_copy(update={
-            "spec_acceptance": spec_acceptance,
+            "spec_acceptance": spec_acceptance, "slo_ttft_s": slos[0], "slo_tpot_s": slos[1],
             "harness": harness, "engine_version": engine_version})
         res_run = simulate(req, config, gpu, model, params=fitted, options=opts)
         runs.append((res_run, count))
@@ -339,6 +346,7 @@ def _prediction(
         output_throughput_tok_s=total("output_throughput_tok_s"),
         total_throughput_tok_s=total("total_throughput_tok_s"),
         request_throughput_rps=total("request_throughput_rps"),
+        goodput_rps=total("goodput_rps"),
         ttft_s=_combine(runs, "ttft_s"), tpot_s=_combine(runs, "tpot_s"),
         itl_s=histogram_stats(hist), e2e_s=_combine(runs, "e2e_s"),
         itl_max_s=histogram_max(hist) or 0.0,

@@ -58,7 +58,7 @@ import numpy as np
 from pydantic import Field
 
 from core.errors import UsageError
-from core.figures import latency_of
+from core.figures import latency_of, meets_slos
 from core.records import Record
 from engines.config import EngineConfig
 from recommender.defaults import SchedulerCaps, scheduler_caps
@@ -484,14 +484,8 @@ def _result(
     def rate(x: float) -> float:
         return x / makespan if makespan > 0 else 0.0
 
-    goodput = None
-    if options.slo_ttft_s is not None or options.slo_tpot_s is not None:
-        meets = ok.copy()
-        if options.slo_ttft_s is not None:
-            meets &= ttft <= options.slo_ttft_s
-        if options.slo_tpot_s is not None:
-            meets &= np.isnan(tpot) | (tpot <= options.slo_tpot_s)
-        goodput = rate(float(meets.sum()))
+    goodput = rate(float((ok & meets_slos(ttft, tpot, options.slo_ttft_s,
+                                          options.slo_tpot_s)).sum()))
     t_s, queue, running, kv = series(run.raw, options.series_interval_s)
     summary = SimSummary(
         completed=done,

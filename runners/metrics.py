@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import Field
 
-from core.figures import ServingFigures, latency_of
+from core.figures import ServingFigures, latency_of, meets_slos
 from core.records import Record
 from runners.failures import one_line
 from runners.schemas import RequestResult
@@ -91,7 +91,9 @@ def summarize(
     duration = max(t1 - t0, 0.0)
     out_tokens = sum(r.output_tokens or 0 for r in ok)
     all_tokens = out_tokens + sum(r.prompt_tokens or 0 for r in ok)
-    good = sum(1 for r in ok if _meets(r, slo_ttft_s, slo_tpot_s))
+    good = int(meets_slos([math.nan if r.ttft_s is None else r.ttft_s for r in ok],
+                          [math.nan if r.tpot_s is None else r.tpot_s for r in ok],
+                          slo_ttft_s, slo_tpot_s).sum())
     return Summary(
         count=len(results),
         completed=len(ok),
@@ -126,13 +128,6 @@ def _last(values: object) -> float:
 
 def _per_s(n: float, duration_s: float) -> float:
     return n / duration_s if duration_s > 0 else 0.0
-
-
-def _meets(r: RequestResult, slo_ttft_s: float | None, slo_tpot_s: float | None) -> bool:
-    if slo_ttft_s is not None and (r.ttft_s is None or r.ttft_s > slo_ttft_s):
-        return False
-    tpot = r.tpot_s
-    return slo_tpot_s is None or tpot is None or tpot <= slo_tpot_s
 
 
 def achieved_rate(results: Sequence[RequestResult]) -> float | None:

@@ -305,6 +305,9 @@ def test_predict_is_predict_of_the_same_closed_loop(cli, fake, tmp_path):
     assert predicted["mode"] == "closed_loop"
     for key in ("ttft_ms", "tpot_ms", "e2e_ms", "output_throughput_tok_s"):
         assert predicted[key] == pytest.approx(expected[key], rel=1e-12), key
+    # No SLO: goodput is every served request on both sides (one rule, core.figures).
+    assert predicted["goodput_rps"] == pytest.approx(predicted["request_throughput_rps"])
+    assert got["goodput_rps"] == pytest.approx(got["request_throughput_rps"])
 
 
 def test_predict_of_a_trace_replay_holds_its_window_at_its_time_scale(cli, fake, tmp_path):

@@ -142,6 +142,10 @@ def test_usage_errors_are_one_line(args):
      "--engine-version"),
     (["--isl", "10", "--osl", "10", "--concurrency", "1", "--engine-version", "$(id)"],
      "--engine-version"),
+    (["--isl", "10", "--osl", "10", "--concurrency", "1", "--slo-ttft-p95-ms", "-5"],
+     "--slo-ttft-p95-ms"),
+    (["--isl", "10", "--osl", "10", "--concurrency", "1", "--slo-tpot-p95-ms", "inf"],
+     "--slo-tpot-p95-ms"),
 ])
 def test_a_bad_value_is_named_as_the_flag_typed(run, args, flag):
     out = run("--engine", "vllm", "--model", "Qwen/Qwen3-8B", "--gpu", "H100-SXM", *args)
@@ -201,3 +205,19 @@ def test_a_rate_below_one_request_in_twelve_days_is_refused(run):
     assert got["tpot_ms"]["mean"] > 1.0
     assert got["e2e_ms"]["mean"] == pytest.approx(
         got["ttft_ms"]["mean"] + 199 * got["tpot_ms"]["mean"], rel=1e-3)
+
+
+def test_goodput_counts_the_requests_within_the_slos_as_bench_does(run):
+    """No SLO: every served request meets every SLO, so goodput is the request rate. A TPOT
+    bound between the fastest and slowest request's TPOT counts the ones within it."""
+    args = [*BASE, "--isl", "800", "--osl", "120", "--rate", "6", "--num-requests", "400",
+            "--json"]
+    free = json.loads(run(*args).stdout)
+    assert free["goodput_rps"] == pytest.approx(free["request_throughput_rps"], rel=1e-12)
+    tpot = free["tpot_ms"]
+    bound = (tpot["p50"] + tpot["p90"]) / 2  # between the 50th and 90th percentile
+    held = json.loads(run(*args, "--slo-tpot-p95-ms", str(bound)).stdout)
+    share = held["goodput_rps"] / held["request_throughput_rps"]
+    assert 0.5 <= share <= 0.9
+    none = json.loads(run(*args, "--slo-ttft-p95-ms", "0.001").stdout)
+    assert none["goodput_rps"] == 0.0

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from core.figures import Band, Latency, ServingFigures, compare, latency_of
+from core.figures import Band, Latency, ServingFigures, compare, latency_of, meets_slos
 
 
 def _numpy_latency(values: np.ndarray) -> dict[str, float]:
@@ -121,3 +121,13 @@ def test_json_ms_gives_each_figure_its_interval_in_its_units_and_nesting():
     assert "tpot_ms" not in out["interval"]  # no interval for that group
     assert out["interval_basis"]["ttft"]["pooled"] is True
     assert "interval" not in _figures(1.0).json_ms()
+
+
+def test_meets_slos_is_the_one_goodput_rule():
+    nan = math.nan
+    ttft = [0.1, 0.3, nan, 0.1, 0.2]
+    tpot = [0.01, 0.01, 0.01, nan, 0.05]  # the fourth had one output token: no TPOT
+    assert meets_slos(ttft, tpot, None, None).tolist() == [True] * 5
+    assert meets_slos(ttft, tpot, 0.25, None).tolist() == [True, False, False, True, True]
+    assert meets_slos(ttft, tpot, None, 0.02).tolist() == [True, True, True, True, False]
+    assert meets_slos(ttft, tpot, 0.25, 0.02).tolist() == [True, False, False, True, False]
