@@ -1,7 +1,7 @@
-"""`python -m app …`: the command-line front-end (see app/cli.py)."""
+"""`python -m app …`: the command-line front-end (see app/cli/main.py)."""
 
-from app.cli import main
-from app.cli_common import EXIT_INTERRUPTED
+from app.cli.common import EXIT_INTERRUPTED
+from app.cli.main import main
 
 try:
     code = main()

@@ -17,8 +17,8 @@ import streamlit as st
 from app.redact import user_paths
 from app.session import owned
 from app.storage import TraceChoice, app_home
-from profiler.chart_data import ChartData
-from profiler.ingest_options import IngestOptions
+from profiler.analysis.chart_data import ChartData
+from profiler.ingestion.options import IngestOptions
 from profiler.schema import Profile
 from profiler.workspace import Workspace
 
@@ -39,7 +39,7 @@ def _workspace_lock(key: str) -> threading.Lock:
 @st.cache_data(show_spinner=False, max_entries=32)
 def _profile(key: str, choice_json: str) -> Profile:
     from profiler import history
-    from profiler.profile import profile_trace
+    from profiler.analysis.profile import profile_trace
 
     choice = TraceChoice.model_validate_json(choice_json)
     # Sessions uploading the same content share its workspace; one ingests, the other then
@@ -69,7 +69,7 @@ def profile_for(choice: TraceChoice) -> Profile:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _charts(key: str, choice_json: str) -> ChartData:
-    from profiler.chart_data import chart_data
+    from profiler.analysis.chart_data import chart_data
 
     return chart_data(workspace_for(TraceChoice.model_validate_json(choice_json)))
 
@@ -81,7 +81,7 @@ def trace_path_for(choice: TraceChoice) -> str:
         return choice.path
     target = app_home() / "canonical" / f"{choice.key()}.parquet"
     if not target.exists():
-        from profiler.canonical import write_canonical
+        from profiler.ingestion.canonical import write_canonical
 
         with user_paths(choice):
             write_canonical(workspace_for(choice), target)
@@ -97,7 +97,7 @@ def charts_for(choice: TraceChoice) -> ChartData:
 @st.cache_data(show_spinner=False)
 def columns_of(path: str, digest: str) -> list[str]:
     """Column names of a stored trace, for the mapping form."""
-    from profiler.columns import trace_columns
+    from profiler.ingestion.columns import trace_columns
 
     return trace_columns(path)
 
@@ -129,14 +129,14 @@ def store_workspace() -> Workspace:
 @st.cache_data(show_spinner=False)
 def catalog_names() -> tuple[list[str], list[str]]:
     """(GPU names, model names) of the bundled catalog."""
-    from recommender.catalog import load_gpus, load_models
+    from recommender.catalog.lookup import load_gpus, load_models
 
     return sorted(load_gpus()), sorted(load_models())
 
 
 def save_recommendation(choice: TraceChoice, rec: Any) -> str:
     """Store a Recommendation in the app's history; returns its id."""
-    from recommender import history
+    from recommender.decision import history
 
     title = f"{rec.pick.label} on {rec.gpus}× {rec.gpu}, {rec.model}"
     rec_id = history.save_recommendation(
@@ -148,10 +148,10 @@ def save_recommendation(choice: TraceChoice, rec: Any) -> str:
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def memory_plan_of(config_json: str, gpu: str, model: str) -> Any:
-    """The per-GPU memory plan (recommender.memory.MemoryPlan) of a pick's config."""
+    """The per-GPU memory plan (recommender.model.memory.MemoryPlan) of a pick's config."""
     from engines.config import EngineConfig
-    from recommender.catalog import get_gpu, get_model
-    from recommender.memory import plan_memory
+    from recommender.catalog.lookup import get_gpu, get_model
+    from recommender.model.memory import plan_memory
 
     return plan_memory(EngineConfig.model_validate_json(config_json), get_gpu(gpu),
                        get_model(model))
@@ -160,9 +160,9 @@ def memory_plan_of(config_json: str, gpu: str, model: str) -> Any:
 @st.cache_data(ttl=30, show_spinner=False, max_entries=16)
 def local_engine_missing(config_json: str, venv: str | None) -> str | None:
     """Why the pick's engine cannot start as a local process here, or None
-    (`runners.launch.local_prerequisite`; kept 30 s, it may start a Python)."""
+    (`runners.server.launch.local_prerequisite`; kept 30 s, it may start a Python)."""
     from engines.config import EngineConfig
-    from runners.launch import local_prerequisite
+    from runners.server.launch import local_prerequisite
 
     config = EngineConfig.model_validate_json(config_json)
     return local_prerequisite(config, Path(venv) if venv else None)

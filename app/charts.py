@@ -11,10 +11,16 @@ from plotly.subplots import make_subplots
 
 from core.capacity import DayPlan, LoadCurve
 from core.figures import Latency
-from profiler.chart_data import ArrivalSeries, Heatmap, LogHistogram, ReuseCurve, SegmentOutline
+from profiler.analysis.chart_data import (
+    ArrivalSeries,
+    Heatmap,
+    LogHistogram,
+    ReuseCurve,
+    SegmentOutline,
+)
 
 if TYPE_CHECKING:
-    from recommender.memory import MemoryPlan
+    from recommender.model.memory import MemoryPlan
 
 HEIGHT = 360
 MARGIN = {"t": 80, "b": 40, "l": 50, "r": 20}
@@ -112,7 +118,8 @@ def latency_throughput(points: Sequence[dict], x_title: str, y_title: str) -> go
 
 
 def live_run(samples: Sequence) -> go.Figure:
-    """A running benchmark (runners.bench.ProgressSample list): throughput, TTFT, queue."""
+    """A running benchmark (runners.benchmark.bench.ProgressSample list): throughput, TTFT,
+    queue."""
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=("completed req/s", "TTFT p50 (s)", "queue depth"))
     t = [s.elapsed_s for s in samples]
@@ -233,7 +240,7 @@ MEMORY_PARTS = (("weights_bytes_per_gpu", "weights"),
 
 
 def memory_split(plan: MemoryPlan) -> go.Figure:
-    """One GPU's memory (recommender.memory.MemoryPlan) as a stacked bar, GB."""
+    """One GPU's memory (recommender.model.memory.MemoryPlan) as a stacked bar, GB."""
     fig = go.Figure()
     for field, name in MEMORY_PARTS:
         gb = max(getattr(plan, field), 0.0) / 1e9

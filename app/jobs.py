@@ -29,7 +29,7 @@ def environment() -> Environment:
     containers)."""
     import shutil
 
-    from runners.docker_engine import daemon_url
+    from runners.server.docker_engine import daemon_url
 
     url = daemon_url()
     return Environment(
@@ -78,7 +78,7 @@ class BenchJob:
 
     def _run(self) -> None:
         from core.errors import ServeFitError
-        from runners.bench import run_bench
+        from runners.benchmark.bench import run_bench
 
         try:
             self.report = run_bench(self.request, workspace=store_workspace(),

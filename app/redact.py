@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from app.storage import TraceChoice, app_home
 from core.errors import ServeFitError
 
-# profiler.sources expands gzip/zstd uploads to <temp>/servefit-expand-*/<name>.plain
+# profiler.ingestion.sources expands gzip/zstd uploads to <temp>/servefit-expand-*/<name>.plain
 _EXPANSION_PATH = re.compile(r"\S*servefit-expand-[^\s/]+/[^\s:,]*")
 
 

@@ -21,12 +21,12 @@ from core.figures import (
 from profiler.schema import LengthStats, NgramAcceptance, Profile
 
 if TYPE_CHECKING:
-    from profiler.chart_data import ModelShare
-    from recommender.memory import MemoryPlan
-    from recommender.predict_sim import LoadPrediction
-    from recommender.recommendation import Candidate, Decision
-    from recommender.specs import GpuPrice
-    from runners.scrape import SpecMeasured
+    from profiler.analysis.chart_data import ModelShare
+    from recommender.catalog.specs import GpuPrice
+    from recommender.decision.recommendation import Candidate, Decision
+    from recommender.model.memory import MemoryPlan
+    from recommender.sim.predict import LoadPrediction
+    from runners.server.scrape import SpecMeasured
 
 
 _MARKDOWN_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")
@@ -176,7 +176,8 @@ def band_text(band: Band | None, cell: str | None = None) -> str:
     return f"±{band.median_ape * 100:.0f} % (cell {band.cell}, {band.rows} held-out rows)"
 
 
-# The tie-break rules in words (recommender.decide's order), as the decision line says them.
+# The tie-break rules in words (recommender.decision.decide's order), as the decision line says
+# them.
 RULE_WORDS = {"figure": "a clear lead", "headroom": "headroom", "fewer_gpus": "fewer GPUs",
               "calibrated": "calibration data", "simpler": "the simpler configuration",
               "order": "the search's order", "infeasible": "the search's score"}
@@ -215,7 +216,7 @@ def price_text(price: GpuPrice | None, usd_per_mtok: float | None) -> str:
     return text
 
 
-# A calibration cell's parts in words (recommender.bands.cell_of: engine/gpu family/
+# A calibration cell's parts in words (recommender.calibration.bands.cell_of: engine/gpu family/
 # dense|moe/regime), for the views that show a cell name.
 REGIME_WORDS = {"offline": "offline (all requests at once, max throughput)",
                 "low_batch": "closed loop at 4 or fewer concurrent users",
@@ -241,7 +242,8 @@ def band_short(band: Band | None) -> str:
 
 
 def candidate_rows(candidates: list[Candidate]) -> dict[str, list]:
-    """Candidates (recommender.recommendation.Candidate) as a table, ms and units on screen."""
+    """Candidates (recommender.decision.recommendation.Candidate) as a table, ms and units on
+    screen."""
     return {
         "config": [c.label for c in candidates],
         "feasible": [c.feasible for c in candidates],
@@ -260,7 +262,7 @@ def candidate_rows(candidates: list[Candidate]) -> dict[str, list]:
     }
 
 
-# What each part of a configuration label (recommender.recommend.label) means, for the
+# What each part of a configuration label (recommender.decision.recommend.label) means, for the
 # legend under the tables: (pattern of the part, words with the part's value as {0}).
 LABEL_TERMS: tuple[tuple[str, str], ...] = (
     (r"tp(\d+)$", "tp{0}: tensor parallelism over {0} GPU(s) per replica"),
@@ -340,7 +342,7 @@ FRACTION_WORDS = {"config": "set in the config", "engine_release": "the release'
 def memory_text(plan: MemoryPlan, profile: Profile) -> str:
     """The pick's KV pool in words: its size, the tokens it holds and how many sequences of
     the trace's mean length (prompt + output) fit at once."""
-    from recommender.memory import max_concurrent_sequences
+    from recommender.model.memory import max_concurrent_sequences
 
     tokens = profile.input_tokens.mean + profile.output_tokens.mean
     sequences = max_concurrent_sequences(plan, tokens)
@@ -364,7 +366,7 @@ def curve_bands(figures: ServingFigures) -> dict[str, tuple[float, float]]:
 
 
 def model_rows(models: list[ModelShare]) -> dict[str, list]:
-    """The per-model split (profiler.chart_data.ModelShare) as a table for the screen."""
+    """The per-model split (profiler.analysis.chart_data.ModelShare) as a table for the screen."""
     def tokens(v: float | None) -> str:
         return "" if v is None else f"{v:,.0f}"
 
@@ -377,11 +379,11 @@ def model_rows(models: list[ModelShare]) -> dict[str, list]:
 
 
 def candidate_points(candidates: list[Candidate], pick_label: str) -> list[dict]:
-    """Chart points on the axes the Pareto flags are computed on (recommender.scoring.
+    """Chart points on the axes the Pareto flags are computed on (recommender.decision.scoring.
     pareto_flags): x the latency objective (p95 TTFT + p95 TPOT x (mean output - 1), ms),
     y goodput per GPU (req/s). The mean output length is the one every candidate served:
     output tokens/s over requests/s. A candidate that served nothing has no point."""
-    from recommender.scoring import latency_s
+    from recommender.decision.scoring import latency_s
 
     served = [c for c in candidates if c.predicted.request_throughput_rps > 0]
     if not served:

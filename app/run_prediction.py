@@ -1,9 +1,9 @@
 """The prediction of a benchmark run's own requests, for `bench --predict` and Validate.
 
 Joins the two halves no library package may join (runners does not import the recommender):
-the schedule a run sends (`runners.bench.schedules_of`, the same call the run makes) as a
+the schedule a run sends (`runners.benchmark.bench.schedules_of`, the same call the run makes) as a
 `core.load.LoadSpec` of sent requests (`Schedule.load_spec`), predicted by
-`recommender.predict_sim.predict` for the deployment the run serves, its goodput under the
+`recommender.sim.predict.predict` for the deployment the run serves, its goodput under the
 run's SLOs. So the measurement is set beside the prediction of exactly its load, not of the
 whole trace the pick was chosen on.
 """
@@ -16,13 +16,14 @@ from core.errors import RunnerError, UsageError
 
 if TYPE_CHECKING:  # imported where used: the CLI starts without the recommender
     from engines.config import EngineConfig
-    from recommender.predict_sim import LoadPrediction
-    from runners.bench import BenchRequest
+    from recommender.sim.predict import LoadPrediction
+    from runners.benchmark.bench import BenchRequest
 
 
 def predict_run(request: BenchRequest, config: EngineConfig, gpu: str | None
                 ) -> LoadPrediction:
-    """The `LoadPrediction` of what `request` (a `runners.bench.BenchRequest`) sends, served
+    """The `LoadPrediction` of what `request` (a `runners.benchmark.bench.BenchRequest`) sends,
+    served
     by `config` (an `EngineConfig`; one instance) on `gpu` (a catalog GPU name).
 
     Raises:
@@ -30,8 +31,8 @@ def predict_run(request: BenchRequest, config: EngineConfig, gpu: str | None
             that cannot be predicted as sent (`Schedule.load_spec`), or what `predict`
             refuses.
     """
-    from recommender.predict_sim import PredictRequest, predict
-    from runners.bench import schedules_of
+    from recommender.sim.predict import PredictRequest, predict
+    from runners.benchmark.bench import schedules_of
 
     if gpu is None:
         raise UsageError("--predict needs the GPU the deployment runs on: the config names "

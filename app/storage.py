@@ -24,7 +24,7 @@ from pydantic import Field
 
 from core.atomic import write_atomic
 from core.records import Record
-from profiler.ingest_options import IngestOptions
+from profiler.ingestion.options import IngestOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_TRACE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"

@@ -7,8 +7,8 @@ another, on one kept-alive connection each:
 
 * `plain-aiohttp` (the baseline): a plain aiohttp line reader that stamps `perf_counter()` per
   content line, bench/loadgen/plain_aiohttp.py's loop;
-* `send`: `runners.client.send` (aiohttp; a read is stamped when the loop hands it over);
-* `raw`: `runners.rawhttp.RawClient` (a read keeps the kernel's receive stamp on Linux).
+* `send`: `runners.load.client.send` (aiohttp; a read is stamped when the loop hands it over);
+* `raw`: `runners.load.rawhttp.RawClient` (a read keeps the kernel's receive stamp on Linux).
 
 Scenario 1, added error: each request's first content chunk comes --first-ms after the request,
 then --chunks - 1 more every --gap-ms, the usage chunk and [DONE]. A chunk's added error is the
@@ -18,7 +18,7 @@ client's gap minus the server's. Scenario 2, kernel-stamp gap fidelity: the serv
 read "a"; the gap error is the recorded gap minus the wire's. A loop-stamping client records the
 end of the block instead; the raw client should record the wire's gap.
 
-Budgets (the real-clock half of tests/runners/test_client.py's and test_rawhttp.py's old
+Budgets (the real-clock half of tests/runners/load/test_client.py's and test_rawhttp.py's old
 asserts, issue 28): for `send` and `raw`, TTFT added error mean < 2 ms, per-chunk added error
 p99 < 8 ms, and no stamp before its write; for `raw` on Linux, gap error |p99| < 2 ms. Exit 1
 when one is missed; the figures are printed either way. Ratios are against `plain-aiohttp`
@@ -48,10 +48,10 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runners.client import build_payload, endpoint_url, send
-from runners.rawhttp import RawClient
-from runners.schemas import RequestSpec
-from runners.stamped_socket import Receiver, StampedSocket, open_stamped
+from runners.load.client import build_payload, endpoint_url, send
+from runners.load.rawhttp import RawClient
+from runners.load.schemas import RequestSpec
+from runners.load.stamped_socket import Receiver, StampedSocket, open_stamped
 
 SPEC = RequestSpec(model="m", prompt="hello", max_tokens=8)
 WARMUP_REQUESTS = 5  # per client, not measured: connection set up, kernel stamping on

@@ -1,7 +1,7 @@
 """Benchmark of the load generator's send timing on a real clock: how far behind its scheduled
 offset each request reaches a loopback sink.
 
-Runs the real generator (`runners.loadgen.run_workload_sync`: raw transport, uvloop, as users
+Runs the real generator (`runners.load.generator.run_workload_sync`: raw transport, uvloop, as users
 run it; once in one process and once with `--workers 2`) on a seeded Poisson schedule against a
 minimal HTTP/1.1 streaming sink in a child process, which stamps each request when its first
 bytes arrive (perf_counter is CLOCK_MONOTONIC: one clock for every process). First, the named
@@ -11,7 +11,7 @@ start + k-th offset), both sorted. With two or more cores the sink gets core 0 a
 core 1, so the sink's own work does not delay a client's sends.
 
 Budget (the one the unit tests held until issue 28; they now test the timing rules on virtual
-time, tests/runners/test_loadgen_timing.py): for each ServeFit run, median lag < 20 ms and
+time, tests/runners/load/test_generator_timing.py): for each ServeFit run, median lag < 20 ms and
 never early by more than 3 ms (min lag > −3 ms). Exit status: 0 met, 1 missed, 2 the
 measurement is void (a request was lost or failed).
 
@@ -41,9 +41,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.loop import run_coroutine
-from runners.loadgen import run_workload_sync
-from runners.loadgen_run import LoadOptions
-from runners.workloads import Schedule, WorkloadSpec, build_schedule
+from runners.load.generator import run_workload_sync
+from runners.load.process import LoadOptions
+from runners.load.workloads import Schedule, WorkloadSpec, build_schedule
 
 MEDIAN_BUDGET_MS = 20.0
 EARLY_BUDGET_MS = 3.0

@@ -1,4 +1,4 @@
-"""Benchmark of `profiler.prefix`: LRU and infinite prefix-reuse throughput in blocks/s.
+"""Benchmark of `profiler.analysis.prefix`: LRU and infinite prefix-reuse throughput in blocks/s.
 
 Builds a seeded synthetic workload shaped like Mooncake (requests of ~24 blocks that share a
 prefix drawn from a Zipf-popular pool, then unique blocks; hashes are random uint64 as real
@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler import prefix
+from profiler.analysis import prefix
 from tests.reference import lru_hits as python_lru_hits  # the tests' plain OrderedDict LRU
 
 

@@ -4,32 +4,36 @@ Every row of data/calibration/published_calibration.csv.gz states a measurement 
 flags (`CalRow.predict_argv`: engine, model, GPU and count, TP / DP / EP, precision, KV
 dtype, lengths, concurrency or offline, request count, running cap, memory fraction, engine
 release, harness). The bench parses those flags with the CLI's own parser
-(`app.cli.build_parser`), turns them into the request with the CLI's own function
-(`app.cli.predict_request`) and answers with the function the CLI calls
-(`recommender.predict_sim.predict`); only the fitted parameters differ per fold.
+(`app.cli.main.build_parser`), turns them into the request with the CLI's own function
+(`app.cli.main.predict_request`) and answers with the function the CLI calls
+(`recommender.sim.predict.predict`); only the fitted parameters differ per fold.
 tests/app/test_predict_calibrated_path.py checks, row by row, that
 `python -m app predict <flags> --json`
 gives exactly what this bench scores with the shipped fit.
 
 Headline: leave-one-family-out (LOFO). A family is who measured with which harness
-(`recommender.calibrate.family_of`: all of GPUStack's pages are one family, NVIDIA's
+(`recommender.calibration.calibrate.family_of`: all of GPUStack's pages are one family, NVIDIA's
 TensorRT-LLM docs one, NIM one, AMD's results page one, ...). For every family the model is
-fitted (`recommender.fitting.fit`, the one procedure, as `python -m recommender.calibrate`
+fitted (`recommender.calibration.fitting.fit`, the one procedure, as `python -m
+recommender.calibration.calibrate`
 does) on the rows of all other families and that family's rows are predicted. The absolute
 percentage error (APE) of each held-out row is reported per family, per cell
-(`recommender.bands.cell_of`: engine × GPU family × dense/MoE × regime), per step-time
+(`recommender.calibration.bands.cell_of`: engine × GPU family × dense/MoE × regime), per step-time
 pricing (the measured tables, or the roofline fallback for the cells they lack), per metric
 (TTFT, TPOT/ITL, throughput, each on its own line) and overall. Intervals: per interval group
-(`recommender.bands.interval_keys`: cell × metric, pooled with wider groups below 20 rows or
+(`recommender.calibration.bands.interval_keys`: cell × metric, pooled with wider groups below 20
+rows or
 3 families) the p10-p90 of the signed error log(measured / predicted) a family never seen
-should expect (`recommender.bands.predictive_interval`: each family's median shift, their
+should expect (`recommender.calibration.bands.predictive_interval`: each family's median shift,
+their
 spread with Student's t, plus the scatter within families); coverage is the share of rows
 inside the interval built from the other families' errors only. `--group source` runs
 leave-one-source-out instead (the secondary line). Secondary too: the shipped fit on every
 row (in-sample).
 
 `--write-bands` stores each cell's median APE, each interval group's signed errors and the
-releases the rows ran in data/calibration/bands.json (`recommender.bands`), which `predict`
+releases the rows ran in data/calibration/bands.json (`recommender.calibration.bands`), which
+`predict`
 reports as its band and intervals. `--only A,B` limits the folds (a quick look; never for
 --write-bands); `--rows-out FILE` writes every held-out row's prediction as JSON with the
 CSV's hash, fit procedure, provider and grouping they came from, and `--rows-in FILE`
@@ -64,10 +68,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli import build_parser, predict_request
+from app.cli.main import build_parser, predict_request
 from core.atomic import write_atomic
 from core.figures import INTERVAL_METRIC
-from recommender.bands import (
+from recommender.calibration.bands import (
     BANDS_FILE,
     LOW_BATCH_MAX_CONCURRENCY,
     OUTSIDE_LEVEL,
@@ -77,10 +81,8 @@ from recommender.bands import (
     predictive_interval,
     regime_of,
 )
-from recommender.calibrate import DEFAULT_CSV, parse_csv
-from recommender.catalog import get_gpu, get_model
-from recommender.defaults import release_key
-from recommender.fitting import (
+from recommender.calibration.calibrate import DEFAULT_CSV, parse_csv
+from recommender.calibration.fitting import (
     FITTED,
     LATENCY_METRICS,
     PROCEDURE,
@@ -90,10 +92,12 @@ from recommender.fitting import (
     fit,
     predict_rows,
 )
-from recommender.params import PerfParams, load_params
-from recommender.predict_sim import PredictRequest, predict
-from recommender.resolve import resolve
-from recommender.steptime import DEFAULT_KIND, FALLBACK_KIND, PROVIDERS
+from recommender.catalog.lookup import get_gpu, get_model
+from recommender.model.defaults import release_key
+from recommender.model.params import PerfParams, load_params
+from recommender.model.resolve import resolve
+from recommender.model.steptime import DEFAULT_KIND, FALLBACK_KIND, PROVIDERS
+from recommender.sim.predict import PredictRequest, predict
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_MEDIAN_PCT = 15.0  # DESIGN §5
@@ -261,7 +265,7 @@ def _outside(row: CalRow, releases: dict[str, set[str]]) -> bool:
     """Whether `predict` calls the row outside the calibrated range (`bands.intervals_of`):
     an AMD GPU, or a release (the row's, else the plug-in's) the other families never
     measured; its interval then starts OUTSIDE_LEVEL groups wider."""
-    from engines import ENGINES
+    from engines.registry import ENGINES
 
     release = row.engine_version or ENGINES[row.engine].defaults.engine_version
     unknown = bool(releases) and (
@@ -329,7 +333,8 @@ def _table(title: str, groups: dict[str, list[float]]) -> None:
 def write_bands(rows: list[CalRow], pred: dict[int, float], step_time: str, group: str
                 ) -> None:
     """bands.json from the held-out predictions of `step_time`'s fit
-    (`recommender.bands.BandsFile`), keeping the other providers' errors already in the file
+    (`recommender.calibration.bands.BandsFile`), keeping the other providers' errors already in the
+    file
     when they were measured on the same CSV, grouping and fit procedure; the top level is the
     default provider's."""
     ape = {i: ape_of(r, pred[i]) for r in rows if (i := r.index) in pred}
@@ -343,10 +348,12 @@ def write_bands(rows: list[CalRow], pred: dict[int, float], step_time: str, grou
                             for k, v in sorted(interval_groups(rows, pred).items())},
               "releases": {e: sorted(v) for e, v in sorted(releases.items())}}
     csv_sha = _provenance(rows, step_time, group)["csv_sha256"]
-    method = (f"leave-one-{group}-out: fit (recommender.fitting.fit) on every other {group} "
+    method = (f"leave-one-{group}-out: fit (recommender.calibration.fitting.fit) on every "
+              f"other {group} "
               f"(families under {SMALL_FAMILY_ROWS} rows held out together), "
-              f"predict this {group}'s rows through the CLI's path (app.cli.predict_request of "
-              "each row's predict flags -> predict_sim.predict); median absolute relative "
+              f"predict this {group}'s rows through the CLI's path (app.cli.main.predict_request "
+              "of each row's predict flags -> recommender.sim.predict.predict); median absolute "
+              "relative "
               "error per cell (engine/gpu family/dense|moe/regime); per interval group "
               "(bands.interval_keys) the p10-p90 of the signed error log(measured/predicted) "
               "a family never seen should expect (bands.predictive_interval: the families' "
@@ -418,7 +425,7 @@ def _report(rows: list[CalRow], pred: dict[int, float], inside: dict[int, Covere
 
 
 # The code and data a held-out prediction depends on besides the CSV (the CSV's parser,
-# recommender/calibrate.py, is covered by the parsed rows' hash, `rows_sha256`).
+# recommender/calibration/calibrate.py, is covered by the parsed rows' hash, `rows_sha256`).
 CODE_GLOBS = ("core/*.py", "engines/*.py", "recommender/*.py", "data/catalog/*.yaml",
               "data/calibration/sharegpt_lengths.csv")
 
@@ -434,7 +441,8 @@ def code_sha256() -> str:
 
 def rows_sha256(rows: list[CalRow]) -> str:
     """SHA-256 over the parsed rows every fold trains on: a parser rule that drops or
-    changes rows (recommender/calibrate.py) changes every fold's fit, held out or not."""
+    changes rows (recommender/calibration/calibrate.py) changes every fold's fit, held out or
+    not."""
     digest = hashlib.sha256()
     for r in sorted(rows, key=lambda r: r.index):
         digest.update(json.dumps(dataclasses.asdict(r), sort_keys=True).encode() + b"\n")
@@ -555,7 +563,8 @@ def main() -> int:
     inside = coverage(rows, pred, args.group)
     _report(rows, pred, inside, args.group, args.step_time)
     print(f"\n{len(rows)} rows parsed ({len(skipped)} CSV rows skipped by the parser: "
-          f"`python -m recommender.calibrate` lists why), {len(refused)} refused by predict; "
+          f"`python -m recommender.calibration.calibrate` lists why), {len(refused)} refused "
+          "by predict; "
           f"took {time.perf_counter() - t0:.0f} s")
     for line in refused:
         print(f"  refused {line}")

@@ -1,9 +1,10 @@
-"""Benchmark of `recommender.recommend`: seconds for a whole recommendation on the sample.
+"""Benchmark of `recommender.decision.recommend`: seconds for a whole recommendation on the sample.
 
 Runs the full search (every engine plug-in, formats, parallelism, scheduler knobs, features,
 whole-window polishing, counterfactual reasons, warnings, routing) over the bundled Azure
 conversation sample and prints the wall time, the simulations run and the candidates ranked
-on the whole window, plus the pick and how far it holds (`recommender.capacity`). One warm-up
+on the whole window, plus the pick and how far it holds (`recommender.decision.capacity`). One
+warm-up
 run first loads the numba caches; the timed runs are what a user waits for once the caches
 exist. DESIGN §5 budget: < 30 s.
 
@@ -21,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from recommender.recommend import recommend  # noqa: E402
-from recommender.recommendation import RecommendRequest  # noqa: E402
+from recommender.decision.recommend import recommend  # noqa: E402
+from recommender.decision.recommendation import RecommendRequest  # noqa: E402
 
 SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
 BUDGET_S = 30.0

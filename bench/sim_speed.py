@@ -1,4 +1,4 @@
-"""Benchmark of `recommender.simulator`: seconds to simulate 100 k requests through one config.
+"""Benchmark of `recommender.sim.simulator`: seconds to simulate 100 k requests through one config.
 
 Synthetic, seeded, Azure-conversation-like lengths (lognormal input, median ~1k tokens; output
 median ~200) with Poisson arrivals; optional shared prefixes as block hashes. Times each
@@ -7,7 +7,7 @@ load) and prints requests/s simulated. DESIGN §5 budget: 100 k requests < 2 s; 
 recommendation over all candidates < 30 s (`recommend_time`: the bundled sample).
 
 `--step-time measured` runs the same modes with the measured-kernel provider
-(`recommender.steptime`; its table is built once, before the timings, and the numba loop
+(`recommender.model.steptime`; its table is built once, before the timings, and the numba loop
 reads it without calling Python).
 
 Run: .venv/bin/python bench/sim_speed.py [--requests 100000] [--rate 20] [--prefix]
@@ -26,10 +26,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engines.config import EngineConfig, SpeculativeConfig
-from recommender.catalog import get_gpu, get_model
-from recommender.params import load_params
-from recommender.simulator import SimOptions, SimRequests, simulate
-from recommender.steptime import DEFAULT_KIND, PROVIDERS
+from recommender.catalog.lookup import get_gpu, get_model
+from recommender.model.params import load_params
+from recommender.model.steptime import DEFAULT_KIND, PROVIDERS
+from recommender.sim.simulator import SimOptions, SimRequests, simulate
 
 
 def make_requests(n: int, rate: float, prefix: bool, seed: int = 0) -> SimRequests:

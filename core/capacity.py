@@ -1,6 +1,7 @@
 """The SLO boundary's records: how far a deployment holds, predicted or measured.
 
-Shared by `recommender.capacity` (which fills them), the engines' export report, the CLI and
+Shared by `recommender.decision.capacity` (which fills them), the engines' export report, the CLI
+and
 the views (which print them); seconds and req/s inside. Besides the records: the comparison
 of a predicted boundary with a measured one, and the boundary's and growth table's words
 (one wording for every front end and REPORT.md).
@@ -39,7 +40,8 @@ class LoadPoint(Record):
     holds: bool = Field(description="SLOs met and the load kept up with.")
 
 
-# Mutable: prices are filled in afterwards, when a GPU price is known (recommender.pricing).
+# Mutable: prices are filled in afterwards, when a GPU price is known
+# (recommender.decision.pricing).
 class Boundary(MutableRecord):
     """The highest load one deployment serves within the SLOs (a bracketing search)."""
 
@@ -63,7 +65,8 @@ class Boundary(MutableRecord):
                                        "output tokens served at the boundary (None: no price).")
 
 
-# Mutable: prices are filled in afterwards, when a GPU price is known (recommender.pricing).
+# Mutable: prices are filled in afterwards, when a GPU price is known
+# (recommender.decision.pricing).
 class GrowthRow(MutableRecord):
     """What `factor` × today's traffic needs."""
 
@@ -107,7 +110,8 @@ class DayWindow(Record):
                                    "rate (None: no request in the window).")
 
 
-# Mutable: prices are filled in afterwards, when a GPU price is known (recommender.pricing).
+# Mutable: prices are filled in afterwards, when a GPU price is known
+# (recommender.decision.pricing).
 class DayPlan(MutableRecord):
     """The fleet over the trace's span: replicas per window at the pick's SLO boundary, the
     GPU-hours that costs against a fleet sized for the busiest window, and the headroom."""
@@ -126,7 +130,7 @@ class DayPlan(MutableRecord):
     method: str = Field(description="How the plan was made, in words.")
 
 
-# Mutable: the day plan is added once the pick is known (recommender.recommend).
+# Mutable: the day plan is added once the pick is known (recommender.decision.recommend).
 class Capacity(MutableRecord):
     """How far the pick holds, each engine's best alternative, and what growth needs."""
 

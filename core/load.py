@@ -34,7 +34,7 @@ MIN_RATE_RPS = 1e-6
 MAX_TIME_SCALE = 1_000_000.0
 
 
-# Length distributions a published benchmark states (`recommender.lengths.SHAPES` draws
+# Length distributions a published benchmark states (`recommender.sim.lengths.SHAPES` draws
 # them): ShareGPT's own (`vllm bench serve --dataset-name sharegpt`), or the random
 # dataset's uniform spread with a range ratio of 0.8 (`--dataset-name random
 # --random-range-ratio 0.8` in the bench_serving form InferenceX runs: each length uniform
@@ -55,7 +55,7 @@ class DatasetLengths(Record):
     """Lengths drawn (seeded) from a named dataset's distribution of (prompt, output) pairs,
     scaled so their means are `input_tokens` / `output_tokens` (a benchmark that states a
     dataset and its mean lengths, e.g. `vllm bench serve` on ShareGPT). The distributions
-    are the consumer's (`recommender.lengths`)."""
+    are the consumer's (`recommender.sim.lengths`)."""
 
     kind: Literal["dataset"] = "dataset"
     dataset: Dataset = Field(description="Whose length distribution.")
@@ -79,7 +79,7 @@ class TraceWindow(Record):
 
 
 class SentRequests(Record):
-    """Requests exactly as a benchmark sends them (`runners.workloads.Schedule.load_spec`),
+    """Requests exactly as a benchmark sends them (`runners.load.workloads.Schedule.load_spec`),
     in send order: each one's send offset from the run start (open loop; None for a closed
     loop, whose users send as their last request ends), prompt and output tokens, and its
     prompt's chained block hashes (equal hash = equal prefix) when the run shares prefixes.

@@ -1,7 +1,8 @@
 """The contract every engine plug-in implements, and the small records it returns.
 
 A plug-in is a module-level object keyed by `kind`; generic code looks it up in
-`engines.ENGINES` and never branches on the engine's name. Plug-ins render and check; they do
+`engines.registry.ENGINES` and never branches on the engine's name. Plug-ins render and check; they
+do
 not predict or launch.
 """
 
@@ -130,7 +131,7 @@ class EnginePlugin(Protocol):
     # instance attributes alike; a bare annotation would demand instance variables.
     @property
     def kind(self) -> EngineKind:
-        """The registry key (`engines.ENGINES[kind]`)."""
+        """The registry key (`engines.registry.ENGINES[kind]`)."""
         ...
 
     @property

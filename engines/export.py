@@ -24,7 +24,6 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from core.capacity import LIMIT_TEXT, Capacity, boundary_text, day_text, growth_table
 from core.figures import Band
 from core.records import Record
-from engines import get_engine
 from engines.base import EnginePlugin
 from engines.common import docker_argv, parallel_layout, system_path_reason
 from engines.config import EngineConfig
@@ -39,6 +38,7 @@ from engines.manifests import (
     parse_docker_run,
     substitute,
 )
+from engines.registry import get_engine
 
 LAUNCH_SCRIPT = "launch.sh"
 DOCKER_SCRIPT = "launch-docker.sh"

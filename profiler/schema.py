@@ -67,7 +67,8 @@ ArrivalsKind = Literal["trace", "synthesized", "undefined"]
 
 class NgramAcceptance(Record):
     """Prompt-lookup (ngram) speculative acceptance replayed on the trace's output text
-    (`profiler.ngram_acceptance`): what the recommender uses instead of the method default."""
+    (`profiler.analysis.ngram_acceptance`): what the recommender uses instead of the method
+    default."""
 
     acceptance: float = Field(ge=0, le=1, description="per-token acceptance a with "
                               "(1 - a^(k+1)) / (1 - a) = tokens_per_step")

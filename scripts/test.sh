@@ -37,7 +37,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # The ingest fuzzer again with 100 examples a property (30 in the fast suite, to keep it quick),
 # when the whole suite runs.
 if [ "$#" = 0 ]; then
-  SERVEFIT_FUZZ_EXAMPLES=100 .venv/bin/python -m pytest -q tests/profiler/test_fuzz.py
+  SERVEFIT_FUZZ_EXAMPLES=100 .venv/bin/python -m pytest -q tests/profiler/ingestion/test_fuzz.py
 fi
 # Exit code 5 means "no test selected": not a failure for the slow group alone.
 status=0

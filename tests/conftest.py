@@ -1,5 +1,5 @@
 """Session set-up shared by every test package: one folder, per test run, for the step-time
-tables aiconfigurator's builds leave (`recommender.steptime_aic.cache_dir`), shared by the
+tables aiconfigurator's builds leave (`recommender.model.steptime_aic.cache_dir`), shared by the
 xdist workers and the CLI subprocesses they start, never the user's own cache folder; and
 Ctrl-C deliverable to the tests that press it."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-CACHE_ENV = "SERVEFIT_CACHE_DIR"  # recommender.steptime_aic.CACHE_ENV (not imported: light)
+CACHE_ENV = "SERVEFIT_CACHE_DIR"  # recommender.model.steptime_aic.CACHE_ENV (not imported: light)
 # Set by the process that starts the run; its xdist workers inherit it and share the folder.
 _RUN_ENV = "SERVEFIT_TEST_RUN"
 _FOLDER = pytest.StashKey[Path]()

@@ -36,8 +36,8 @@ from app.render import (
 from app.session import current_recommendation, current_trace, keep_recommendation
 from app.storage import bundle_zip, store_model_config
 from core.errors import ServeFitError
-from profiler.ingest_options import IngestOptions
-from recommender.recommendation import OBJECTIVES, UNSERVABLE
+from profiler.ingestion.options import IngestOptions
+from recommender.decision.recommendation import OBJECTIVES, UNSERVABLE
 
 DEFAULT_GPU = "H100-SXM"
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -55,7 +55,7 @@ def _form(shown):
     """The request form, filled with the shown recommendation's request (so the inputs say
     what the pick on screen was asked for, also after a visit to another view); returns a
     RecommendRequest when submitted, else None."""
-    from recommender.recommendation import RecommendRequest
+    from recommender.decision.recommendation import RecommendRequest
 
     gpus, models = catalog_names()
     choice = current_trace()
@@ -108,7 +108,7 @@ def _form(shown):
 
 
 def _run(request) -> None:
-    from recommender.recommend import recommend
+    from recommender.decision.recommend import recommend
 
     choice = current_trace()
     bar = st.progress(0.0, text="Starting…")
@@ -244,7 +244,7 @@ def _capacity(rec) -> None:
 
 def _export_request(rec, candidate) -> dict:
     """ExportRequest JSON of the pick (the recommendation's own) or of another engine's best."""
-    from recommender.recommend import alternative_export
+    from recommender.decision.recommend import alternative_export
 
     return alternative_export(rec, candidate)
 

@@ -20,8 +20,8 @@ from app.session import (
 from app.storage import SAMPLE_TRACE, TraceChoice
 from core.errors import ServeFitError
 from profiler import history as profiles
-from profiler.ingest_options import IngestOptions
-from recommender import history as recommendations
+from profiler.ingestion.options import IngestOptions
+from recommender.decision import history as recommendations
 
 
 def _profiles() -> None:
@@ -43,7 +43,7 @@ def _profiles() -> None:
 
 
 def _recommendations() -> None:
-    from recommender.recommendation import Recommendation
+    from recommender.decision.recommendation import Recommendation
 
     st.subheader("Recommendations")
     entries = visible_recommendations(recommendations.list_recommendations(store_cursor()))
@@ -89,7 +89,7 @@ def _choice(e) -> TraceChoice:
 
 
 def _runs() -> None:
-    from runners.store import compare_runs, list_runs
+    from runners.benchmark.store import compare_runs, list_runs
 
     st.subheader("Benchmark runs")
     runs = visible_runs(list_runs(store_workspace()))

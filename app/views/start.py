@@ -9,10 +9,10 @@ from app.render import plain, web_words
 from app.session import PENDING_KEY, TRACE_KEY, current_trace
 from app.storage import SAMPLE_LABEL, TraceChoice, display_name, sample_choice, store_upload
 from core.errors import FormatDetectionError, ServeFitError
-from profiler.formats import ALL_KINDS
-from profiler.ingest_options import IngestOptions
-from profiler.timestamps import TIME_UNITS as UNIT_NAMES
-from profiler.timestamps import parse_unit
+from profiler.formats.registry import ALL_KINDS
+from profiler.ingestion.options import IngestOptions
+from profiler.ingestion.timestamps import TIME_UNITS as UNIT_NAMES
+from profiler.ingestion.timestamps import parse_unit
 
 # The profiler's registries, in detection order, after the "let the profiler decide" choice.
 FORMATS = ["detect", *ALL_KINDS]

@@ -22,11 +22,11 @@ from app.session import current_recommendation, current_trace, remember_run
 from app.storage import app_home
 from core.errors import ServeFitError
 from engines.config import EngineKind
-from runners.bench import BenchRequest
-from runners.bench_options import BenchOptions, bench_argv, build_request, parse_options
-from runners.launch import LAUNCH_MODES
-from runners.schemas import Api
-from runners.workloads import BENCH_KINDS
+from runners.benchmark.bench import BenchRequest
+from runners.benchmark.options import BenchOptions, bench_argv, build_request, parse_options
+from runners.load.schemas import Api
+from runners.load.workloads import BENCH_KINDS
+from runners.server.launch import LAUNCH_MODES
 
 JOB_KEY = "servefit.validate.job"
 JOB_FOR_KEY = "servefit.validate.job_for"  # the command line of the form the job ran
@@ -139,7 +139,7 @@ def _boundary_form(cols, profile, trace_path: str) -> dict:
 
 
 # The bench kinds this view has a form for (label, form); the list shown is runners' registry
-# (runners.workloads.BENCH_KINDS) narrowed to these.
+# (runners.load.workloads.BENCH_KINDS) narrowed to these.
 _FORMS = {"trace": ("Replay my trace", _trace_form),
           "sweep": ("Concurrency sweep to the knee", _sweep_form),
           "burst": ("Burst: steady, step up, steady", _burst_form),
@@ -219,7 +219,7 @@ def _live() -> None:
 def _results(job: BenchJob) -> None:
     rec, report = current_recommendation(), job.report
     st.subheader(f"Run {report.run_id}: {report.status}")
-    if report.error:  # a failed run (runners.bench.run_failure) says why, as the CLI does
+    if report.error:  # a failed run (runners.benchmark.bench.run_failure) says why, as the CLI does
         st.error(plain(f"The run failed: {report.error}"))
     st.caption("Stored in the app's store (see Runs). " + (
         "The prediction is of the requests this run sent, as sent, on one instance of the "

@@ -2,7 +2,7 @@
 
 Reads a file written by `bench/gpu/step_kernels.py` (one is kept in data/measurements/: an
 H200, PyTorch 2.11 cu130) and prints, for Llama-3.1-8B on that GPU, what each step-time
-provider (`recommender.steptime`: the roofline, and NVIDIA's measured per-operation tables
+provider (`recommender.model.steptime`: the roofline, and NVIDIA's measured per-operation tables
 when aiconfigurator-core is installed) gives for the same work, engines' per-step overheads
 left out (set to 0) since the PyTorch timings have none:
 
@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from engines.config import EngineConfig
-from recommender import perf, steptime
-from recommender.catalog import get_gpu, get_model
-from recommender.params import load_params
+from recommender.catalog.lookup import get_gpu, get_model
+from recommender.model import perf, steptime
+from recommender.model.params import load_params
 
 DEFAULT = Path(__file__).resolve().parents[2] / "data" / "measurements" / \
     "h200_llama8b_step_kernels.json"

@@ -3,7 +3,7 @@
 cache, and a prefill chunk's causal attention, for Llama-3.1-8B's shapes.
 
 What it is for: checking the kernel-time part of ServeFit's step-time model (the roofline in
-`recommender/perf.py`) against silicon. Engines add their own per-step overhead on top of
+`recommender/model/perf.py`) against silicon. Engines add their own per-step overhead on top of
 kernel time; that part is fitted from published measurements and is not measured here.
 
 Runs on a machine with a CUDA GPU and PyTorch; writes one JSON file:

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiler.ngram_acceptance import Message
-from profiler.textblocks import TextMeasurer
-from profiler.timestamps import TimeUnit
+from profiler.analysis.ngram_acceptance import Message
+from profiler.ingestion.textblocks import TextMeasurer
+from profiler.ingestion.timestamps import TimeUnit
 
 FIELDS = ("time", "input", "output", "session", "model", "status", "hashes", "block_size")
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from profiler.analysis.ngram_acceptance import Message
 from profiler.formats.base import RawRequest, TextFormat
-from profiler.ngram_acceptance import Message
-from profiler.textblocks import ROLE_NAMES, TextMeasurer, message_text, render_message
+from profiler.ingestion.textblocks import ROLE_NAMES, TextMeasurer, message_text, render_message
 
 TIME_KEYS = ("created", "timestamp", "time", "created_at", "start_time")
 SESSION_KEYS = ("session_id", "conversation_id", "user")

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from core.errors import TraceError
+from profiler.analysis.ngram_acceptance import Message
 from profiler.formats.base import RawRequest, TextFormat
-from profiler.ngram_acceptance import Message
-from profiler.textblocks import ROLE_NAMES, TextMeasurer, render_message
+from profiler.ingestion.textblocks import ROLE_NAMES, TextMeasurer, render_message
 
 HUMAN_ROLES = ("human", "user")
 

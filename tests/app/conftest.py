@@ -52,7 +52,7 @@ class CliResult:
 
 @pytest.fixture
 def cli(monkeypatch, capfd) -> Callable[..., CliResult]:
-    """`python -m app ARGS` run by `app.cli.main` inside this process, from `cwd`.
+    """`python -m app ARGS` run by `app.cli.main.main` inside this process, from `cwd`.
 
     For tests of what a command does (its output, files, exit codes); a few tests per command
     keep a real subprocess for start-up and the process's own exit. Each call starts from what
@@ -61,7 +61,7 @@ def cli(monkeypatch, capfd) -> Callable[..., CliResult]:
     level (capfd), so output from below Python's sys.stdout is not missed. monkeypatch undoes
     the cwd, environment and argv after the test.
     """
-    from app.cli import main
+    from app.cli.main import main
 
     monkeypatch.delenv("SERVEFIT_WORKSPACE", raising=False)
 

@@ -307,7 +307,7 @@ def _successes(metrics_url: str) -> float:
 def test_validate_against_the_real_vllm_server(app_url, page, vllm_url):
     """Validate's endpoint mode on vLLM's CPU build (tiny model): the run the page reports is
     the one the server counted."""
-    from runners.prompts import server_root
+    from runners.load.prompts import server_root
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     metrics_url = server_root(vllm_url) + "/metrics"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profiler.formats import TABLE_FORMATS, TEXT_FORMATS
+from profiler.formats.registry import TABLE_FORMATS, TEXT_FORMATS
 from tests import reference as ref
 
 ROOT = Path(__file__).resolve().parents[2]

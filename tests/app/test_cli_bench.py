@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from profiler.workspace import Workspace
-from runners.store import list_runs, load_run
+from runners.benchmark.store import list_runs, load_run
 from tests.runners.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,10 +215,10 @@ ROUND_TRIP = [
 def test_the_command_shown_builds_the_same_run(fields, tmp_path):
     """Options (as the Validate view fills them) → the command line it shows → the CLI's
     parser → the same BenchRequest as the options built directly."""
-    from app.cli import build_parser
-    from app.cli_bench import options_of
+    from app.cli.bench import options_of
+    from app.cli.main import build_parser
     from engines.config import EngineConfig
-    from runners.bench_options import bench_argv, build_request, parse_options
+    from runners.benchmark.options import bench_argv, build_request, parse_options
 
     config = EngineConfig(engine="vllm", model="meta-llama/Llama-3.1-8B-Instruct")
     rec = tmp_path / "rec.json"
@@ -247,9 +247,9 @@ def _launched(tmp_path, engine: str, quantization: str):
     """The launch `bench --launch local --config rec.json` builds for a pick of Llama-3.1-8B
     on one H100 with `quantization` weights (the rec.json carrying the catalog's facts)."""
     from engines.export import ExportRequest
-    from recommender.catalog import get_gpu, get_model
-    from recommender.facts import hardware_facts, model_facts
-    from runners.bench_options import build_request, parse_options
+    from recommender.catalog.facts import hardware_facts, model_facts
+    from recommender.catalog.lookup import get_gpu, get_model
+    from runners.benchmark.options import build_request, parse_options
 
     request = ExportRequest(
         config={"engine": engine, "model": "meta-llama/Llama-3.1-8B-Instruct",

@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from profiler.ingest import ingest
-from profiler.ingest_options import IngestOptions
+from profiler.ingestion.ingest import ingest
+from profiler.ingestion.options import IngestOptions
 from profiler.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,11 +174,11 @@ def test_an_interrupt_after_the_line_still_exits_130_not_by_signal():
     """The CI failure: `profile` said "interrupted" and then died of SIGINT (exit -2), a
     second KeyboardInterrupt from a signal still pending escaping `main`. `python -m app`
     turns one that escapes into the interrupt's exit code."""
-    late = ("import runpy, app.cli\n"
+    late = ("import runpy, app.cli.main\n"
             "def main(argv=None):\n"
             "    print('python -m app: interrupted', file=__import__('sys').stderr)\n"
             "    raise KeyboardInterrupt\n"
-            "app.cli.main = main\n"
+            "app.cli.main.main = main\n"
             "runpy.run_module('app', run_name='__main__')\n")
     done = subprocess.run([sys.executable, "-c", late], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=False,

@@ -15,8 +15,8 @@ import pytest
 
 from core.load import fixed
 from engines.config import EngineConfig
-from recommender.catalog import get_gpu, get_model
-from recommender.predict_sim import simulate_load
+from recommender.catalog.lookup import get_gpu, get_model
+from recommender.sim.predict import simulate_load
 
 ROOT = Path(__file__).resolve().parents[2]
 LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from recommender.recommendation import Recommendation
+from recommender.decision.recommendation import Recommendation
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
@@ -134,7 +134,7 @@ def human_run(tmp_path_factory: pytest.TempPathFactory
 
 
 def test_text_view_shows_the_picks_band_or_no_calibrated_cell(human_run) -> None:
-    from app.cli_recommend import recommendation_text
+    from app.cli.recommend import recommendation_text
 
     out, cwd = human_run
     assert out.returncode == 0, out.stderr

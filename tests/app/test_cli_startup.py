@@ -12,7 +12,7 @@ HEAVY = ("numpy", "pandas", "duckdb", "aiohttp", "recommender", "runners", "engi
 
 
 def _modules_after(argv: list[str]) -> set[str]:
-    code = ("import sys, contextlib, io\nfrom app.cli import main\n"
+    code = ("import sys, contextlib, io\nfrom app.cli.main import main\n"
             "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
             f"    main({argv!r})\n"
             "print('\\n'.join(sys.modules))")
@@ -34,7 +34,7 @@ def test_a_commands_help_imports_its_registries_only():
 
 
 def test_each_command_keeps_its_options(capsys):
-    from app.cli import main
+    from app.cli.main import main
 
     for command, option in (("predict", "--step-time"), ("bench", "--workload"),
                             ("recommend", "--objective"), ("profile", "--format")):

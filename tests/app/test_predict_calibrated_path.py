@@ -4,7 +4,7 @@ gives through `python -m app predict … --json` exactly what bench/predict_accu
 
 Fast: every row's flags parse into the same request the bench and the fit use, none is
 skipped for parallelism, precision label or per-GPU metric; one row per family, engine,
-harness and load shape is answered through `app.cli.main` and a real `python -m app
+harness and load shape is answered through `app.cli.main.main` and a real `python -m app
 predict` process and compared with the bench's score. Slow: one row per source.
 """
 
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
-from recommender.calibrate import parse_csv
-from recommender.catalog import get_model
-from recommender.fitting import CalRow, refusal
-from recommender.params import load_params
+from app.cli.main import main
+from recommender.calibration.calibrate import parse_csv
+from recommender.calibration.fitting import CalRow, refusal
+from recommender.catalog.lookup import get_model
+from recommender.model.params import load_params
 
 REPO = Path(__file__).resolve().parents[2]
 # The row's metric → where `predict --json` puts it (latencies: ms, the mean).

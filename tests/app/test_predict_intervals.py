@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 
 BANDS = Path(__file__).resolve().parents[2] / "data" / "calibration" / "bands.json"
 MOE_H100 = ["--engine", "vllm", "--model", "openai/gpt-oss-120b", "--gpu", "H100-SXM",

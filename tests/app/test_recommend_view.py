@@ -212,7 +212,7 @@ def test_a_trace_read_with_a_column_map_is_recommended_on_its_own_requests(app_h
 
     from app.session import TRACE_KEY
     from app.storage import TraceChoice, store_upload
-    from profiler.ingest_options import IngestOptions
+    from profiler.ingestion.options import IngestOptions
 
     df = pd.read_csv(ref.TRACES / "BurstGPT_3.head400.csv").rename(
         columns={"Timestamp": "when", "Request tokens": "q", "Response tokens": "a"})
@@ -309,7 +309,7 @@ def test_a_trace_without_timestamps_asks_for_the_forms_rate_and_takes_it(app_hom
 def test_the_picks_gpu_memory_split_adds_up_to_the_gpu(recommended):
     """Issue 27: the GPU memory split (weights, activations, fixed reserve, KV pool, what is
     left) is drawn, and its parts add up to one GPU's memory."""
-    from recommender.catalog import get_gpu
+    from recommender.catalog.lookup import get_gpu
 
     at = recommended
     rec = at.session_state[RECOMMENDATION_KEY]

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.session import PENDING_KEY, TRACE_KEY
 from app.storage import COPY_CHUNK_BYTES, store_upload
-from profiler.formats import TABLE_FORMATS, TEXT_FORMATS
+from profiler.formats.registry import TABLE_FORMATS, TEXT_FORMATS
 from tests import reference as ref
 from tests.app.conftest import ENTRY
 

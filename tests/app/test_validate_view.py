@@ -12,8 +12,8 @@ from streamlit.testing.v1 import AppTest
 from app.session import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY
 from app.storage import store_upload
 from app.views.validate import JOB_KEY
-from recommender.recommend import recommend
-from recommender.recommendation import RecommendRequest
+from recommender.decision.recommend import recommend
+from recommender.decision.recommendation import RecommendRequest
 from tests import reference as ref
 from tests.app.conftest import ENTRY
 from tests.runners.fake_openai import FakeOpenAI

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app.cli import main
+from app.cli.main import main
 from core.errors import printable
-from runners.failures import one_line
+from runners.load.failures import one_line
 
 
 def test_control_characters_are_shown_as_escapes():

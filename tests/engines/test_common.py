@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from engines import ENGINES, sglang, trtllm, vllm
+from engines import sglang, trtllm, vllm
 from engines.base import EnginePlugin
 from engines.common import docker_argv, parallel_layout
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
+from engines.registry import ENGINES
 from tests.engines.conftest import H100, LLAMA_8B, MODEL, QWEN3_MOE
 
 KINDS = list(ENGINES)

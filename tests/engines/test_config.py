@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from engines import ENGINES, get_engine
 from engines.base import EnginePlugin
 from engines.config import EngineConfig, SpeculativeConfig
 from engines.errors import EngineError, UnknownEngineError
+from engines.registry import ENGINES, get_engine
 
 
 def _config(**overrides: object) -> EngineConfig:

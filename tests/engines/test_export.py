@@ -16,15 +16,15 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-import engines
-from engines import ENGINES, get_engine
 from engines import export as export_mod
+from engines import registry
 from engines.base import ContainerSpec
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, ExportError, UnknownEngineError
 from engines.export import ExportRequest, docker_command, export_bundle, load_request, render_bundle
 from engines.facts import HardwareFacts, ModelFacts
 from engines.manifests import parse_docker_run
+from engines.registry import ENGINES, get_engine
 from engines.sglang import PLUGIN as SGLANG
 from engines.trtllm import PLUGIN as TRTLLM
 from engines.vllm import PLUGIN as VLLM
@@ -265,7 +265,7 @@ class _TrtStyleDocker:
 
 
 def test_other_docker_options_reach_both_manifests(tmp_path, monkeypatch) -> None:
-    monkeypatch.setitem(engines.ENGINES, "vllm", _TrtStyleDocker(
+    monkeypatch.setitem(registry.ENGINES, "vllm", _TrtStyleDocker(
         shm_size="16g", ulimits={"memlock": -1, "stack": 67108864}))
     files = render_bundle(_request("vllm"))
     service = yaml.safe_load(files["docker-compose.yaml"])["services"]["vllm"]
@@ -496,7 +496,7 @@ def test_capability_check_refuses_and_writes_nothing(tmp_path: Path) -> None:
 def test_unregistered_engine_is_one_clear_error(tmp_path, monkeypatch) -> None:
     # A registry without vLLM, swapped in whole: deleting the key and letting monkeypatch put it
     # back would move vLLM to the end of the dict, and the search's grid follows that order.
-    monkeypatch.setattr(engines, "ENGINES", {k: v for k, v in engines.ENGINES.items()
+    monkeypatch.setattr(registry, "ENGINES", {k: v for k, v in registry.ENGINES.items()
                                              if k != "vllm"})
     with pytest.raises(UnknownEngineError, match="unknown engine 'vllm'"):
         export_bundle(_request("vllm"), tmp_path / "bundle")

@@ -16,8 +16,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from engines import ENGINES
 from engines.export import ExportRequest, render_bundle
+from engines.registry import ENGINES
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "data" / "schemas"
 K8S_VERSION = "1.33.0"

@@ -1,6 +1,7 @@
 """EngineConfig → config file + launch argv → parsed back, for every registered plug-in.
 
-No test here branches on an engine's name: each runs over `engines.ENGINES`, and what differs
+No test here branches on an engine's name: each runs over `engines.registry.ENGINES`, and what
+differs
 between engines is a fact in `FACTS` (written from shared/reference/engines.md, not from the
 plug-ins' code), which the generic assertions read.
 """
@@ -17,10 +18,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines import ENGINES
 from engines.base import EnginePlugin
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
+from engines.registry import ENGINES
 
 KINDS = sorted(ENGINES)
 PATH = "/cfg/file.yaml"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from engines import ENGINES
 from engines.common import docker_argv
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
+from engines.registry import ENGINES
 from engines.sglang import PLUGIN
 from engines.vllm import PLUGIN as VLLM
 from tests.engines.conftest import (

@@ -6,11 +6,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from engines import ENGINES
 from engines.common import docker_argv
 from engines.config import EngineConfig
 from engines.errors import CapabilityError, EngineError
 from engines.facts import HardwareFacts, ModelFacts
+from engines.registry import ENGINES
 from engines.trtllm import PLUGIN
 from tests.engines.conftest import (
     A100,

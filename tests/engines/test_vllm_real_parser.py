@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from engines import get_engine
 from engines.config import EngineConfig
+from engines.registry import get_engine
 from engines.vllm_flags import SWITCHES, VALUE_FLAGS
 
 pytestmark = pytest.mark.slow

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from core.load import LoadSpec
 from engines.config import EngineConfig, SpeculativeConfig
-from recommender.params import EngineParams, PerfParams, load_params
-from recommender.perf import weight_quantization
-from recommender.resolve import resolve
-from recommender.specs import GPU, ModelSpec
-from recommender.steady import Prediction, steady_state
+from recommender.catalog.specs import GPU, ModelSpec
+from recommender.model.params import EngineParams, PerfParams, load_params
+from recommender.model.perf import weight_quantization
+from recommender.model.resolve import resolve
+from recommender.model.steady import Prediction, steady_state
 
 
 def deploy(engine: str, model: ModelSpec, *, tp: int = 1, precision: str = "bf16",
@@ -26,9 +26,9 @@ def deploy(engine: str, model: ModelSpec, *, tp: int = 1, precision: str = "bf16
 def steady(config: EngineConfig, model: ModelSpec, gpu: GPU, load: LoadSpec, *,
            gpus: int | None = None, params: PerfParams | EngineParams | None = None,
            acceptance: float | None = None) -> Prediction:
-    """`recommender.steady.steady_state` of `config` under the fixed-length `load` on `gpus`
+    """`recommender.model.steady.steady_state` of `config` under the fixed-length `load` on `gpus`
     GPUs (default one instance; a whole number of instances), resolved for the load's
-    longest request with `params` (default fit.json's), as `predict_sim` resolves it."""
+    longest request with `params` (default fit.json's), as `recommender.sim.predict` resolves it."""
     per = config.gpus_per_instance
     gpus = gpus or per
     assert gpus % per == 0, (gpus, per)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engines.config import EngineConfig
-from runners.launch import LaunchSpec, group_alive, launched
+from runners.server.launch import LaunchSpec, group_alive, launched
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_VENV = ROOT / ".venv-vllm"

@@ -1,0 +1,3 @@
+"""The engine server: launch and teardown (`launch`, `docker_engine`), free `ports`, and Prometheus
+scraping (`scrape`).
+"""
