@@ -160,9 +160,9 @@ def memory_plan_of(config_json: str, gpu: str, model: str) -> Any:
 @st.cache_data(ttl=30, show_spinner=False, max_entries=16)
 def local_engine_missing(config_json: str, venv: str | None) -> str | None:
     """Why the pick's engine cannot start as a local process here, or None
-    (`runners.server.launch.local_prerequisite`; kept 30 s, it may start a Python)."""
+    (`runners.server.server_command.local_prerequisite`; kept 30 s, it may start a Python)."""
     from engines.config import EngineConfig
-    from runners.server.launch import local_prerequisite
+    from runners.server.server_command import local_prerequisite
 
     config = EngineConfig.model_validate_json(config_json)
     return local_prerequisite(config, Path(venv) if venv else None)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from recommender.decision.recommendation import Candidate, Decision
     from recommender.model.memory import MemoryPlan
     from recommender.sim.predict import LoadPrediction
-    from runners.server.scrape import SpecMeasured
+    from runners.server.engine_metrics import SpecMeasured
 
 
 _MARKDOWN_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")
@@ -216,8 +216,8 @@ def price_text(price: GpuPrice | None, usd_per_mtok: float | None) -> str:
     return text
 
 
-# A calibration cell's parts in words (recommender.calibration.bands.cell_of: engine/gpu family/
-# dense|moe/regime), for the views that show a cell name.
+# A calibration cell's parts in words (recommender.calibration.cells.cell_of: engine/gpu
+# family/dense|moe/regime), for the views that show a cell name.
 REGIME_WORDS = {"offline": "offline (all requests at once, max throughput)",
                 "low_batch": "closed loop at 4 or fewer concurrent users",
                 "fixed_concurrency": "closed loop above 4 concurrent users",

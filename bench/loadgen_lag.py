@@ -43,7 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from core.loop import run_coroutine
 from runners.load.generator import run_workload_sync
 from runners.load.process import LoadOptions
-from runners.load.workloads import Schedule, WorkloadSpec, build_schedule
+from runners.load.schedule import Schedule
+from runners.load.workload_spec import WorkloadSpec
+from runners.load.workloads import build_schedule
 
 MEDIAN_BUDGET_MS = 20.0
 EARLY_BUDGET_MS = 3.0

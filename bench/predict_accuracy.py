@@ -1,47 +1,42 @@
 """Accuracy of `python -m app predict` on the published rows, scored through the CLI's path.
 
 Every row of data/calibration/published_calibration.csv.gz states a measurement as `predict`
-flags (`CalRow.predict_argv`: engine, model, GPU and count, TP / DP / EP, precision, KV
-dtype, lengths, concurrency or offline, request count, running cap, memory fraction, engine
-release, harness). The bench parses those flags with the CLI's own parser
-(`app.cli.main.build_parser`), turns them into the request with the CLI's own function
-(`app.cli.main.predict_request`) and answers with the function the CLI calls
-(`recommender.sim.predict.predict`); only the fitted parameters differ per fold.
-tests/app/test_predict_calibrated_path.py checks, row by row, that
-`python -m app predict <flags> --json`
-gives exactly what this bench scores with the shipped fit.
+flags (`CalRow.predict_argv`: engine, model, GPU and count, TP / DP / EP, precision, KV dtype,
+lengths, concurrency or offline, request count, running cap, memory fraction, engine release,
+harness). The bench parses those flags with the CLI's own parser (`app.cli.main.build_parser`),
+turns them into the request with the CLI's own function (`app.cli.main.predict_request`) and
+answers with the function the CLI calls (`recommender.sim.predict.predict`); only the fitted
+parameters differ per fold. tests/app/test_predict_calibrated_path.py checks, row by row, that
+`python -m app predict <flags> --json` gives exactly what this bench scores with the shipped
+fit.
 
 Headline: leave-one-family-out (LOFO). A family is who measured with which harness
-(`recommender.calibration.calibrate.family_of`: all of GPUStack's pages are one family, NVIDIA's
-TensorRT-LLM docs one, NIM one, AMD's results page one, ...). For every family the model is
-fitted (`recommender.calibration.fitting.fit`, the one procedure, as `python -m
-recommender.calibration.calibrate`
-does) on the rows of all other families and that family's rows are predicted. The absolute
-percentage error (APE) of each held-out row is reported per family, per cell
-(`recommender.calibration.bands.cell_of`: engine × GPU family × dense/MoE × regime), per step-time
-pricing (the measured tables, or the roofline fallback for the cells they lack), per metric
-(TTFT, TPOT/ITL, throughput, each on its own line) and overall. Intervals: per interval group
-(`recommender.calibration.bands.interval_keys`: cell × metric, pooled with wider groups below 20
-rows or
-3 families) the p10-p90 of the signed error log(measured / predicted) a family never seen
-should expect (`recommender.calibration.bands.predictive_interval`: each family's median shift,
-their
-spread with Student's t, plus the scatter within families); coverage is the share of rows
-inside the interval built from the other families' errors only. `--group source` runs
-leave-one-source-out instead (the secondary line). Secondary too: the shipped fit on every
-row (in-sample).
+(`recommender.calibration.published.sources.family_of`: all of GPUStack's pages are one family,
+NVIDIA's TensorRT-LLM docs one, NIM one, AMD's results page one, ...). For every family the
+model is fitted (`recommender.calibration.fitting.fit`, the one procedure, as `python -m
+recommender.calibration.calibrate` does) on the rows of all other families and that family's
+rows are predicted. The absolute percentage error (APE) of each held-out row is reported per
+family, per cell (`recommender.calibration.cells.cell_of`: engine × GPU family × dense/MoE ×
+regime), per step-time pricing (the measured tables, or the roofline fallback for the cells
+they lack), per metric (TTFT, TPOT/ITL, throughput, each on its own line) and overall.
+Intervals: per interval group (`recommender.calibration.bands.interval_keys`: cell × metric,
+pooled with wider groups below 20 rows or 3 families) the p10-p90 of the signed error
+log(measured / predicted) a family never seen should expect
+(`recommender.calibration.bands.predictive_interval`: each family's median shift, their spread
+with Student's t, plus the scatter within families); coverage is the share of rows inside the
+interval built from the other families' errors only. `--group source` runs leave-one-source-out
+instead (the secondary line). Secondary too: the shipped fit on every row (in-sample).
 
 `--write-bands` stores each cell's median APE, each interval group's signed errors and the
-releases the rows ran in data/calibration/bands.json (`recommender.calibration.bands`), which
-`predict`
-reports as its band and intervals. `--only A,B` limits the folds (a quick look; never for
---write-bands); `--rows-out FILE` writes every held-out row's prediction as JSON with the
-CSV's hash, fit procedure, provider and grouping they came from, and `--rows-in FILE`
-reports on such a file without fitting again (with --write-bands only when all four are
-today's: a change to how intervals are built from the same held-out predictions). The file
-is written after each fold, so `--resume FILE` goes on from the folds it holds (a killed
-run loses one fold at most; the 4,213-row file's nine folds took 7-56 minutes each, two at
-a time beside other work on a 2-core machine).
+releases the rows ran in data/calibration/bands.json (`recommender.calibration.bands_file`), which
+`predict` reports as its band and intervals. `--only A,B` limits the folds (a quick look; never
+for --write-bands); `--rows-out FILE` writes every held-out row's prediction as JSON with the
+CSV's hash, fit procedure, provider and grouping they came from, and `--rows-in FILE` reports
+on such a file without fitting again (with --write-bands only when all four are today's: a
+change to how intervals are built from the same held-out predictions). The file is written
+after each fold, so `--resume FILE` goes on from the folds it holds (a killed run loses one
+fold at most; the 4,213-row file's nine folds took 7-56 minutes each, two at a time beside
+other work on a 2-core machine).
 
 Run: .venv/bin/python bench/predict_accuracy.py [--quiet] [--write-bands]
      [--group family|source] [--step-time measured|roofline] [--only SUBSTR,...]
@@ -71,27 +66,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.cli.main import build_parser, predict_request
 from core.atomic import write_atomic
 from core.figures import INTERVAL_METRIC
+from recommender.calibration.answers import predict_rows
 from recommender.calibration.bands import (
-    BANDS_FILE,
-    LOW_BATCH_MAX_CONCURRENCY,
     OUTSIDE_LEVEL,
-    cell_of,
     interval_for,
     interval_keys,
     predictive_interval,
-    regime_of,
 )
-from recommender.calibration.calibrate import DEFAULT_CSV, parse_csv
-from recommender.calibration.fitting import (
-    FITTED,
-    LATENCY_METRICS,
-    PROCEDURE,
-    REFERENCE_ARCH,
-    SCALES,
-    CalRow,
-    fit,
-    predict_rows,
-)
+from recommender.calibration.bands_file import BANDS_FILE
+from recommender.calibration.cal_row import LATENCY_METRICS, CalRow
+from recommender.calibration.cells import LOW_BATCH_MAX_CONCURRENCY, cell_of, regime_of
+from recommender.calibration.fitting import PROCEDURE, fit
+from recommender.calibration.parameters import FITTED, REFERENCE_ARCH, SCALES
+from recommender.calibration.published.parse import DEFAULT_CSV, parse_csv
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.model.defaults import release_key
 from recommender.model.params import PerfParams, load_params
@@ -333,10 +320,9 @@ def _table(title: str, groups: dict[str, list[float]]) -> None:
 def write_bands(rows: list[CalRow], pred: dict[int, float], step_time: str, group: str
                 ) -> None:
     """bands.json from the held-out predictions of `step_time`'s fit
-    (`recommender.calibration.bands.BandsFile`), keeping the other providers' errors already in the
-    file
-    when they were measured on the same CSV, grouping and fit procedure; the top level is the
-    default provider's."""
+    (`recommender.calibration.bands_file.BandsFile`), keeping the other providers' errors
+    already in the file when they were measured on the same CSV, grouping and fit procedure;
+    the top level is the default provider's."""
     ape = {i: ape_of(r, pred[i]) for r in rows if (i := r.index) in pred}
     overall = list(ape.values())
     releases = _releases(rows)
@@ -349,12 +335,10 @@ def write_bands(rows: list[CalRow], pred: dict[int, float], step_time: str, grou
               "releases": {e: sorted(v) for e, v in sorted(releases.items())}}
     csv_sha = _provenance(rows, step_time, group)["csv_sha256"]
     method = (f"leave-one-{group}-out: fit (recommender.calibration.fitting.fit) on every "
-              f"other {group} "
-              f"(families under {SMALL_FAMILY_ROWS} rows held out together), "
+              f"other {group} (families under {SMALL_FAMILY_ROWS} rows held out together), "
               f"predict this {group}'s rows through the CLI's path (app.cli.main.predict_request "
               "of each row's predict flags -> recommender.sim.predict.predict); median absolute "
-              "relative "
-              "error per cell (engine/gpu family/dense|moe/regime); per interval group "
+              "relative error per cell (engine/gpu family/dense|moe/regime); per interval group "
               "(bands.interval_keys) the p10-p90 of the signed error log(measured/predicted) "
               "a family never seen should expect (bands.predictive_interval: the families' "
               "median shifts with Student's t spread plus the scatter within families)")
@@ -426,7 +410,8 @@ def _report(rows: list[CalRow], pred: dict[int, float], inside: dict[int, Covere
 
 # The code and data a held-out prediction depends on besides the CSV (the CSV's parser,
 # recommender/calibration/calibrate.py, is covered by the parsed rows' hash, `rows_sha256`).
-CODE_GLOBS = ("core/*.py", "engines/*.py", "recommender/*.py", "data/catalog/*.yaml",
+# Recursive: the packages hold sub-packages (recommender/sim/, engines/vllm/, ...).
+CODE_GLOBS = ("core/**/*.py", "engines/**/*.py", "recommender/**/*.py", "data/catalog/*.yaml",
               "data/calibration/sharegpt_lengths.csv")
 
 

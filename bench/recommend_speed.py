@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from recommender.decision.recommend import recommend  # noqa: E402
+from recommender.decision.recommend import recommend_trace  # noqa: E402
 from recommender.decision.recommendation import RecommendRequest  # noqa: E402
 
 SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
@@ -34,10 +34,10 @@ def timed_recommendation(trace: str = str(SAMPLE), gpu: str = "H100-SXM", gpus: 
                          repeat: int = 1) -> None:
     """Warm up (numba caches), then time `repeat` whole recommendations and print each."""
     request = RecommendRequest(source=trace, gpu=gpu, gpus=gpus, model=model)
-    recommend(request.model_copy(update={"max_requests": 200}))  # warm-up: numba caches
+    recommend_trace(request.model_copy(update={"max_requests": 200}))  # warm-up: numba caches
     for _ in range(repeat):
         start = time.perf_counter()
-        rec = recommend(request)
+        rec = recommend_trace(request)
         wall = time.perf_counter() - start
         print(f"recommend {Path(trace).name} on {gpus}x {gpu}, {model}: "
               f"{wall:.1f} s wall (budget {BUDGET_S:.0f} s, "

@@ -79,7 +79,7 @@ class TraceWindow(Record):
 
 
 class SentRequests(Record):
-    """Requests exactly as a benchmark sends them (`runners.load.workloads.Schedule.load_spec`),
+    """Requests exactly as a benchmark sends them (`runners.load.schedule.Schedule.load_spec`),
     in send order: each one's send offset from the run start (open loop; None for a closed
     loop, whose users send as their last request ends), prompt and output tokens, and its
     prompt's chained block hashes (equal hash = equal prefix) when the run shares prefixes.

@@ -218,7 +218,7 @@ class EnginePlugin(Protocol):
         container_name: str | None = None,
         config_file_path: str | None = None,
     ) -> ContainerSpec:
-        """The engine container for this config (`engines.common.docker_argv` renders it as
+        """The engine container for this config (`engines.containers.docker_argv` renders it as
         a `docker run` command; the launcher hands it to the Docker Engine API).
 
         `config_file_path` is the host path of the file `config_file(config)` wrote; a plug-in

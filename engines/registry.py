@@ -5,9 +5,11 @@ Generic code looks plug-ins up here and never branches on an engine's name.
 
 from __future__ import annotations
 
-from engines import sglang, trtllm, vllm
 from engines.base import EnginePlugin
 from engines.errors import UnknownEngineError
+from engines.sglang import plugin as sglang
+from engines.trtllm import plugin as trtllm
+from engines.vllm import plugin as vllm
 
 ENGINES: dict[str, EnginePlugin] = {
     vllm.PLUGIN.kind: vllm.PLUGIN,

@@ -24,7 +24,7 @@ def add_bench(sub: Any) -> None:
 
     from runners.load.schemas import Api
     from runners.load.workloads import BENCH_KINDS
-    from runners.server.launch import LAUNCH_MODES
+    from runners.server.launch_spec import LAUNCH_MODES
 
     p = sub.add_parser("bench", help=COMMAND_HELP["bench"])
     where = p.add_mutually_exclusive_group(required=True)
@@ -143,7 +143,7 @@ def _predicted(options: Any, workspace: str | None) -> Any:
     """The prediction of the requests `options` send (`app.run_prediction`), for the
     deployment --config names."""
     from app.run_prediction import predict_run
-    from engines.export import load_request
+    from engines.export.loading import load_request
     from runners.benchmark.options import build_request
 
     if options.config_path is None:
@@ -200,7 +200,7 @@ def _text(s: dict[str, Any]) -> str:
     spec = s["scraped"].get("speculative")
     if spec is not None:
         from app.render import speculation_text
-        from runners.server.scrape import SpecMeasured
+        from runners.server.engine_metrics import SpecMeasured
 
         lines.append("speculate  " + speculation_text(SpecMeasured.model_validate(spec)))
     return "\n".join(lines)

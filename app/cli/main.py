@@ -352,7 +352,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     import json
 
     from engines.errors import EngineError
-    from engines.export import export_bundle, load_request
+    from engines.export.bundle import export_bundle
+    from engines.export.loading import load_request
     from recommender.catalog.facts import with_catalog_facts
 
     try:

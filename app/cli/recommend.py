@@ -63,7 +63,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from profiler.workspace import Workspace
-    from recommender.decision.recommend import recommend
+    from recommender.decision.recommend import recommend_trace
     from recommender.decision.recommendation import RecommendRequest
 
     try:
@@ -80,7 +80,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         raise usage_error(exc, option=True, flags=FLAGS) from None
     workspace = Workspace.resolve(args.workspace) if args.workspace else None
     progress = _progress if args.progress else None
-    rec = recommend(request, workspace=workspace, progress=progress)
+    rec = recommend_trace(request, workspace=workspace, progress=progress)
     text = rec.model_dump_json(indent=2)
     if args.output:
         write_output(args.output, text + "\n")

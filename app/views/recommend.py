@@ -36,7 +36,6 @@ from app.render import (
 from app.session import current_recommendation, current_trace, keep_recommendation
 from app.storage import bundle_zip, store_model_config
 from core.errors import ServeFitError
-from profiler.ingestion.options import IngestOptions
 from recommender.decision.recommendation import OBJECTIVES, UNSERVABLE
 
 DEFAULT_GPU = "H100-SXM"
@@ -108,21 +107,19 @@ def _form(shown):
 
 
 def _run(request) -> None:
-    from recommender.decision.recommend import recommend
+    from recommender.decision.recommend import recommend_trace
 
     choice = current_trace()
     bar = st.progress(0.0, text="Starting…")
     try:
-        # recommend() reads its source with default options: a trace that needed options
-        # comes as its canonical copy, read into a temporary workspace of recommend's own.
-        shared = choice.options == IngestOptions.model_validate({})
-
         def progress(fraction: float, what: str) -> None:
             bar.progress(min(1.0, fraction), text=what)
 
         with user_paths(choice):
-            rec = recommend(request, workspace=workspace_for(choice) if shared else None,
-                            progress=progress)
+            # the trace as the Profile view ingested it: its profile and workspace, not read
+            # again (`recommend_trace` reads the file only for a rate the trace lacks)
+            rec = recommend_trace(request, profile=profile_for(choice),
+                                  workspace=workspace_for(choice), progress=progress)
     except ServeFitError as exc:
         bar.empty()
         st.error(plain(web_words(str(exc))))
@@ -244,14 +241,15 @@ def _capacity(rec) -> None:
 
 def _export_request(rec, candidate) -> dict:
     """ExportRequest JSON of the pick (the recommendation's own) or of another engine's best."""
-    from recommender.decision.recommend import alternative_export
+    from recommender.decision.export_view import alternative_export
 
     return alternative_export(rec, candidate)
 
 
 def _downloads(rec) -> None:
     from engines.errors import EngineError
-    from engines.export import ExportRequest, render_bundle
+    from engines.export.bundle import render_bundle
+    from engines.export.request import ExportRequest
 
     st.markdown("**Config files**")
     others = [c for c in rec.alternatives if c.label != rec.pick.label]

@@ -26,7 +26,7 @@ from runners.benchmark.bench import BenchRequest
 from runners.benchmark.options import BenchOptions, bench_argv, build_request, parse_options
 from runners.load.schemas import Api
 from runners.load.workloads import BENCH_KINDS
-from runners.server.launch import LAUNCH_MODES
+from runners.server.launch_spec import LAUNCH_MODES
 
 JOB_KEY = "servefit.validate.job"
 JOB_FOR_KEY = "servefit.validate.job_for"  # the command line of the form the job ran

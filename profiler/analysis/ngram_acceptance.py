@@ -16,7 +16,7 @@ then the output's first p tokens):
 This is vLLM's `NgramProposer` (longest n within [prompt_lookup_min, prompt_lookup_max],
 k = num_speculative_tokens) under greedy verification.
 
-Defaults: NGRAM_MAX = 4 is what `engines.vllm` writes (`prompt_lookup_max`); vLLM's
+Defaults: NGRAM_MAX = 4 is what `engines.vllm.spellings` writes (`prompt_lookup_max`); vLLM's
 SpeculativeConfig sets `prompt_lookup_min` to `prompt_lookup_max` when only the latter is
 given, hence NGRAM_MIN = 4. NGRAM_K = 3 is the search's speculative config
 (`recommender.decision.search.SPECULATIVE`). A test checks both stay equal to those.

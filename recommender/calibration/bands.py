@@ -1,185 +1,27 @@
-"""How far a prediction can be trusted: calibration cells and their cross-validated errors.
-
-Owns the cell of a deployment and load (`cell_of`: engine × GPU family × dense/MoE × regime),
-the bands file (data/calibration/bands.json: per step-time provider, each cell's
-leave-one-source-out median APE and the held-out rows behind it, written by
-`bench/predict_accuracy.py --write-bands`) and `band_for`, which turns a cell into
-`core.figures.Band` for the step-time provider the prediction used, or None
-outside every calibrated cell or for a provider the file has no errors for: the errors are
-the provider's, so another provider's would be a band that was never measured.
-No fitting here; the file is data.
-
-A trace replay (what `recommend` simulates) is open-loop, and no published row measures an
-open loop. `replay_regime` maps it to the closed-loop regime with the same mean number of
-requests in the system (Little's law: L = throughput × mean E2E, per engine replica): the
-cells' errors are the step-time model's at the batch sizes that load produces, and an open
-loop at that occupancy runs the same batches. `cell_band` is `band_for` cached per cell, for
-the search's thousands of candidates.
+"""The p10-p90 intervals a predicted figure carries: built from the held-out signed errors of
+the publisher families measured (`predictive_interval`, what bands.json stores per interval
+group), the groups a figure falls in (`interval_keys`, narrowest first), the group chosen for
+it (`interval_for`, `intervals_of`: pooled with wider groups where a group has too few rows or
+families, or the question lies outside the calibrated range) and draws of its error
+(`draw_errors`). The file itself and a cell's median-APE band are
+`recommender.calibration.bands_file`; the cells and regimes `recommender.calibration.cells`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
-from pydantic import Field, ValidationError
 
-from core.errors import CatalogError
-from core.figures import Band, Interval
-from core.load import ClosedLoop, Offline, Rate
-from core.records import Record
+from core.figures import Interval
+from recommender.calibration.bands_file import BANDS_FILE, ProviderBands, SignedErrors, load_bands
+from recommender.calibration.cells import Regime
 from recommender.catalog.specs import GPU, ModelSpec
 from recommender.model.defaults import release_key
 from recommender.model.steptime import DEFAULT_KIND
-
-BANDS_FILE = Path(__file__).resolve().parents[2] / "data" / "calibration" / "bands.json"
-# Closed loop at this many users or fewer is "low batch": the step is weight-read bound and
-# per-step overheads dominate, unlike the throughput-bound regimes above it.
-LOW_BATCH_MAX_CONCURRENCY = 4
-
-Regime = Literal["offline", "low_batch", "fixed_concurrency", "rate"]
-
-
-def regime_of(arrival: ClosedLoop | Rate | Offline | None, concurrency: int | None = None,
-              ) -> Regime:
-    """The load regime: offline (max throughput), low batch (closed loop at ≤
-    LOW_BATCH_MAX_CONCURRENCY users), fixed concurrency (closed loop above) or rate (open
-    loop: MLPerf's Server scenario, `vllm bench serve --request-rate`). `arrival` None:
-    closed loop at `concurrency`, offline when that is None too."""
-    if isinstance(arrival, Offline):
-        return "offline"
-    if isinstance(arrival, ClosedLoop):
-        concurrency = arrival.concurrency
-    elif arrival is not None:
-        return "rate"
-    if concurrency is None:
-        return "offline"
-    return "low_batch" if concurrency <= LOW_BATCH_MAX_CONCURRENCY else "fixed_concurrency"
-
-
-def cell_of(engine: str, gpu: GPU, model: ModelSpec, regime: Regime) -> str:
-    """The calibration cell 'engine/gpu family/dense|moe/regime', e.g.
-    'vllm/hopper/dense/low_batch'."""
-    return f"{engine}/{gpu.architecture}/{'moe' if model.is_moe else 'dense'}/{regime}"
-
-
-class CellError(Record):
-    """One cell's leave-one-source-out error."""
-
-    median_ape: float = Field(ge=0, description="Median absolute relative error (0.15 = 15 %).")
-    rows: int = Field(ge=1, description="Held-out measurements behind it.")
-
-
-class SignedErrors(Record):
-    """One interval group's p10-p90 of the signed error log(measured / predicted) a publisher
-    family never seen should expect (`predictive_interval`)."""
-
-    p10: float = Field(description="10th percentile of log(measured / predicted).")
-    p90: float = Field(description="90th percentile of log(measured / predicted).")
-    rows: int = Field(ge=1, description="Held-out measurements behind it.")
-    families: int = Field(ge=1, description="Publisher families those rows come from.")
-    quantiles: list[float] = Field(
-        default_factory=list, description="The same distribution at QUANTILE_LEVELS (what "
-        "a draw of the error is taken from: `draw_errors`); empty in files written before.")
-
-
-class ProviderBands(Record):
-    """One step-time provider's errors: overall and per cell, and the signed errors of every
-    interval group (`interval_keys`)."""
-
-    overall: CellError = Field(description="All held-out rows together.")
-    cells: dict[str, CellError] = Field(description="Cell (`cell_of`) → its error.")
-    intervals: dict[str, SignedErrors] = Field(
-        default_factory=dict, description="Interval group (`interval_keys`) → its errors.")
-    releases: dict[str, list[str]] = Field(
-        default_factory=dict, description="Engine → the releases (major.minor) its rows ran.")
-
-
-class BandsFile(Record):
-    """data/calibration/bands.json. The top-level `overall`/`cells` are the default
-    provider's (`steptime.DEFAULT_KIND`; a schema-1 file has only those); `providers` holds
-    every provider the bench measured, keyed by kind."""
-
-    schema_version: int = 1
-    method: str = Field(description="How the errors were measured.")
-    csv_sha256: str = Field(description="The calibration CSV the errors come from.")
-    fit_procedure: str | None = Field(default=None, description="fitting.PROCEDURES key the "
-                                      "folds were fitted with.")
-    overall: CellError = Field(description="All held-out rows together (default provider).")
-    cells: dict[str, CellError] = Field(description="Cell (`cell_of`) → its error (default "
-                                        "provider).")
-    providers: dict[str, ProviderBands] = Field(
-        default_factory=dict, description="Step-time provider kind → its errors.")
-
-    def for_provider(self, kind: str) -> ProviderBands | None:
-        """The errors measured with step-time provider `kind`, None when it was not run."""
-        if kind in self.providers:
-            return self.providers[kind]
-        if not self.providers and kind == DEFAULT_KIND:  # schema 1: the default's only
-            return ProviderBands(overall=self.overall, cells=self.cells)
-        return None
-
-
-@lru_cache(maxsize=4)
-def load_bands(path: str | Path = BANDS_FILE) -> BandsFile:
-    """The bands file (cached per path; it only changes when the bench rewrites it).
-
-    Raises:
-        CatalogError: the file is missing or malformed (data the tool ships, not the
-            question: no search may take it for one candidate's failure).
-    """
-    try:
-        return BandsFile.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise CatalogError(f"{path}: cannot load error bands ({exc.error_count()} errors, "
-                           f"first {where}: {first['msg']}); regenerate with "
-                           "`python bench/predict_accuracy.py --write-bands`") from None
-    except (OSError, ValueError) as exc:
-        raise CatalogError(f"{path}: cannot load error bands ({exc}); regenerate with "
-                           "`python bench/predict_accuracy.py --write-bands`") from None
-
-
-def band_for(cell: str, bands: BandsFile | None = None, kind: str | None = None,
-             ) -> Band | None:
-    """The cell's band under step-time provider `kind` (default `steptime.DEFAULT_KIND`),
-    or None when no held-out measurement falls in it or the file
-    has no errors for that provider."""
-    bands = bands or load_bands()
-    errors = bands.for_provider(kind or DEFAULT_KIND)
-    found = errors.cells.get(cell) if errors is not None else None
-    if found is None:
-        return None
-    return Band(cell=cell, median_ape=found.median_ape, rows=found.rows)
-
-
-def band_of_prediction(
-    cell: str, path: str | Path = BANDS_FILE, kind: str | None = None,
-) -> tuple[Band | None, str | None]:
-    """(the cell's band under step-time provider `kind` (default the default provider), None) or,
-    outside every calibrated cell, for a provider without bands or without a bands file,
-    (None, the warning that says so plainly)."""
-    kind = kind or DEFAULT_KIND
-    if not Path(path).exists():
-        return None, (f"no error bands ({Path(path).name} missing): how far this prediction "
-                      "can be trusted is unknown")
-    bands = load_bands(path)
-    if bands.for_provider(kind) is None:
-        return None, (f"no error bands for step-time provider {kind!r} (measured for "
-                      f"{', '.join(bands.providers) or DEFAULT_KIND} only): how far this "
-                      "prediction can be trusted is unknown")
-    band = band_for(cell, bands, kind)
-    if band is None:
-        return None, (f"outside every calibrated cell: no published measurement backs {cell}, "
-                      "so this prediction has no error band (its error is unknown)")
-    return band, None
-
 
 MIN_INTERVAL_ROWS = 20  # fewer held-out rows in a group: pool with the next wider one
 # Fewer families in a group: no spread between publishers can be estimated there, so pool
@@ -259,6 +101,8 @@ def _group_quantiles(basis: str, bands_file: str, step_time: str) -> tuple[float
     errors = load_bands(bands_file).for_provider(step_time)
     found = None if errors is None else errors.intervals.get(basis)
     return () if found is None else tuple(found.quantiles)
+
+
 # How far out the wider groups start when the question is outside the calibrated range
 # (a release, an AMD GPU): past the engine's own cells.
 OUTSIDE_LEVEL = 2
@@ -364,30 +208,3 @@ def _intervals_cached(engine: str, gpu: tuple[str, str, str], moe: bool, regime:
                     f"{MIN_INTERVAL_FAMILIES} publisher families in {keys[0].split('|')[0]}: "
                     f"intervals pooled from {', '.join(pooled)}")
     return out, said
-
-
-def replay_regime(throughput_rps: float, mean_e2e_s: float | None) -> Regime:
-    """The regime of an open-loop replay served at `throughput_rps` (completed requests/s of
-    one engine replica) with mean E2E `mean_e2e_s`: the closed-loop regime at its mean number
-    of requests in the system, L = throughput × E2E (Little's law), at least 1; "rate" (no
-    calibrated cell) when nothing completed."""
-    if mean_e2e_s is None or not math.isfinite(mean_e2e_s) or throughput_rps <= 0:
-        return "rate"
-    return regime_of(None, concurrency=max(1, round(throughput_rps * mean_e2e_s)))
-
-
-def cell_band(cell: str, path: str | Path = BANDS_FILE, kind: str | None = None,
-              ) -> Band | None:
-    """`band_for(cell)` under step-time provider `kind` (default the default provider) from the
-    bands file at `path`, cached per (cell, path, kind); None outside every calibrated cell,
-    for a provider without bands or without a bands file (`band_of_prediction` says which).
-
-    Raises:
-        CatalogError: the bands file exists but is malformed.
-    """
-    return _cell_band(cell, str(path), kind or DEFAULT_KIND)
-
-
-@lru_cache(maxsize=1024)
-def _cell_band(cell: str, path: str, kind: str) -> Band | None:
-    return band_of_prediction(cell, path, kind)[0]

@@ -3,7 +3,7 @@
 Owns reading a measured-runs file (CSV or JSON Lines: one measurement a row, columns
 `engine, model, gpu, tp, isl, osl, concurrency | num_requests, metric, value`, optional
 `gpus, precision, kv_cache_dtype, max_num_seqs, gpu_memory_fraction`), the refit
-(`calibrate.fit` from the published parameters, pulled towards them with MEASURED_PRIOR_WEIGHT,
+(`fitting.fit` from the published parameters, pulled towards them with MEASURED_PRIOR_WEIGHT,
 per engine, no pooling) and its report: how far each parameter moved and the error before and
 after. Run `python -m recommender.calibration.calibrate --measured RUNS.csv [--out FIT.json]`.
 """
@@ -23,7 +23,10 @@ from pydantic import Field, ValidationError
 from core.atomic import write_atomic
 from core.errors import UsageError
 from core.records import Record
-from recommender.calibration.fitting import SCALES, CalRow, errors, fit
+from recommender.calibration.answers import errors
+from recommender.calibration.cal_row import CalRow
+from recommender.calibration.fitting import fit
+from recommender.calibration.parameters import SCALES
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.model.params import FIT_FILE, PerfParams, load_params
 

@@ -8,7 +8,7 @@ names a GPU but carries no facts.
 from __future__ import annotations
 
 from core.errors import UnknownCatalogEntryError
-from engines.export import ExportRequest
+from engines.export.request import ExportRequest
 from engines.facts import Dtype, HardwareFacts, ModelFacts
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.catalog.specs import GPU, ModelSpec

@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from core.capacity import Boundary
-from recommender.calibration.bands import BANDS_FILE, draw_errors
+from recommender.calibration.bands import draw_errors
+from recommender.calibration.bands_file import BANDS_FILE
 from recommender.decision.recommendation import Decision, Objective, TieRule
 from recommender.decision.scoring import Evaluation, knobs_set, latency_s
 from recommender.model.steptime import DEFAULT_KIND

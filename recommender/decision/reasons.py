@@ -19,7 +19,7 @@ from core.errors import ServeFitError, UsageError
 from engines.config import EngineConfig
 from engines.registry import ENGINES
 from profiler.schema import Profile
-from recommender.calibration.bands import BANDS_FILE, band_of_prediction, load_bands
+from recommender.calibration.bands_file import BANDS_FILE, band_of_prediction, load_bands
 from recommender.catalog.lookup import get_model, load_gpus
 from recommender.catalog.specs import GPU
 from recommender.decision.recommendation import (
@@ -429,7 +429,7 @@ def _oom_warnings(ctx: Context) -> list[RecWarning]:
 @functools.cache
 def _coverage() -> dict | None:
     """What the fit saw: models, GPUs, engines, ISL range, held-out error per engine."""
-    from recommender.calibration.calibrate import parse_csv
+    from recommender.calibration.published.parse import parse_csv
     from recommender.model.params import FIT_FILE
 
     try:

@@ -1,8 +1,9 @@
-"""`recommend`: the one entry point from a trace (or profile.json) to a `Recommendation`.
+"""`recommend`: from a profile and the window of its requests to simulate to a
+`Recommendation`, and `recommend_trace`, the same from a trace file or profile.json.
 
-Owns the orchestration: catalog lookups, profiling and the simulated window (a trace's own
-requests, or a synthetic trace with a profile.json's shape), the search, the explanation,
-warnings and routing, and the export view the `export` command packages.
+Owns the orchestration: catalog lookups, the search, the decision among each engine's best,
+the explanation, warnings, routing, capacity and prices. Reading the source is
+`recommender.decision.inputs`'s; the export view is `recommender.decision.export_view`'s.
 """
 
 from __future__ import annotations
@@ -17,11 +18,7 @@ import numpy as np
 
 from core.capacity import Capacity
 from core.errors import UsageError
-from core.figures import LATENCIES
 from engines.config import EngineConfig
-from engines.export import ExportRequest
-from profiler.analysis.profile import profile_trace
-from profiler.ingestion.options import IngestOptions
 from profiler.schema import Profile
 from profiler.workspace import Workspace
 from recommender.catalog.facts import hardware_facts, model_facts
@@ -36,11 +33,12 @@ from recommender.decision.capacity import (
     search_boundary,
 )
 from recommender.decision.decide import Contender, decide
+from recommender.decision.export_view import export_view
 from recommender.decision.fleet import plan_day
+from recommender.decision.inputs import ingested, read_source
 from recommender.decision.pricing import apply_prices, price_of
 from recommender.decision.reasons import Context, explain, warn
 from recommender.decision.recommendation import (
-    UNSERVABLE,
     Candidate,
     Decision,
     PredictedMetrics,
@@ -58,40 +56,31 @@ from recommender.decision.scoring import (
 )
 from recommender.decision.search import COARSE_REQUESTS, SearchResult, search
 from recommender.model.params import load_params
-from recommender.sim.trace_window import (
-    Workload,
-    head_window,
-    load_parquet_workload,
-    load_workload,
-)
+from recommender.sim.trace_window import Workload, head_window
 
 Progress = Callable[[float, str], None]
 # Candidates per engine whose SLO boundary is searched for the decision: at today's load the
 # search's score ties most of them (all keep up), and an engine's first by that score need
 # not hold the most (a speculative config that wins at today's load can lose at twice it).
 CONTENDERS_PER_ENGINE = 2
-PROFILE_SNIFF_BYTES = 4096
 
 
-def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
-              progress: Progress | None = None) -> Recommendation:
-    """Rank engines and configurations for the request's trace, GPU and model.
+def recommend(profile: Profile, workload: Workload, request: RecommendRequest, *,
+              synthetic: bool = False, progress: Progress | None = None) -> Recommendation:
+    """Rank engines and configurations for a profiled trace's requests, GPU and model.
 
-    A trace is ingested into `workspace` (a temporary one when None) and its own requests
-    are simulated; a profile.json gets a synthetic trace with its shape (said in `window`
-    and the warnings).
+    `workload` is the window simulated (`inputs.Inputs`: the trace's own requests, or with
+    `synthetic` requests drawn with a profile.json's shape, said in `window` and the
+    warnings); requests longer than the model's context are dropped from it.
 
     Raises:
         UnknownCatalogEntryError: the GPU or model is not in the catalog.
-        ServeFitError: the trace or profile cannot be read, or nothing fits on the GPUs.
+        ServeFitError: nothing fits on the GPUs.
     """
     start = time.perf_counter()
     gpu, model = get_gpu(request.gpu), get_model(request.model)
     target = Target(gpu, model, request.gpus, hardware_facts(gpu, request.gpus),
                     model_facts(model), load_params())
-    _tell(progress, 0.0, "profiling the trace")
-    with tempfile.TemporaryDirectory(prefix="servefit-rec-") as tmp:
-        profile, workload, synthetic = _load(request, workspace, Path(tmp))
     goals = Goals(request.objective, request.slo_ttft_p95_s, request.slo_tpot_p95_s,
                   measured_acceptance={**measured_acceptance(profile),
                                        **{str(k): v for k, v in request.spec_acceptance.items()}})
@@ -115,6 +104,32 @@ def recommend(request: RecommendRequest, *, workspace: Workspace | None = None,
     rec.search_time_s = time.perf_counter() - start
     _tell(progress, 1.0, "done")
     return rec
+
+
+def recommend_trace(request: RecommendRequest, *, profile: Profile | None = None,
+                    workspace: Workspace | None = None, progress: Progress | None = None
+                    ) -> Recommendation:
+    """`recommend` for `request.source`. A caller that holds the trace ingested into
+    `workspace` and its `profile` (the app) passes both: the trace is not read again, unless
+    it has no timestamps and the request gives a rate (then it is read into a temporary
+    workspace, leaving the caller's as it was). Otherwise the source is read
+    (`inputs.read_source`): a trace ingested into `workspace` (a temporary one when None)
+    and profiled, or a profile.json.
+
+    Raises:
+        UnknownCatalogEntryError: the GPU or model is not in the catalog.
+        ServeFitError: the trace or profile cannot be read, or nothing fits on the GPUs.
+    """
+    _tell(progress, 0.0, "profiling the trace")
+    if profile is not None and workspace is not None and not (
+            profile.format.arrivals == "undefined" and request.arrival_rate_rps is not None):
+        inputs = ingested(profile, workspace, request)
+    else:
+        with tempfile.TemporaryDirectory(prefix="servefit-rec-") as tmp:
+            inputs = read_source(request, None if profile is not None else workspace,
+                                 Path(tmp))
+    return recommend(inputs.profile, inputs.workload, request, synthetic=inputs.synthetic,
+                     progress=progress)
 
 
 def _assemble(ctx: Context, progress: Progress | None) -> Recommendation:
@@ -195,63 +210,11 @@ def _capacity(ctx: Context, rec: Recommendation, setting: Setting, rates: TraceR
     return capacity
 
 
-def _load(request: RecommendRequest, workspace: Workspace | None, tmp: Path
-          ) -> tuple[Profile, Workload, bool]:
-    """(profile, simulated window, synthetic?) for a trace or a profile.json."""
-    profile = _read_profile(request.source)
-    if profile is None:
-        ws = workspace or Workspace(tmp / "workspace.duckdb")
-        options = IngestOptions.model_validate(
-            {"synthesize_arrivals_rps": request.arrival_rate_rps, "seed": request.seed})
-        profile = profile_trace(request.source, workspace=ws, options=options,
-                                seed=request.seed)
-        if profile.format.arrivals == "undefined":
-            raise UsageError(f"{request.source}: the trace has no timestamps; give a request "
-                             "rate for Poisson arrivals (--arrival-rate RPS)")
-        if profile.mean_qps is None:  # timestamps, but all one instant: no rate to serve
-            raise UsageError(f"{request.source}: its {profile.n_requests:,} request(s) arrive "
-                             "at one instant (a span of 0 s), so the trace states no rate: "
-                             "give a longer stretch of the log, or leave out its time column "
-                             "and give a rate (--arrival-rate RPS)")
-        return profile, load_workload(ws, max_requests=request.max_requests), False
-    from profiler.synthesis.synth import synthesize
-
-    out = tmp / "synthetic.parquet"
-    n = min(request.max_requests, max(profile.n_requests, 1))
-    if profile.mean_qps is None and request.arrival_rate_rps is None:
-        raise UsageError(f"{request.source}: the profile has no arrival times; give a "
-                         "request rate for Poisson arrivals (--arrival-rate RPS)")
-    synthesize(profile, n_requests=n, out_path=str(out), seed=request.seed,
-               rate_rps=request.arrival_rate_rps if profile.mean_qps is None else None)
-    workload = load_parquet_workload(str(out), max_requests=request.max_requests)
-    workload.description = (f"a synthetic trace of {workload.n:,} requests with the profile's "
-                            "shape (a profile.json has no per-request rows)")
-    return profile, workload, True
-
-
 def measured_acceptance(profile: Profile) -> dict[str, float]:
     """Speculative acceptance the trace itself measured, by method (the ngram replay of its
     reply text at ingest); methods not in it keep their published defaults."""
     ngram = profile.format.ngram_acceptance
     return {} if ngram is None else {"ngram": ngram.acceptance}
-
-
-def _read_profile(source: str) -> Profile | None:
-    """The Profile when `source` is a profile.json (a JSON object with `n_requests`)."""
-    try:
-        with open(source, "rb") as fh:
-            head = fh.read(PROFILE_SNIFF_BYTES)
-    except OSError:
-        return None  # profiling reports the unreadable file
-    if not (head.lstrip().startswith(b"{") and b'"n_requests"' in head):
-        return None
-    from pydantic import ValidationError
-
-    try:
-        return Profile.model_validate_json(Path(source).read_text(encoding="utf-8"))
-    except (ValidationError, UnicodeDecodeError, OSError) as exc:
-        raise UsageError(f"{source}: not a valid profile.json ({str(exc).splitlines()[0]})"
-                         ) from None
 
 
 def _candidate(e: Evaluation, pareto: bool) -> Candidate:
@@ -315,69 +278,6 @@ def _nothing_fits(request: RecommendRequest, pruned: dict[str, int]) -> str:
     why = "; ".join(f"{reason} ({n} configs)" for reason, n in top) or "no candidate"
     return (f"no configuration of {request.model} fits on {request.gpus}× {request.gpu}: "
             f"{why}; add GPUs or pick a bigger GPU")
-
-
-def alternative_export(rec: Recommendation, candidate: Candidate) -> dict:
-    """`export_view` of another engine's best instead of the pick. The pick's reasons and
-    warnings explain the pick, so they do not travel; the report says instead what this
-    configuration is to the pick, and by the decision's own figure."""
-    if candidate.label == rec.pick.label:
-        return rec.export
-    other = rec.model_copy(update={"pick": candidate, "reasons": [],
-                                   "warnings": [], "capacity": None})
-    request = export_view(other, profile_source=rec.request.source)
-    request["reasons"] = alternative_reasons(rec, candidate)
-    return request
-
-
-def alternative_reasons(rec: Recommendation, candidate: Candidate) -> list[str]:
-    """Why `candidate` is not the pick, in the decision's terms (REPORT.md's Reasons)."""
-    lines = [f"Not the pick: {candidate.config.engine}'s best configuration ({candidate.label}), "
-             f"exported on request; the pick is {rec.pick.config.engine} {rec.pick.label}."]
-    d = rec.decision
-    if d is not None and candidate.label in d.figures and d.pick in d.figures:
-        tie = " (tied within the prediction's error)" if candidate.label in d.tied_with else ""
-        lines.append(f"Ranked by {d.ranked_by}: {d.figures[candidate.label]:.3g} here against "
-                     f"{d.figures[d.pick]:.3g} for the pick{tie}.")
-    if d is not None:
-        lines.append(f"The decision: {d.text}")
-    if not candidate.feasible and candidate.rejected_reason:
-        lines.append(f"Does not hold today's load: {candidate.rejected_reason}.")
-    return lines
-
-
-def export_view(rec: Recommendation, *, profile_source: str) -> dict:
-    """The pick as an `engines.export.ExportRequest`, as JSON (what `export` reads)."""
-    p = rec.pick.predicted
-    figures: dict[str, float] = {}
-    for name in LATENCIES:  # flat `ttft_p95_ms` names: the export report's; no value, no key
-        ms = getattr(p, name).ms()
-        figures |= {f"{name[:-2]}_{q}_ms": ms[q] for q in ("p50", "p95", "p99")
-                    if ms[q] is not None}
-    ranges = {f"{name[:-2]}_{q}_ms": (r[0] * 1e3, r[1] * 1e3) for name in LATENCIES
-              for q in ("p50", "p95", "p99") if (r := p.interval_range(name, q)) is not None}
-    ranges |= {name: r for name in ("output_throughput_tok_s", "total_throughput_tok_s",
-                                     "request_throughput_rps")
-               if (r := p.interval_range(name)) is not None}
-    figures |= {"output_throughput_tok_s": p.output_throughput_tok_s,
-                "total_throughput_tok_s": p.total_throughput_tok_s,
-                "request_throughput_rps": p.request_throughput_rps,
-                "kv_headroom_fraction": p.kv_headroom_fraction}
-    if p.goodput_rps is not None:
-        figures["goodput_rps"] = p.goodput_rps
-    if rec.pick.usd_per_mtok is not None:  # at today's load, at the recommendation's price
-        figures["usd_per_mtok_today"] = rec.pick.usd_per_mtok
-    gpu, model = get_gpu(rec.gpu), get_model(rec.request.model)
-    request = ExportRequest(
-        config=rec.pick.config, gpu=rec.gpu, gpu_count=rec.gpus,
-        hardware=hardware_facts(gpu, rec.gpus), model_facts=model_facts(model),
-        profile=profile_source, predicted=figures, predicted_range=ranges, band=p.band,
-        calibration_cell=p.calibration_cell,
-        reasons=[r.text for r in rec.reasons], warnings=[w.text for w in rec.warnings],
-        not_deployable=next((w.text for w in rec.warnings if w.code == UNSERVABLE), None),
-        capacity=rec.capacity,
-    )
-    return request.model_dump(mode="json")
 
 
 def _scaled(progress: Progress | None, lo: float, hi: float) -> Progress | None:

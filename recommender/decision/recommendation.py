@@ -57,7 +57,7 @@ class PredictedMetrics(ServingFigures):
     simulated requests, ITL pooled over every emission gap; None where nothing completed),
     with the candidate's KV headroom and SLO verdict, and the error band of its calibration
     cell (a trace replay counts as the closed-loop regime at its mean occupancy:
-    `recommender.calibration.bands.replay_regime`)."""
+    `recommender.calibration.cells.replay_regime`)."""
 
     kv_headroom_fraction: float = Field(
         description="Share of the KV pool still free at the busiest simulated moment."
@@ -68,7 +68,7 @@ class PredictedMetrics(ServingFigures):
     preemptions: int = Field(default=0, ge=0, description="Recompute preemptions simulated.")
     calibration_cell: str | None = Field(
         default=None, description="The calibration cell "
-        "(`recommender.calibration.bands.cell_of`) the prediction falls in, calibrated or "
+        "(`recommender.calibration.cells.cell_of`) the prediction falls in, calibrated or "
         "not; `band` carries that cell's cross-validated "
         "error and its coverage (`band.rows` held-out measurements), None when no published "
         "measurement covers the cell.")
@@ -176,7 +176,7 @@ class Recommendation(MutableRecord):
     search_time_s: float
     candidates_simulated: int = Field(default=0, ge=0,
                                       description="Simulations run (all search stages).")
-    export: dict[str, Any] = Field(description="An engines.export.ExportRequest as JSON.")
+    export: dict[str, Any] = Field(description="An engines.export.request.ExportRequest as JSON.")
     decision: Decision | None = Field(
         default=None, description="How the pick was chosen among each engine's best: the "
         "ranking figure, ties within the error and the rule that broke them (None in "

@@ -16,13 +16,9 @@ import numpy as np
 
 from engines.config import EngineConfig
 from engines.facts import HardwareFacts, ModelFacts
-from recommender.calibration.bands import (
-    BANDS_FILE,
-    cell_band,
-    cell_of,
-    intervals_of,
-    replay_regime,
-)
+from recommender.calibration.bands import intervals_of
+from recommender.calibration.bands_file import BANDS_FILE, cell_band
+from recommender.calibration.cells import cell_of, replay_regime
 from recommender.catalog.specs import GPU, ModelSpec
 from recommender.decision.recommendation import Objective, PredictedMetrics
 from recommender.model.params import PerfParams
@@ -160,7 +156,7 @@ def with_band(predicted: PredictedMetrics, engine: str, replicas: int, target: T
               ) -> PredictedMetrics:
     """`predicted` with its calibration cell and that cell's band (None outside every
     calibrated cell). The replay is open-loop: its regime is the closed loop at one replica's
-    mean occupancy (`bands.replay_regime`). A cached dict lookup per candidate."""
+    mean occupancy (`cells.replay_regime`). A cached dict lookup per candidate."""
     regime = replay_regime(predicted.request_throughput_rps / replicas, predicted.e2e_s.mean)
     cell = cell_of(engine, target.gpu, target.model, regime)
     intervals, _ = intervals_of(engine, target.gpu, target.model, regime,

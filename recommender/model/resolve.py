@@ -25,7 +25,7 @@ from typing import Literal
 import numpy as np
 
 from core.errors import UsageError
-from engines.common import check_moe_layout
+from engines.capability import check_moe_layout
 from engines.config import EngineConfig
 from recommender.catalog.specs import GPU, ModelSpec
 from recommender.model.defaults import Filled, SchedulerCaps, fill

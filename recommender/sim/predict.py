@@ -37,13 +37,9 @@ from core.figures import Latency, ServingFigures, latency_of
 from core.load import ClosedLoop, LoadSpec, Offline, Rate, SentRequests, TraceWindow
 from core.records import Record
 from engines.config import EngineConfig, EngineKind
-from recommender.calibration.bands import (
-    BANDS_FILE,
-    band_of_prediction,
-    cell_of,
-    intervals_of,
-    regime_of,
-)
+from recommender.calibration.bands import intervals_of
+from recommender.calibration.bands_file import BANDS_FILE, band_of_prediction
+from recommender.calibration.cells import cell_of, regime_of
 from recommender.catalog.specs import GPU, ModelSpec
 from recommender.model.defaults import fill
 from recommender.model.params import PerfParams, load_params
@@ -263,11 +259,11 @@ def simulate_load(
     queued at t = 0). Goodput counts the served requests within `slos` (per-request TTFT
     and TPOT bounds, `core.figures.meets_slos`, as a benchmark counts them; none: all).
 
-    The prediction's `band` is its cell's cross-validated error (`recommender.calibration.bands`,
-    from
-    `bands_file`); outside every calibrated cell it is None and a warning says so. A model
-    outside the catalog (a config.json read by `hf_config`, parameters estimated) is warned
-    about too, with where its shapes came from and what they approximate.
+    The prediction's `band` is its cell's cross-validated error
+    (`recommender.calibration.bands_file`, from `bands_file`); outside every calibrated cell
+    it is None and a warning says so. A model outside the catalog (a config.json read by
+    `hf_config`, parameters estimated) is warned about too, with where its shapes came from
+    and what they approximate.
     Unset knobs are the engine's (`recommender.model.defaults.fill`, for the workload's longest
     request: max_model_len sized to it, said in the prediction's `warnings`).
 

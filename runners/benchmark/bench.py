@@ -57,16 +57,14 @@ from runners.load.failures import one_line
 from runners.load.generator import run_workload
 from runners.load.process import LoadOptions, WorkloadOutcome
 from runners.load.prompts import server_root
+from runners.load.schedule import Schedule, offered_rps
 from runners.load.schemas import Api, RequestResult
-from runners.load.workloads import (
-    Schedule,
-    WorkloadSpec,
-    boundary_steps,
-    build_schedule,
-    offered_rps,
-)
-from runners.server.launch import LaunchError, LaunchSpec, launched
-from runners.server.scrape import MetricSample, Scraper, SpecMeasured, hit_rate, spec_measured
+from runners.load.workload_spec import WorkloadSpec
+from runners.load.workloads import boundary_steps, build_schedule
+from runners.server.engine_metrics import MetricSample, SpecMeasured, hit_rate, spec_measured
+from runners.server.launch import launched
+from runners.server.launch_spec import LaunchError, LaunchSpec
+from runners.server.scrape import Scraper
 
 PROGRESS_INTERVAL_S = 0.5
 HEALTH_INTERVAL_S = 1.0

@@ -39,11 +39,12 @@ from runners.benchmark.bench import (
 from runners.benchmark.metrics import summary_json
 from runners.load.client import check_http_url
 from runners.load.schemas import Api
-from runners.load.workloads import BENCH_KINDS, WorkloadSpec
+from runners.load.workload_spec import WorkloadSpec
+from runners.load.workloads import BENCH_KINDS
 
 if TYPE_CHECKING:
     from engines.config import EngineConfig
-    from runners.server.launch import LaunchSpec
+    from runners.server.launch_spec import LaunchSpec
 
 BenchWorkload = Literal["trace", "poisson", "gamma", "concurrency", "sweep", "burst", "soak",
                         "boundary"]
@@ -268,8 +269,9 @@ def _burst(o: BenchOptions) -> dict[str, Any]:
 
 def _launch_spec(o: BenchOptions, config: EngineConfig | None) -> LaunchSpec:
     from engines.errors import EngineError
-    from engines.export import load_request, served_config
-    from runners.server.launch import LaunchSpec
+    from engines.export.bundle import served_config
+    from engines.export.loading import load_request
+    from runners.server.launch_spec import LaunchSpec
 
     if config is None:
         try:

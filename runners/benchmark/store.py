@@ -28,7 +28,7 @@ from core.records import Record
 from profiler.workspace import Workspace
 from runners.benchmark.metrics import Summary, summarize
 from runners.load.schemas import RequestResult
-from runners.server.scrape import MetricSample
+from runners.server.engine_metrics import MetricSample
 
 RunStatus = Literal["running", "complete", "incomplete", "failed"]
 

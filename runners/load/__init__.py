@@ -1,4 +1,4 @@
-"""The load generator: what to send (`workloads`, `prompts`, `schemas`), sending it (`generator`,
-`process`, `workers`, `client`, `rawhttp`, `sse`, `stamped_socket`), and the per-request
-`failures`.
+"""The load generator: what to send (`workload_spec`, the `workloads` kinds and the `schedule`
+they give, `prompts`, `schemas`), sending it (`generator`, `process`, `workers`, `client`,
+`rawhttp`, `sse`, `stamped_socket`), and the per-request `failures`.
 """

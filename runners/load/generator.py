@@ -36,8 +36,8 @@ from runners.load.process import (
     client_session,
     outcome,
 )
+from runners.load.schedule import Schedule
 from runners.load.schemas import MANAGED_KEYS
-from runners.load.workloads import Schedule
 
 __all__ = ["prepare", "run_workload",
            "run_workload_sync"]

@@ -28,8 +28,8 @@ from core.records import Record
 from runners.load import prompts
 from runners.load.client import Clock, check_http_url, endpoint_url, send_body
 from runners.load.rawhttp import RawClient
+from runners.load.schedule import Schedule
 from runners.load.schemas import Api, RequestResult
-from runners.load.workloads import Schedule
 
 OnResult = Callable[[int, RequestResult], None]
 Sleep = Callable[[float], Awaitable[None]]

@@ -23,8 +23,8 @@ from core.errors import RunnerError
 from core.loop import run_coroutine
 from runners.benchmark.shutdown import die_with_parent, parent_alive
 from runners.load.process import LoadOptions, OnResult, Prepared, Run, WorkloadOutcome, outcome
+from runners.load.schedule import Schedule
 from runners.load.schemas import RequestResult
-from runners.load.workloads import Schedule
 
 BATCH_S = 0.02  # how often a worker ships its finished results
 START_DELAY_S = 0.05  # from "all ready" to the shared start instant

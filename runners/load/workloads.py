@@ -1,4 +1,5 @@
-"""Workloads: what to send and when. A `WorkloadSpec` becomes a `Schedule` of requests.
+"""Workload kinds: what to send and when. Each kind turns a `WorkloadSpec` (`workload_spec`)
+into a `Schedule` of requests (`schedule`).
 
 Each kind is a plug-in in `WORKLOADS` (kind -> builder). Open-loop kinds (trace, poisson, gamma,
 burst, soak at a rate) give every request an arrival offset `at_s`; closed-loop kinds
@@ -11,189 +12,19 @@ run at increasing time compression (`boundary_steps`), stopped by its caller's s
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
 
 from core.arrivals import Process, exact_count_poisson, renewal_times
 from core.errors import RunnerError
-from core.load import ClosedLoop, LoadSpec, SentRequests
-from core.records import Record
-
-WorkloadKind = Literal["trace", "poisson", "gamma", "concurrency", "burst", "soak", "boundary"]
+from runners.load.schedule import Phase, Schedule, ScheduledRequest
+from runners.load.workload_spec import DEFAULT_MAX_STEPS, DEFAULT_STEP_FACTOR, WorkloadSpec
 
 # Closed-loop runs bounded by time reuse this many distinct request records (prompts still
 # differ: they are built from the sent index, not the pool slot).
 POOL_SIZE = 4096
-
-
-class WorkloadSpec(Record):
-    """A workload, for every kind; which fields a kind needs is checked by its builder."""
-
-    kind: WorkloadKind
-    rate_rps: float | None = Field(default=None,
-                                   gt=0, description="Mean arrival rate (poisson, gamma…).")
-    gamma_cv: float | None = Field(default=None,
-                                   gt=0, description="Gamma inter-arrival CV (1 = Poisson).")
-    concurrency: int | None = Field(default=None,
-                                    ge=1, description="Requests in flight (closed loop).")
-    duration_s: float | None = Field(default=None,
-                                     gt=0, description="Run length; trace: window length.")
-    num_requests: int | None = Field(default=None,
-                                     ge=1, description="Request count; trace: window cap.")
-    prompt_tokens: int | None = Field(default=None,
-                                      ge=1, description="Prompt length (trace: override).")
-    output_tokens: int | None = Field(default=None,
-                                      ge=1, description="Output length (trace: override).")
-    max_prompt_tokens: int | None = Field(default=None,
-                                          ge=1, description="Trace: cap on prompt lengths.")
-    max_output_tokens: int | None = Field(default=None,
-                                          ge=1, description="Trace: cap on output lengths.")
-    trace_path: str | None = Field(default=None, description="Trace file to ingest and replay.")
-    workspace: str | None = Field(default=None,
-                                  description="Workspace whose `requests` table to replay.")
-    time_scale: float = Field(default=1.0,
-                              gt=0, description="Multiplies trace gaps (0.5 = twice as fast).")
-    start_s: float = Field(default=0.0, ge=0, description="Trace: window start, in trace seconds.")
-    base_rate_rps: float | None = Field(default=None, gt=0, description="Burst: steady rate.")
-    peak_rate_rps: float | None = Field(default=None,
-                                        gt=0, description="Burst: rate during the burst.")
-    steady_s: float | None = Field(default=None,
-                                   gt=0, description="Burst: steady time before and after.")
-    burst_s: float | None = Field(default=None, gt=0, description="Burst: length of the step up.")
-    window_s: float | None = Field(default=None,
-                                   gt=0, description="Soak: length of each drift phase.")
-    step_factor: float | None = Field(default=None, gt=1, description="Boundary: load "
-                                      "multiplier from one step to the next (default 1.5).")
-    max_steps: int | None = Field(default=None, ge=1, description="Boundary: most steps run "
-                                  "(default 8).")
-    seed: int = 0
-
-    @model_validator(mode="after")
-    def _check(self) -> WorkloadSpec:
-        missing = [f for f in _REQUIRED[self.kind] if getattr(self, f) is None]
-        if missing:
-            raise ValueError(f"workload {self.kind!r} needs {', '.join(missing)}")
-        if self.kind in ("poisson", "gamma", "concurrency") and (
-            self.duration_s is None and self.num_requests is None
-        ):
-            raise ValueError(f"workload {self.kind!r} needs duration_s or num_requests")
-        if self.kind == "soak" and (self.rate_rps is None) == (self.concurrency is None):
-            raise ValueError("workload 'soak' needs exactly one of rate_rps or concurrency")
-        if self.kind == "trace" and self.trace_path is None and self.workspace is None:
-            raise ValueError("workload 'trace' needs trace_path or workspace")
-        if self.kind == "boundary":
-            _check_boundary(self)
-        return self
-
-
-_SYNTH = ("prompt_tokens", "output_tokens")
-_REQUIRED: dict[str, tuple[str, ...]] = {
-    "trace": (),
-    "poisson": ("rate_rps", *_SYNTH),
-    "gamma": ("rate_rps", "gamma_cv", *_SYNTH),
-    "concurrency": ("concurrency", *_SYNTH),
-    "burst": ("base_rate_rps", "peak_rate_rps", "steady_s", "burst_s", *_SYNTH),
-    "soak": ("duration_s", "window_s", *_SYNTH),
-    "boundary": (),
-}
-DEFAULT_STEP_FACTOR = 1.5
-DEFAULT_MAX_STEPS = 8
-
-
-def _check_boundary(spec: WorkloadSpec) -> None:
-    """A boundary replays a trace, or Poisson at rate_rps with fixed lengths; each step is
-    bounded by num_requests or duration_s."""
-    replay = spec.trace_path is not None or spec.workspace is not None
-    if not replay and (spec.rate_rps is None or spec.prompt_tokens is None
-                       or spec.output_tokens is None):
-        raise ValueError("workload 'boundary' needs trace_path or workspace, or rate_rps, "
-                         "prompt_tokens and output_tokens (Poisson)")
-    if spec.num_requests is None and spec.duration_s is None:
-        raise ValueError("workload 'boundary' needs num_requests or duration_s (each step's "
-                         "bound)")
-
-
-class ScheduledRequest(Record):
-    """One request of a schedule. Shared prefixes come as the trace's chained block hashes."""
-
-    index: int
-    at_s: float | None = Field(description="Send offset from the run start; None = closed loop.")
-    phase: str = ""
-    input_tokens: int = Field(ge=1)
-    output_tokens: int = Field(ge=1)
-    block_hashes: list[int] | None = None
-    block_size: int | None = None
-
-
-class Phase(Record):
-    """A named stretch of the run, [start_s, end_s) from the run start."""
-
-    name: str
-    start_s: float
-    end_s: float
-
-
-class Schedule(Record):
-    """The requests in send order, the concurrency limit, and the phases of the run."""
-
-    kind: WorkloadKind
-    requests: list[ScheduledRequest]
-    concurrency: int | None = Field(default=None,
-                                    description="Most requests in flight; None = no cap.")
-    duration_s: float | None = Field(default=None,
-                                     description="Closed loop: stop sending after this.")
-    cycle: bool = Field(default=False,
-                        description="Closed loop: reuse `requests` until duration_s.")
-    phases: list[Phase] = Field(default_factory=list)
-
-    @property
-    def open_loop(self) -> bool:
-        return bool(self.requests) and self.requests[0].at_s is not None
-
-    def load_spec(self) -> LoadSpec:
-        """These requests as `predict` takes them (`core.load.SentRequests`), exactly as sent:
-        open loop at their offsets, closed loop at the concurrency limit.
-
-        Raises:
-            RunnerError: a pool cycled until a duration (how many requests it sends depends
-                on the server's speed), an open-loop run capped at a concurrency (the
-                simulator's open loop has no cap), or no requests.
-        """
-        if self.cycle:
-            raise RunnerError("a closed loop bounded by time sends as many requests as the "
-                              "server finishes: give a request count to predict it")
-        if not self.requests:
-            raise RunnerError("the schedule holds no requests")
-        if self.open_loop and self.concurrency is not None:
-            raise RunnerError("an open-loop run capped at a concurrency cannot be predicted "
-                              "as sent: leave the cap out")
-        sizes = {r.block_size for r in self.requests if r.block_hashes}
-        shared = len(sizes) == 1  # one block size: the prefixes can be compared
-        sent = SentRequests(
-            at_s=[r.at_s or 0.0 for r in self.requests] if self.open_loop else None,
-            input_tokens=[r.input_tokens for r in self.requests],
-            output_tokens=[r.output_tokens for r in self.requests],
-            block_hashes=[r.block_hashes or [] for r in self.requests] if shared else None,
-            block_size=sizes.pop() if shared else None)
-        if self.open_loop:
-            return LoadSpec(lengths=sent)
-        assert self.concurrency is not None  # every closed-loop kind requires one
-        return LoadSpec(lengths=sent, arrival=ClosedLoop(concurrency=self.concurrency))
-
-    def request(self, index: int) -> ScheduledRequest:
-        """The record sent as the `index`-th request (pools repeat; the index does not)."""
-        return self.requests[index % len(self.requests)] if self.cycle else self.requests[index]
-
-    def phase_at(self, t_s: float) -> str:
-        """Name of the phase holding offset `t_s` (the first/last one outside them)."""
-        if not self.phases:
-            return ""
-        starts = [p.start_s for p in self.phases]
-        return self.phases[max(0, bisect.bisect_right(starts, t_s) - 1)].name
 
 
 Builder = Callable[[WorkloadSpec], Schedule]
@@ -356,14 +187,6 @@ def boundary_steps(spec: WorkloadSpec) -> list[tuple[float, Schedule]]:
         out.append((m, Schedule(kind="boundary", requests=reqs, concurrency=base.concurrency,
                                 phases=[Phase(name=name, start_s=0.0, end_s=end)])))
     return out
-
-
-def offered_rps(schedule: Schedule) -> float:
-    """An open-loop schedule's offered rate: requests over the span of their send offsets
-    (the recommender's window rate, `recommender.sim.trace_window.Workload.rate_rps`)."""
-    at = [r.at_s for r in schedule.requests if r.at_s is not None]
-    span = max(at, default=0.0) - min(at, default=0.0)
-    return len(at) / span if span > 0 else float(len(at))
 
 
 def _boundary_base(spec: WorkloadSpec) -> Schedule:

@@ -246,7 +246,7 @@ def test_the_command_shown_builds_the_same_run(fields, tmp_path):
 def _launched(tmp_path, engine: str, quantization: str):
     """The launch `bench --launch local --config rec.json` builds for a pick of Llama-3.1-8B
     on one H100 with `quantization` weights (the rec.json carrying the catalog's facts)."""
-    from engines.export import ExportRequest
+    from engines.export.request import ExportRequest
     from recommender.catalog.facts import hardware_facts, model_facts
     from recommender.catalog.lookup import get_gpu, get_model
     from runners.benchmark.options import build_request, parse_options

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
-from recommender.calibration.calibrate import parse_csv
-from recommender.calibration.fitting import CalRow, refusal
+from recommender.calibration.answers import refusal
+from recommender.calibration.cal_row import CalRow
+from recommender.calibration.published.parse import parse_csv
 from recommender.catalog.lookup import get_model
 from recommender.model.params import load_params
 

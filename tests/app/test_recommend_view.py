@@ -13,7 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from app.render import plain
 from app.session import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY
-from engines.export import ExportRequest, render_bundle
+from engines.export.bundle import render_bundle
+from engines.export.request import ExportRequest
 from tests import reference as ref
 from tests.app.conftest import ENTRY, app_on
 

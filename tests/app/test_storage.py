@@ -9,7 +9,8 @@ from pathlib import Path
 
 from app.storage import bundle_zip, store_upload
 from engines.config import EngineConfig
-from engines.export import ExportRequest, render_bundle
+from engines.export.bundle import render_bundle
+from engines.export.request import ExportRequest
 from tests import reference as ref
 
 

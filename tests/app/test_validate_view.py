@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app.session import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY
 from app.storage import store_upload
 from app.views.validate import JOB_KEY
-from recommender.decision.recommend import recommend
+from recommender.decision.recommend import recommend_trace
 from recommender.decision.recommendation import RecommendRequest
 from tests import reference as ref
 from tests.app.conftest import ENTRY
@@ -26,7 +26,7 @@ def rec(tmp_path_factory):
     request = RecommendRequest(source=str(ref.SAMPLE), gpu="H100-SXM",
                                model="meta-llama/Llama-3.1-8B-Instruct", slo_ttft_p95_s=2.0,
                                slo_tpot_p95_s=0.05, max_requests=1_000)
-    return recommend(request)
+    return recommend_trace(request)
 
 
 def _validate(rec) -> AppTest:

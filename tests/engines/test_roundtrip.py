@@ -390,7 +390,7 @@ def test_literal_configs_round_trip(kind: str, fields: dict[str, Any]) -> None:
     [
         ("vllm", "tp: 2\n", "tp"),
         ("sglang", "model: other\n", "model"),
-        # (`enable_attention_dp` is one ServeFit writes now: DEP, see test_trtllm.py.)
+        # (`enable_attention_dp` is one ServeFit writes now: DEP, see trtllm/test_plugin.py.)
         ("trtllm", "moe_config:\n  backend: CUTLASS\n", "moe_config"),
         ("trtllm", "kv_cache_config:\n  tokens_per_block: 32\n",
          "kv_cache_config.tokens_per_block"),

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from engines.config import EngineConfig
-from runners.server.launch import LaunchSpec, group_alive, launched
+from runners.server.launch import launched
+from runners.server.launch_spec import LaunchSpec
+from runners.server.process_group import group_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_VENV = ROOT / ".venv-vllm"

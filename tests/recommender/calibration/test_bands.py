@@ -15,18 +15,16 @@ from core.errors import CatalogError, UsageError
 from core.figures import Band
 from core.load import ClosedLoop, Offline, Rate, fixed
 from engines.config import EngineConfig
-from recommender.calibration.bands import (
+from recommender.calibration.bands import interval_for, predictive_interval
+from recommender.calibration.bands_file import (
     BANDS_FILE,
     SignedErrors,
     band_for,
     band_of_prediction,
     cell_band,
-    cell_of,
-    interval_for,
     load_bands,
-    predictive_interval,
-    regime_of,
 )
+from recommender.calibration.cells import cell_of, regime_of
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.model.params import load_params
 from recommender.sim.predict import simulate_load

@@ -1,5 +1,5 @@
-"""Tests for recommender/calibration/calibrate.py: CSV normalisation, name mapping, split, fit
-file."""
+"""Tests for the published CSV's parsing (recommender/calibration/published/: CSV normalisation,
+name mapping, split, one figure per run) and the fit (fitting, answers) behind the fit file."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ import math
 import pandas as pd
 import pytest
 
-from recommender.calibration import calibrate, fitting
-from recommender.calibration.calibrate import GPU_NAMES, parse_csv, parse_row
-from recommender.calibration.fitting import SIM_ROUNDS, predict_row, simulate_row
+from recommender.calibration import fitting
+from recommender.calibration.answers import predict_row, simulate_row
+from recommender.calibration.fitting import SIM_ROUNDS
+from recommender.calibration.published.labels import GPU_NAMES
+from recommender.calibration.published.parse import DEFAULT_CSV, parse_csv, parse_row
+from recommender.calibration.published.runs import chunk_gap_itl, one_throughput_per_run
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.model.defaults import memory_fraction
 from recommender.model.params import FIT_FILE, PerfParams, load_params
@@ -199,7 +202,7 @@ def test_gpustack_moe_row_native_mxfp4_on_unstated_h100():
 
 def test_csv_holds_no_source_kept_out_for_validation():
     """Issue 12 keeps these out of the fit: they judge the model on data it never saw."""
-    frame = pd.read_csv(calibrate.DEFAULT_CSV)
+    frame = pd.read_csv(DEFAULT_CSV)
     src = frame["source"].str.lower()
     assert not src.str.contains("qwen3-32b/h100").any()  # GPUStack Qwen3-32B H100 page
     assert not src.str.contains("developer-guide/perf-overview").any()  # TRT-LLM 1.2-era
@@ -254,7 +257,7 @@ def test_a_runs_throughput_stated_three_ways_counts_once():
     # two runs of one page with the same parsed setup (flags the rows do not parse differ)
     rows = [parse_row(i, _row(**base, metric=m, value=v, unit=u))
             for i, (m, v, u) in enumerate(metrics + metrics)]
-    kept, skipped = calibrate.one_throughput_per_run(rows)
+    kept, skipped = one_throughput_per_run(rows)
     assert [(r.index, r.metric) for r in kept] == [
         (1, "output_throughput_tok_s"), (3, "ttft_s"), (5, "output_throughput_tok_s"),
         (7, "ttft_s")]
@@ -270,14 +273,14 @@ def test_a_chunked_streams_itl_is_skipped_and_a_token_streams_kept():
     rows = [parse_row(i, _row(**{**base, "concurrency": str(4 + i // 2)}, metric=m, value=v,
                               unit="ms"))
             for i, (m, v) in enumerate(runs)]
-    kept, skipped = calibrate.chunk_gap_itl(rows)
+    kept, skipped = chunk_gap_itl(rows)
     assert [r.index for r in kept] == [0, 2, 3]
     assert [i for i, _ in skipped] == [1]
     assert "30.0x the run's TPOT" in skipped[0][1]
 
 
 def test_the_csvs_chunked_itl_rows_are_those_at_many_tpots():
-    frame = pd.read_csv(calibrate.DEFAULT_CSV)
+    frame = pd.read_csv(DEFAULT_CSV)
     setup = ["source", "engine", "engine_version", "model", "gpu", "num_gpus", "tp",
              "precision", "isl", "osl", "concurrency", "request_rate"]
     frame = frame.astype({"num_gpus": str})   # shift() would make it float
@@ -389,7 +392,7 @@ def test_rows_run_with_their_releases_memory_fraction():
     # a GPUStack row on vLLM 0.11.0 that sets none states its release, and its deployment
     # runs at 0.9 (recommender.model.defaults.memory_fraction); SGLang derives its own.
     rows, _ = parse_csv()
-    frame = pd.read_csv(calibrate.DEFAULT_CSV)
+    frame = pd.read_csv(DEFAULT_CSV)
     params, seen = load_params(), set()
     for r in rows:
         version = str(frame.loc[r.index, "engine_version"])
@@ -459,7 +462,7 @@ def test_the_fits_steady_state_prices_each_row_as_a_fresh_resolve_does():
     # The fit prepares each run's deployment once and shares one steady state among the run's
     # rows; every row must still get what resolving it from scratch gives (the reference
     # below is the steady state of a full `resolve`, nothing cached).
-    from recommender.calibration.fitting import steady_prediction
+    from recommender.calibration.answers import steady_prediction
     from recommender.model.resolve import scheduler_replicas
     from recommender.model.steady import steady_state
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from engines.errors import CapabilityError
-from engines.export import ExportRequest, render_bundle
+from engines.export.bundle import render_bundle
+from engines.export.request import ExportRequest
 from recommender.catalog.facts import hardware_facts, model_facts, with_catalog_facts
 from recommender.catalog.lookup import get_gpu, get_model
 

@@ -14,12 +14,15 @@ import pytest
 import yaml
 
 from core.errors import ServeFitError
-from engines.export import ExportRequest, export_bundle, load_request
+from engines.export.bundle import export_bundle
+from engines.export.loading import load_request
+from engines.export.request import ExportRequest
 from engines.facts import HardwareFacts, ModelFacts
 from engines.registry import ENGINES
 from profiler.analysis.profile import profile_trace
 from profiler.workspace import Workspace
-from recommender.decision.recommend import alternative_export, recommend
+from recommender.decision.export_view import alternative_export
+from recommender.decision.recommend import recommend_trace
 from recommender.decision.recommendation import Recommendation, RecommendRequest
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,9 +36,9 @@ PROGRESS: list[tuple[float, str]] = []
 
 @pytest.fixture(scope="module")
 def rec() -> Recommendation:
-    return recommend(RecommendRequest(source=str(SAMPLE), gpu="H100-SXM", model=MODEL,
-                                      max_requests=4000),
-                     progress=lambda f, what: PROGRESS.append((f, what)))
+    return recommend_trace(RecommendRequest(source=str(SAMPLE), gpu="H100-SXM", model=MODEL,
+                                            max_requests=4000),
+                           progress=lambda f, what: PROGRESS.append((f, what)))
 
 
 def test_progress_is_reported_in_order(rec: Recommendation) -> None:
@@ -133,9 +136,9 @@ def test_the_pick_holds_the_most_or_the_tie_is_said(rec: Recommendation) -> None
 
 
 def test_unattainable_slo_names_what_would_attain_it() -> None:
-    rec = recommend(RecommendRequest(source=str(SAMPLE), gpu="L4", model=MODEL,
-                                     slo_ttft_p95_s=0.05, slo_tpot_p95_s=0.01,
-                                     max_requests=1500))
+    rec = recommend_trace(RecommendRequest(source=str(SAMPLE), gpu="L4", model=MODEL,
+                                           slo_ttft_p95_s=0.05, slo_tpot_p95_s=0.01,
+                                           max_requests=1500))
     assert not rec.pick.predicted.slo_met
     [warning] = [w for w in rec.warnings if w.code == "slo_unattainable"]
     gpus = yaml.safe_load((ROOT / "data" / "catalog" / "gpus.yaml").read_text())["gpus"]
@@ -151,10 +154,25 @@ def test_a_profile_json_is_simulated_through_a_synthetic_trace(tmp_path: Path) -
     profile = profile_trace(str(SAMPLE), workspace=Workspace(tmp_path / "ws.duckdb"))
     path = tmp_path / "profile.json"
     path.write_text(profile.model_dump_json())
-    rec = recommend(RecommendRequest(source=str(path), gpu="H100-SXM", model=MODEL,
-                                     max_requests=1500))
+    rec = recommend_trace(RecommendRequest(source=str(path), gpu="H100-SXM", model=MODEL,
+                                           max_requests=1500))
     assert "synthetic trace of 1,500 requests" in rec.window
     assert "synthetic_workload" in {w.code for w in rec.warnings}
+
+
+def test_a_held_profile_and_workspace_are_not_read_again(rec: Recommendation,
+                                                        tmp_path: Path) -> None:
+    """The app's path: the trace ingested and profiled once, then `recommend_trace` given
+    both answers as reading the file does, without ingesting it again."""
+    workspace = Workspace(tmp_path / "ws.duckdb")
+    profile = profile_trace(str(SAMPLE), workspace=workspace)
+    ingested_at = (tmp_path / "ws.duckdb").stat().st_mtime_ns
+    held = recommend_trace(rec.request, profile=profile, workspace=workspace)
+    assert (tmp_path / "ws.duckdb").stat().st_mtime_ns == ingested_at
+    assert held.pick.label == rec.pick.label
+    assert held.pick.predicted.output_throughput_tok_s == pytest.approx(
+        rec.pick.predicted.output_throughput_tok_s, rel=1e-9)
+    assert held.window == rec.window
 
 
 @pytest.mark.parametrize(("field", "value", "needle"), [
@@ -165,7 +183,7 @@ def test_a_profile_json_is_simulated_through_a_synthetic_trace(tmp_path: Path) -
 def test_bad_input_is_a_servefit_error(field: str, value: str, needle: str) -> None:
     args = {"source": str(SAMPLE), "gpu": "H100-SXM", "model": MODEL, field: value}
     with pytest.raises(ServeFitError, match=needle):
-        recommend(RecommendRequest(**args))
+        recommend_trace(RecommendRequest(**args))
 
 
 def test_long_context_volume_gets_the_disaggregation_warning(tmp_path: Path) -> None:
@@ -179,7 +197,7 @@ def test_long_context_volume_gets_the_disaggregation_warning(tmp_path: Path) -> 
     pd.DataFrame({"TIMESTAMP": stamps.strftime("%Y-%m-%d %H:%M:%S.%f"),
                   "ContextTokens": rng.integers(33_000, 60_000, n),
                   "GeneratedTokens": rng.integers(20, 200, n)}).to_csv(trace, index=False)
-    rec = recommend(RecommendRequest(source=str(trace), gpu="H100-SXM", model=MODEL))
+    rec = recommend_trace(RecommendRequest(source=str(trace), gpu="H100-SXM", model=MODEL))
     [warning] = [w for w in rec.warnings if w.code == "disaggregation"]
     assert "input_tokens.p50" in warning.text and "32,000" in warning.text
     assert rec.pick.config.disaggregation is None  # export cannot package it yet
@@ -189,16 +207,16 @@ def test_long_context_volume_gets_the_disaggregation_warning(tmp_path: Path) -> 
 
 def test_a_model_that_fits_nowhere_says_why() -> None:
     with pytest.raises(ServeFitError, match=r"no configuration of .*DeepSeek-V3 fits on 1× L4"):
-        recommend(RecommendRequest(source=str(SAMPLE), gpu="L4", model="deepseek-ai/DeepSeek-V3",
-                                   max_requests=500))
+        recommend_trace(RecommendRequest(source=str(SAMPLE), gpu="L4",
+                                         model="deepseek-ai/DeepSeek-V3", max_requests=500))
 
 
 def test_multi_turn_conversations_get_prefix_caching_with_its_effect() -> None:
     """ShareGPT conversations (no timestamps: Poisson arrivals at 2 req/s): each turn repeats
     the conversation so far, so prefix caching stays on and the reason quotes its effect."""
     sharegpt = ROOT / "tests" / "data" / "traces" / "sharegpt_head1000.json.gz"
-    rec = recommend(RecommendRequest(source=str(sharegpt), gpu="H100-SXM", model=MODEL,
-                                     arrival_rate_rps=2.0, max_requests=500))
+    rec = recommend_trace(RecommendRequest(source=str(sharegpt), gpu="H100-SXM", model=MODEL,
+                                           arrival_rate_rps=2.0, max_requests=500))
     assert rec.pick.config.prefix_caching is not False
     [reason] = [r for r in rec.reasons if r.figure == "prefix_reuse_infinite"]
     assert reason.value > 0.3
@@ -254,8 +272,8 @@ def test_an_unservable_window_leads_the_answer_with_what_would_serve_it(tmp_path
     import re
 
     trace = ROOT / "tests" / "data" / "traces" / "mooncake_conversation_trace.jsonl.gz"
-    rec = recommend(RecommendRequest(source=str(trace), gpu="H100-SXM", model=MODEL,
-                                     max_requests=3000))
+    rec = recommend_trace(RecommendRequest(source=str(trace), gpu="H100-SXM", model=MODEL,
+                                           max_requests=3000))
     first = rec.warnings[0]
     assert first.code == "unservable" and not rec.pick.feasible
     found = re.match(r"([\d,]+) of ([\d,]+) simulated requests \(\d+%\) can never be served",

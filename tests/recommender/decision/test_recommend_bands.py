@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from engines.export import ExportRequest, export_bundle
-from recommender.calibration.bands import replay_regime
-from recommender.decision.recommend import recommend
+from engines.export.bundle import export_bundle
+from engines.export.request import ExportRequest
+from recommender.calibration.cells import replay_regime
+from recommender.decision.recommend import recommend_trace
 from recommender.decision.recommendation import RecommendRequest
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,8 +38,8 @@ def test_an_moe_model_has_no_calibrated_cell_and_says_so(tmp_path: Path) -> None
     # is never offline: an MoE model on an L40S has no calibrated cell for any engine.
     cells = json.loads(BANDS_JSON.read_text())["cells"]
     assert [c for c in cells if "/ada/moe/" in c] == ["trtllm/ada/moe/offline"]
-    rec = recommend(RecommendRequest(source=str(SAMPLE), gpu="L40S", model=MOE,
-                                     max_requests=300))
+    rec = recommend_trace(RecommendRequest(source=str(SAMPLE), gpu="L40S", model=MOE,
+                                           max_requests=300))
     pick = rec.pick.predicted
     assert pick.band is None
     assert pick.calibration_cell is not None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engines.config import SpeculativeConfig
-from engines.vllm import NGRAM_PROMPT_LOOKUP_MAX
+from engines.vllm.spellings import NGRAM_PROMPT_LOOKUP_MAX
 from profiler.analysis.ngram_acceptance import NGRAM_K, NGRAM_MAX, NGRAM_MIN
 from profiler.analysis.profile import profile_trace
 from profiler.ingestion.options import IngestOptions

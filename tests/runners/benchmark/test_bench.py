@@ -14,7 +14,7 @@ import runners.benchmark.bench
 from profiler.workspace import Workspace
 from runners.benchmark.bench import BenchRequest, ProgressSample, run_bench
 from runners.benchmark.store import list_runs, load_run
-from runners.load.workloads import WorkloadSpec
+from runners.load.workload_spec import WorkloadSpec
 from tests.runners.fake_openai import FakeOpenAI
 
 
@@ -259,8 +259,8 @@ def test_a_server_that_does_not_start_is_a_failed_run_in_the_store(tmp_path):
     import sys
 
     from core.errors import RunnerError
-    from engines.common import openai_readiness
-    from runners.server.launch import LaunchSpec
+    from engines.rendering import openai_readiness
+    from runners.server.launch_spec import LaunchSpec
 
     spec = LaunchSpec(mode="local", argv=[sys.executable, "-c", "raise SystemExit(3)"],
                       probe=openai_readiness("fake"),

@@ -11,7 +11,9 @@ import pytest
 from profiler.workspace import Workspace
 from runners.benchmark.bench import BenchRequest, run_bench
 from runners.benchmark.store import load_run
-from runners.load.workloads import WorkloadSpec, boundary_steps, offered_rps
+from runners.load.schedule import offered_rps
+from runners.load.workload_spec import WorkloadSpec
+from runners.load.workloads import boundary_steps
 from tests.runners.fake_openai import FakeOpenAI
 
 TTFT_S, TPOT_S, OUT, RUNNING = 0.01, 0.02, 4, 2
@@ -64,7 +66,8 @@ def _two_seqs(model_dir: Path, log_dir: Path):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_boundary_on_real_vllm(tiny_model_dir, tmp_path):
-    from runners.server.launch import group_alive, launched
+    from runners.server.launch import launched
+    from runners.server.process_group import group_alive
 
     # Poisson from 1 req/s, doubling, at most 6 steps of 12 requests (64 output tokens each):
     # the tiny CPU engine running two sequences at a time breaks the 2 s p95 TTFT SLO, or

@@ -15,7 +15,8 @@ from runners.benchmark.store import list_runs, load_run
 from runners.load.generator import prepare
 from runners.load.process import LoadOptions
 from runners.load.schemas import RequestResult
-from runners.load.workloads import WorkloadSpec, build_schedule
+from runners.load.workload_spec import WorkloadSpec
+from runners.load.workloads import build_schedule
 from tests.runners.hostile import HostileServer
 
 SPEC = WorkloadSpec(kind="concurrency", concurrency=2, num_requests=4, prompt_tokens=8,

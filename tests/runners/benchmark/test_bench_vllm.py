@@ -19,8 +19,10 @@ import pytest
 from profiler.workspace import Workspace
 from runners.benchmark.bench import BenchRequest, ProgressSample, run_bench
 from runners.benchmark.store import list_runs, load_run
-from runners.load.workloads import WorkloadSpec, build_schedule
-from runners.server.launch import group_alive, launched
+from runners.load.workload_spec import WorkloadSpec
+from runners.load.workloads import build_schedule
+from runners.server.launch import launched
+from runners.server.process_group import group_alive
 from tests.runners.conftest import vllm_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

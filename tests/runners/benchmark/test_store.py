@@ -15,7 +15,7 @@ from core.errors import WorkspaceError
 from profiler.workspace import Workspace
 from runners.benchmark.store import RunMeta, RunRecorder, compare_runs, list_runs, load_run
 from runners.load.schemas import RequestResult
-from runners.server.scrape import MetricSample
+from runners.server.engine_metrics import MetricSample
 
 ORIGIN = 500.0
 

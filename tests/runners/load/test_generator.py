@@ -21,7 +21,8 @@ import pytest
 from core.loop import run_outside_loop
 from runners.load.generator import run_workload, run_workload_sync
 from runners.load.process import LoadOptions
-from runners.load.workloads import WorkloadSpec, build_schedule
+from runners.load.workload_spec import WorkloadSpec
+from runners.load.workloads import build_schedule
 from tests.runners.load.test_prompts import _tokenizer
 from tests.runners.loadgen_server import LoadServer
 
@@ -249,7 +250,7 @@ def _prefix_hits(url: str) -> float:
 def test_shared_block_hashes_hit_vllms_prefix_cache(vllm_url):
     """Two requests whose hash chains share 2 of 3 blocks (64 tokens each): the second one's
     first 128 tokens are served from vLLM's prefix cache, no more, no less."""
-    from runners.load.workloads import Schedule, ScheduledRequest
+    from runners.load.schedule import Schedule, ScheduledRequest
 
     def req(i, hashes):
         return ScheduledRequest(index=i, at_s=None, input_tokens=192, output_tokens=2,

@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from runners.load.workloads import Schedule, WorkloadSpec, build_schedule
+from runners.load.schedule import Schedule
+from runners.load.workload_spec import WorkloadSpec
+from runners.load.workloads import build_schedule
 
 ALPHA = 1e-7  # false-failure probability spent on one exact (or rigorous) bound
 # For statistics that are only asymptotically normal (a sample CV): 6 standard errors have a

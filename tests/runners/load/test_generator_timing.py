@@ -34,8 +34,10 @@ from runners.load.process import (
     outcome,
 )
 from runners.load.rawhttp import RawClient
+from runners.load.schedule import Schedule, ScheduledRequest
 from runners.load.schemas import RequestResult
-from runners.load.workloads import Schedule, ScheduledRequest, WorkloadSpec, build_schedule
+from runners.load.workload_spec import WorkloadSpec
+from runners.load.workloads import build_schedule
 
 START_S = 1000.0  # the virtual clock's reading when a loop starts: offsets are not stamps
 TOKEN_S = 1 / 64  # the fake engine's time per output token

@@ -462,7 +462,8 @@ def test_closed_loop_run_opens_its_connections_before_the_clock_starts(wire, mon
     from runners.load import rawhttp
     from runners.load.generator import run_workload_sync
     from runners.load.process import LoadOptions
-    from runners.load.workloads import WorkloadSpec, build_schedule
+    from runners.load.workload_spec import WorkloadSpec
+    from runners.load.workloads import build_schedule
 
     opened = rawhttp.open_stamped
     opens: list[float] = []  # perf_counter when each connection was open

@@ -18,7 +18,8 @@ import pytest
 from pydantic import ValidationError
 
 from core.errors import RunnerError
-from runners.load.workloads import WORKLOADS, WorkloadSpec, build_schedule
+from runners.load.workload_spec import WorkloadSpec
+from runners.load.workloads import WORKLOADS, build_schedule
 
 TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
 MOONCAKE = TRACES / "mooncake_conversation_trace.jsonl.gz"

@@ -9,8 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from runners.benchmark.boundary import analyze_boundary, judge_step, should_stop
+from runners.load.schedule import offered_rps
 from runners.load.schemas import RequestResult
-from runners.load.workloads import WORKLOADS, WorkloadSpec, boundary_steps, offered_rps
+from runners.load.workload_spec import WorkloadSpec
+from runners.load.workloads import WORKLOADS, boundary_steps
 
 
 def _spec(**kw) -> WorkloadSpec:

@@ -19,22 +19,19 @@ import pytest
 from pydantic import ValidationError
 
 from core.errors import RunnerError
-from engines.common import docker_argv, docker_run_argv, openai_readiness
 from engines.config import EngineConfig
+from engines.containers import docker_argv, docker_run_argv
 from engines.registry import get_engine
+from engines.rendering import openai_readiness
 from runners.load.client import send
 from runners.load.schemas import RequestSpec
-from runners.server.docker_engine import pull_summary, run_kwargs
-from runners.server.launch import (
-    Endpoint,
-    LaunchError,
-    LaunchSpec,
-    container_of,
-    group_alive,
-    launched,
-    local_prerequisite,
-)
+from runners.server.docker_container import run_kwargs
+from runners.server.docker_image import pull_summary
+from runners.server.launch import launched
+from runners.server.launch_spec import Endpoint, LaunchError, LaunchSpec
 from runners.server.ports import free_port
+from runners.server.process_group import group_alive
+from runners.server.server_command import container_of, local_prerequisite
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -415,7 +412,8 @@ def test_a_local_engine_that_is_not_installed_is_said_before_a_run(tmp_path, mon
 @pytest.mark.parametrize("source", ["relative/dir", "./cache", "x", "../up"])
 def test_a_mount_source_the_daemon_cannot_place_is_refused_before_it_is_asked(tmp_path,
                                                                              source):
-    from runners.server.docker_engine import DockerError, create
+    from runners.server.docker_container import create
+    from runners.server.docker_engine import DockerError
 
     spec = LaunchSpec(mode="docker", config=EngineConfig(engine="vllm", model="m"),
                       log_dir=tmp_path, model_cache_dir=source)

@@ -13,7 +13,8 @@ import pytest
 
 from runners.load.client import send
 from runners.load.schemas import RequestResult, RequestSpec
-from runners.server.launch import group_alive, launched
+from runners.server.launch import launched
+from runners.server.process_group import group_alive
 from tests.runners.conftest import vllm_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

@@ -14,14 +14,9 @@ import pytest
 from aiohttp import web
 
 from engines.registry import get_engine
-from runners.server.scrape import (
-    ExpositionError,
-    Scraper,
-    extract,
-    hit_rate,
-    parse_exposition,
-    spec_measured,
-)
+from runners.server.engine_metrics import extract, hit_rate, spec_measured
+from runners.server.exposition import ExpositionError, parse_exposition
+from runners.server.scrape import Scraper
 
 # The shape of vLLM 0.1x /metrics (v1 engine): HELP/TYPE comments, model_name/engine labels,
 # counters with _total and _created, a histogram.

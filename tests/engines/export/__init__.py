@@ -1,0 +1,1 @@
+"""Tests of the deployment bundle (`engines.export`) and of the manifests it writes."""

@@ -1,0 +1,1 @@
+"""Tests of the SGLang plug-in (`engines.sglang`)."""

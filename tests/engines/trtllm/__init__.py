@@ -1,0 +1,1 @@
+"""Tests of the TensorRT-LLM plug-in (`engines.trtllm`)."""
