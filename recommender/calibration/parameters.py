@@ -17,7 +17,8 @@ from recommender.catalog.lookup import get_gpu
 from recommender.model.params import GpuScales, PerfParams
 
 FITTED = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "per_seq_overhead_s",
-          "request_overhead_s", "prefill_kernel_scale", "prefill_kernel_scale_tp8")
+          "request_overhead_s", "closed_loop_gap_s", "prefill_kernel_scale",
+          "prefill_kernel_scale_tp8")
 BOUNDS = {  # (low, high) of each fitted parameter
     "compute_efficiency": (0.05, 1.0),
     "bandwidth_efficiency": (0.05, 1.0),
@@ -26,6 +27,7 @@ BOUNDS = {  # (low, high) of each fitted parameter
     "step_overhead_s": (1e-5, 0.01),
     "per_seq_overhead_s": (1e-8, 1e-3),
     "request_overhead_s": (1e-4, 0.5),
+    "closed_loop_gap_s": (1e-4, 0.5),
     # Measured tables only (the roofline ignores it): an engine release's prefill GEMMs from
     # twice as fast as the table's to three times as slow.
     "prefill_kernel_scale": (0.5, 3.0),
@@ -68,7 +70,10 @@ class Layout:
         else:
             eng = [getattr(base.engines[e], f) for e in self.engines for f in FITTED]  # type: ignore[index]
         fam = [getattr(base.scales_for(a), f) for a in self.families for f in SCALES]
-        return np.log(np.array(eng + fam, dtype=float))
+        # A parameter a fit file predates (0: absent) starts at its lower bound, the
+        # nearest value log space can hold.
+        lo, hi = self.bounds()
+        return np.clip(np.log(np.maximum(np.array(eng + fam, dtype=float), 1e-300)), lo, hi)
 
     def columns(self, row: CalRow) -> list[int]:
         """The entries of x the row's prediction depends on: its engine's block (the shared

@@ -68,7 +68,17 @@ class EngineParams(Record):
         ge=0,
         description="Client-visible time per request outside the engine's steps (HTTP, "
         "tokenisation, chat template, detokenisation): added to TTFT and E2E; in a closed "
-        "loop a user's next request enters the engine this much later.",
+        "loop a user's next request enters the engine this much later (after the "
+        "closed-loop gap).",
+    )
+    closed_loop_gap_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Closed loop only: time between one request's last token reaching the "
+        "user and that user's next request being sent (the client's turnaround: closing "
+        "the stream, recording, building the next request). Counted in neither TTFT nor "
+        "TPOT; it lowers a closed loop's request rate when every user fits the batch. "
+        "Apart from request_overhead_s, so a light-load TTFT does not pay for it.",
     )
 
     def prefill_scale(self, tp: int) -> float:
@@ -129,8 +139,8 @@ class PerfParams(Record):
 def default_params(step_time: str = DEFAULT_KIND) -> PerfParams:
     """Starting point of the fit for step-time provider `step_time`. 10 ms of per-request
     API time is a starting guess (a local HTTP round trip plus tokenisation of a short
-    prompt)."""
-    start = EngineParams(request_overhead_s=0.01)
+    prompt), 5 ms of closed-loop gap another (a benchmark client's turnaround)."""
+    start = EngineParams(request_overhead_s=0.01, closed_loop_gap_s=0.005)
     return PerfParams(engines={"vllm": start, "sglang": start, "trtllm": start},
                       step_time=check_kind(step_time))
 

@@ -181,7 +181,7 @@ class StepCoefficients:
     draft_fixed_s: float  # per draft forward
     draft_cpu_s: float  # per decode sequence (ngram proposer)
     spec_tokens_per_step: float  # expected tokens per decode step
-    request_overhead_s: float  # per request, outside the steps (API time)
+    closed_loop_reentry_s: float  # engine finish to the same user's next entry (gap + API)
     prefill_scale: float  # measured tables: the release's prefill GEMM time over the table's
 
     def array(self) -> np.ndarray:
@@ -249,7 +249,7 @@ def step_coefficients(dep: Deployment, params: EngineParams) -> StepCoefficients
         comm_token_s=ar_tok, comm_fixed_s=ar_fix, a2a_token_s=a2a_tok, a2a_fixed_s=a2a_fix,
         step_overhead_s=params.step_overhead_s, seq_overhead_s=params.per_seq_overhead_s,
         roofline_p=ROOFLINE_P, **_draft(dep, params, flops_s, bytes_s),
-        request_overhead_s=params.request_overhead_s,
+        closed_loop_reentry_s=params.closed_loop_gap_s + params.request_overhead_s,
         prefill_scale=params.prefill_scale(dep.tp),
     )
 

@@ -50,7 +50,8 @@ def _served(params: EngineParams) -> EngineParams:
 
 
 def _in_process(params: EngineParams) -> EngineParams:
-    return params.model_copy(update={"per_seq_overhead_s": 0.0, "request_overhead_s": 0.0})
+    return params.model_copy(update={"per_seq_overhead_s": 0.0, "request_overhead_s": 0.0,
+                                     "closed_loop_gap_s": 0.0})
 
 
 HARNESSES: dict[str, Callable[[EngineParams], EngineParams]] = {
@@ -82,6 +83,11 @@ class Resolved:
     def request_overhead_s(self) -> float:
         """Client-visible time per request outside the engine's steps."""
         return self.params.request_overhead_s
+
+    @property
+    def closed_loop_gap_s(self) -> float:
+        """A closed-loop user's time from one answer to sending the next request."""
+        return self.params.closed_loop_gap_s
 
 
 def _engine_params(params: PerfParams | EngineParams, config: EngineConfig) -> PerfParams:

@@ -121,8 +121,8 @@ def steady_state(res: Resolved, load: LoadSpec, *, replicas: int = 1) -> Predict
     ceiling waits (C − B)/requests/s (Little's law); offline, requests beyond the first B
     wait for a slot and the first B share one prefill burst; Poisson arrivals at rate R keep
     n = R·E2E in flight (`_open_loop_demand`), served as a closed loop of n. The per-request
-    API time adds to TTFT and E2E, and to each closed-loop user's cycle when all users fit
-    the batch.
+    API time adds to TTFT and E2E; it and the closed-loop gap add to each closed-loop user's
+    cycle when all users fit the batch.
     The ramp-up/drain of a finite offline run is ignored (makespan = N / requests/s).
 
     Raises:
@@ -143,7 +143,8 @@ def steady_state(res: Resolved, load: LoadSpec, *, replicas: int = 1) -> Predict
     s = _steady(res, demand / replicas, isl=isl, osl=osl)
     cycle_s = s.steps_per_request * s.step_s
     if concurrency is not None and concurrency / replicas <= s.batch:
-        cycle_s += overhead  # each user idles the API time between requests
+        # each user idles the client's gap and the API time between requests
+        cycle_s += overhead + res.closed_loop_gap_s
     rps_replica = s.batch / cycle_s if rate is None else min(rate, s.batch / cycle_s)
     ttft = s.ttft_service_s + max(0.0, s.steps_per_request - 1.0 - s.decode_steps) * s.step_s
     ttft += overhead + _queueing(s, demand / replicas, rps_replica,

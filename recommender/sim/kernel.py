@@ -26,11 +26,11 @@ COEF_FIELDS = (
     "kv_byte_s", "expert_keep", "expert_token_scale", "comm_token_s", "comm_fixed_s",
     "a2a_token_s", "a2a_fixed_s", "step_overhead_s", "seq_overhead_s", "roofline_p",
     "spec_queries", "draft_forwards", "draft_flop_s", "draft_weight_s", "draft_kv_s",
-    "draft_fixed_s", "draft_cpu_s", "spec_tokens_per_step", "request_overhead_s",
+    "draft_fixed_s", "draft_cpu_s", "spec_tokens_per_step", "closed_loop_reentry_s",
     "prefill_scale",
 )
 (C_TOK, C_SAMP, C_ATTN, M_W, M_WE, M_KV, MOE_KEEP, MOE_TOK, COMM_TOK, COMM_FIX, A2A_TOK,
- A2A_FIX, OH_STEP, OH_SEQ, P, SPEC_Q, D_K, D_TOK, D_W, D_KV, D_FIX, D_CPU, SPEC_E, REQ_OH,
+ A2A_FIX, OH_STEP, OH_SEQ, P, SPEC_Q, D_K, D_TOK, D_W, D_KV, D_FIX, D_CPU, SPEC_E, REENTRY,
  PF_SCALE) = range(len(COEF_FIELDS))
 N_COEF = len(COEF_FIELDS)
 # The loop's integer settings (`simulator.KernelSettings`, named there), in this order.
@@ -453,7 +453,7 @@ def _admit(S, ca, qu, budget, settings, reserve_tokens, ratio, clip):  # noqa: P
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _advance(S, F, ca, qu, t, dt, steps, hbs, hu, spec, closed, req_oh, itl):  # noqa: PLR0917, PLR0912, PLR0915
+def _advance(S, F, ca, qu, t, dt, steps, hbs, hu, spec, closed, reentry, itl):  # noqa: PLR0917, PLR0912, PLR0915
     """After a step of `dt` ending at `t`: every scheduled request's tokens computed, its
     full prompt blocks cached; a request whose computed tokens reach its length emits 1
     token (the expected fluid of the speculative ones), recorded in the ITL histogram;
@@ -511,7 +511,7 @@ def _advance(S, F, ca, qu, t, dt, steps, hbs, hu, spec, closed, req_oh, itl):  #
             F[r, F_FIN] = t
             q[Q_DONE] += 1
             if closed > 0 and q[Q_NREL] < n:
-                F[q[Q_NREL], F_ARR] = t + req_oh
+                F[q[Q_NREL], F_ARR] = t + reentry
                 q[Q_NREL] += 1
         else:
             run_[j] = r
@@ -687,7 +687,7 @@ def run(req, icfg, coef, table, pcfg, series, itl):  # noqa: PLR0917
         t += dt
         steps += 1
         ratio = max(pcfg[RES_MIN], ratio - pcfg[RES_DECAY])
-        _advance(S, F, ca, qu, t, dt, steps, hbs, hu, spec, closed, coef[REQ_OH], itl)
+        _advance(S, F, ca, qu, t, dt, steps, hbs, hu, spec, closed, coef[REENTRY], itl)
         ns, stride = _sample(series, ns, stride, steps, t, qu, cap, ca.cs, hu)
     stats = np.array([steps, preempts, ns, error], np.int64)
     itl[ITL_BINS + 2] = max(itl[ITL_BINS + 2], np.max(F[:, F_MAXGAP]) if n else 0.0)

@@ -31,7 +31,8 @@ Scheduler (vLLM V1-like, one iteration per step):
   prefix caching on and no block hashes, each prompt gets private blocks of
   OWN_BLOCK_TOKENS (no sharing, only that resumption).
 - A request enters the engine the engine's request_overhead_s (API time) after it is sent;
-  its latencies count from the send; a closed-loop user's next request is sent at the finish.
+  its latencies count from the send; a closed-loop user's next request is sent the engine's
+  closed_loop_gap_s (the client's turnaround) after the finish.
 - Step time = the step formula (`perf`) of the batch: prefill tokens, decodes, summed decode
   contexts, summed causal prefill context (chunk tokens × (start + chunk/2)), prompts
   sampled; its kernel part from the deployment's step-time provider (the roofline's closed

@@ -77,6 +77,22 @@ def test_latency_identities():
     assert p.total_throughput_tok_s == pytest.approx(p.request_throughput_rps * 500)
 
 
+def test_the_closed_loop_gap_lengthens_a_users_cycle_not_its_latencies():
+    # 4 users within the batch: each user's cycle (users / request rate, Little's law) grows
+    # by exactly the client's gap G, while TTFT, TPOT and E2E stay put.
+    g_s = 0.25
+    gapped = PARAMS.model_copy(update={"closed_loop_gap_s": g_s})
+    load = fixed(300, 200, concurrency=4)
+    base = steady(deploy("vllm", M8), M8, H100, load, params=ALL)
+    spaced = steady(deploy("vllm", M8), M8, H100, load,
+                    params=PerfParams(engines={"vllm": gapped}))
+    assert spaced.ttft_s == base.ttft_s and spaced.tpot_s == base.tpot_s
+    assert spaced.e2e_s == base.e2e_s
+    cycle = 4 / base.request_throughput_rps
+    assert cycle == pytest.approx(base.e2e_s, rel=0.01)
+    assert 4 / spaced.request_throughput_rps == pytest.approx(cycle + g_s, rel=1e-9)
+
+
 def test_a_trtllm_request_holds_its_whole_output_resident():
     # GUARANTEED_NO_EVICT (recommender.sim.policies): the KV-bound batch counts isl + osl tokens
     # a request, where vLLM's blocks grow as it decodes (isl + osl/2 on average).

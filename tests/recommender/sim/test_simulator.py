@@ -464,3 +464,24 @@ def test_unservable_counts_match_each_requests_own_refusal_and_the_simulation():
     chunked = capped.model_copy(update={"chunked_prefill": True})
     assert unservable_counts(chunked, GPU, MODEL, inp, out) == {"max_model_len": 2}
     assert unservable_counts(chunked, GPU, MODEL, inp[:3], out[:3]) == {}
+
+
+def test_the_closed_loop_gap_spaces_a_users_requests_but_stays_out_of_its_latencies():
+    # One user, 5 equal requests: each request runs alone, so its latencies are the same with
+    # or without the client's gap, and each of the 4 requests after the first is sent G
+    # later than the one before's finish: the run lasts 4·G longer. The API time R counts
+    # in every request's TTFT and E2E, and also delays each next request's entry.
+    r_s, g_s = 0.03, 0.2
+    req = _reqs([500] * 5, [50] * 5)
+
+    def run(gap_s: float):
+        p = PARAMS.model_copy(update={"request_overhead_s": r_s, "closed_loop_gap_s": gap_s})
+        params = PerfParams(engines={"vllm": p}, step_time="roofline")
+        return simulate(req, _cfg(), GPU, MODEL, params=params,
+                        options=SimOptions(arrival="closed_loop", concurrency=1))
+
+    base, spaced = run(0.0), run(g_s)
+    np.testing.assert_allclose(spaced.ttft_s, base.ttft_s, rtol=1e-12)
+    np.testing.assert_allclose(spaced.e2e_s, base.e2e_s, rtol=1e-12)
+    assert base.ttft_s.min() > r_s
+    assert spaced.summary.makespan_s - base.summary.makespan_s == pytest.approx(4 * g_s)
