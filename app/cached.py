@@ -17,7 +17,7 @@ import streamlit as st
 from app.redact import user_paths
 from app.session import owned
 from app.storage import TraceChoice, app_home
-from profiler.analysis.chart_data import ChartData
+from profiler.analysis.chart_data.profile_view import ChartData
 from profiler.ingestion.options import IngestOptions
 from profiler.schema import Profile
 from profiler.workspace import Workspace
@@ -69,7 +69,7 @@ def profile_for(choice: TraceChoice) -> Profile:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _charts(key: str, choice_json: str) -> ChartData:
-    from profiler.analysis.chart_data import chart_data
+    from profiler.analysis.chart_data.profile_view import chart_data
 
     return chart_data(workspace_for(TraceChoice.model_validate_json(choice_json)))
 

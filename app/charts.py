@@ -11,13 +11,10 @@ from plotly.subplots import make_subplots
 
 from core.capacity import DayPlan, LoadCurve
 from core.figures import Latency
-from profiler.analysis.chart_data import (
-    ArrivalSeries,
-    Heatmap,
-    LogHistogram,
-    ReuseCurve,
-    SegmentOutline,
-)
+from profiler.analysis.chart_data.arrivals import ArrivalSeries
+from profiler.analysis.chart_data.distributions import Heatmap, LogHistogram
+from profiler.analysis.chart_data.reuse import ReuseCurve
+from profiler.analysis.chart_data.segment_outlines import SegmentOutline
 
 if TYPE_CHECKING:
     from recommender.model.memory import MemoryPlan
@@ -118,7 +115,7 @@ def latency_throughput(points: Sequence[dict], x_title: str, y_title: str) -> go
 
 
 def live_run(samples: Sequence) -> go.Figure:
-    """A running benchmark (runners.benchmark.bench.ProgressSample list): throughput, TTFT,
+    """A running benchmark (runners.benchmark.live_run.ProgressSample list): throughput, TTFT,
     queue."""
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=("completed req/s", "TTFT p50 (s)", "queue depth"))

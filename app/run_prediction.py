@@ -1,8 +1,8 @@
 """The prediction of a benchmark run's own requests, for `bench --predict` and Validate.
 
 Joins the two halves no library package may join (runners does not import the recommender):
-the schedule a run sends (`runners.benchmark.bench.schedules_of`, the same call the run makes) as a
-`core.load.LoadSpec` of sent requests (`Schedule.load_spec`), predicted by
+the schedule a run sends (`runners.benchmark.bench_request.schedules_of`, the same call the
+run makes) as a `core.load.LoadSpec` of sent requests (`Schedule.load_spec`), predicted by
 `recommender.sim.predict.predict` for the deployment the run serves, its goodput under the
 run's SLOs. So the measurement is set beside the prediction of exactly its load, not of the
 whole trace the pick was chosen on.
@@ -17,14 +17,13 @@ from core.errors import RunnerError, UsageError
 if TYPE_CHECKING:  # imported where used: the CLI starts without the recommender
     from engines.config import EngineConfig
     from recommender.sim.predict import LoadPrediction
-    from runners.benchmark.bench import BenchRequest
+    from runners.benchmark.bench_request import BenchRequest
 
 
 def predict_run(request: BenchRequest, config: EngineConfig, gpu: str | None
                 ) -> LoadPrediction:
-    """The `LoadPrediction` of what `request` (a `runners.benchmark.bench.BenchRequest`) sends,
-    served
-    by `config` (an `EngineConfig`; one instance) on `gpu` (a catalog GPU name).
+    """The `LoadPrediction` of what `request` (a `runners.benchmark.bench_request.BenchRequest`)
+    sends, served by `config` (an `EngineConfig`; one instance) on `gpu` (a catalog GPU name).
 
     Raises:
         UsageError: no GPU named, a sweep or boundary (several schedules), or a schedule
@@ -32,7 +31,7 @@ def predict_run(request: BenchRequest, config: EngineConfig, gpu: str | None
             refuses.
     """
     from recommender.sim.predict import PredictRequest, predict
-    from runners.benchmark.bench import schedules_of
+    from runners.benchmark.bench_request import schedules_of
 
     if gpu is None:
         raise UsageError("--predict needs the GPU the deployment runs on: the config names "

@@ -41,7 +41,7 @@ class LoadPoint(Record):
 
 
 # Mutable: prices are filled in afterwards, when a GPU price is known
-# (recommender.decision.pricing).
+# (recommender.decision.capacity.pricing).
 class Boundary(MutableRecord):
     """The highest load one deployment serves within the SLOs (a bracketing search)."""
 
@@ -66,7 +66,7 @@ class Boundary(MutableRecord):
 
 
 # Mutable: prices are filled in afterwards, when a GPU price is known
-# (recommender.decision.pricing).
+# (recommender.decision.capacity.pricing).
 class GrowthRow(MutableRecord):
     """What `factor` × today's traffic needs."""
 
@@ -111,7 +111,7 @@ class DayWindow(Record):
 
 
 # Mutable: prices are filled in afterwards, when a GPU price is known
-# (recommender.decision.pricing).
+# (recommender.decision.capacity.pricing).
 class DayPlan(MutableRecord):
     """The fleet over the trace's span: replicas per window at the pick's SLO boundary, the
     GPU-hours that costs against a fleet sized for the busiest window, and the headroom."""

@@ -1,7 +1,7 @@
 """`python -m app bench`: parse the options, run one live benchmark, print its summary.
 
 Heavy imports stay inside the command so `--help` is instant; the figures come from
-`runners.benchmark.options` (the CLI only formats them).
+`runners.benchmark.bench_report.report_json` (the CLI only formats them).
 """
 
 from __future__ import annotations
@@ -108,7 +108,9 @@ EXIT_FAILED_RUN = 1  # the run ended and was stored, but failed (its report says
 def cmd_bench(args: argparse.Namespace) -> int:
     """Exit 0 for a complete run, EXIT_FAILED_RUN for a failed one (report printed, reason on
     stderr), 2 when it could not run, 130 on Ctrl-C, EXIT_TERMINATED on SIGTERM."""
-    from runners.benchmark.options import bench, progress_line, report_json
+    from runners.benchmark.bench_report import report_json
+    from runners.benchmark.from_options import bench
+    from runners.benchmark.live_run import progress_line
     from runners.benchmark.shutdown import sigterm_interrupts
 
     options = options_of(args)
@@ -144,7 +146,7 @@ def _predicted(options: Any, workspace: str | None) -> Any:
     deployment --config names."""
     from app.run_prediction import predict_run
     from engines.export.loading import load_request
-    from runners.benchmark.options import build_request
+    from runners.benchmark.from_options import build_request
 
     if options.config_path is None:
         raise UsageError("--predict needs --config REC_JSON: the deployment to predict")
@@ -199,7 +201,7 @@ def _text(s: dict[str, Any]) -> str:
         lines.append(f"prefix hit {hit:.1%} (engine counters)")
     spec = s["scraped"].get("speculative")
     if spec is not None:
-        from app.render import speculation_text
+        from app.render.figures import speculation_text
         from runners.server.engine_metrics import SpecMeasured
 
         lines.append("speculate  " + speculation_text(SpecMeasured.model_validate(spec)))

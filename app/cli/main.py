@@ -275,7 +275,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(prediction.json_ms(), indent=2))
     else:
-        from app.render import prediction_text
+        from app.render.figures import prediction_text
 
         print(prediction_text(prediction))
     return 0
@@ -317,7 +317,7 @@ def _workspace(args: argparse.Namespace) -> Any:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from app.render import profile_text
+    from app.render.profile import profile_text
     from profiler.analysis.backends import profile_with
     from profiler.analysis.profile import DEFAULT_LRU_CAPACITIES
 

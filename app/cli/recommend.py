@@ -112,12 +112,9 @@ def _progress(fraction: float, what: str) -> None:
 def recommendation_text(rec: Recommendation) -> str:
     """The pick, its predicted figures in ms and their band, the reasons, warnings and
     alternatives."""
-    from app.render import (  # imported here: `--help` stays instant
-        band_text,
-        decision_line,
-        interval_text,
-        price_text,
-    )
+    # imported here: `--help` stays instant
+    from app.render.figures import band_text, interval_text
+    from app.render.recommendation import decision_line, price_text
     from recommender.decision.recommendation import UNSERVABLE
 
     pick = rec.pick

@@ -6,10 +6,12 @@ import streamlit as st
 
 from app import charts
 from app.cached import charts_for, profile_for
-from app.render import fmt_value, lru_tile, model_rows, ngram_detail, plain, web_words
+from app.render.formats import fmt_value, plain, web_words
+from app.render.profile import lru_tile, model_rows, ngram_detail
 from app.session import current_trace
 from core.errors import ServeFitError
-from profiler.analysis.chart_data import ChartData, segment_outlines
+from profiler.analysis.chart_data.profile_view import ChartData
+from profiler.analysis.chart_data.segment_outlines import segment_outlines
 from profiler.schema import Profile
 
 TILES_PER_ROW = 4  # five cut values and labels short at common window widths

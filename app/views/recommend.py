@@ -15,23 +15,17 @@ from app.cached import (
     workspace_for,
 )
 from app.redact import user_paths
-from app.render import (
+from app.render.figures import band_text, cell_words, curve_bands, interval_text, latency_rows
+from app.render.formats import fmt_ms, plain, web_words
+from app.render.recommendation import (
     CANDIDATE_HELP,
     LIMIT_HELP,
-    band_text,
     candidate_points,
     candidate_rows,
-    cell_words,
-    curve_bands,
     decision_line,
-    fmt_ms,
-    interval_text,
     label_legend,
-    latency_rows,
     memory_text,
-    plain,
     price_text,
-    web_words,
 )
 from app.session import current_recommendation, current_trace, keep_recommendation
 from app.storage import bundle_zip, store_model_config

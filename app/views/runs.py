@@ -8,7 +8,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app.cached import store_cursor, store_workspace
-from app.render import latency_rows, plain
+from app.render.figures import latency_rows
+from app.render.formats import plain
 from app.session import (
     TRACE_KEY,
     keep_recommendation,
@@ -89,7 +90,8 @@ def _choice(e) -> TraceChoice:
 
 
 def _runs() -> None:
-    from runners.benchmark.store import compare_runs, list_runs
+    from runners.benchmark.comparison import compare_runs
+    from runners.benchmark.stored_runs import list_runs
 
     st.subheader("Benchmark runs")
     runs = visible_runs(list_runs(store_workspace()))

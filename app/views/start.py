@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.cached import columns_of, profile_for
-from app.render import plain, web_words
+from app.render.formats import plain, web_words
 from app.session import PENDING_KEY, TRACE_KEY, current_trace
 from app.storage import SAMPLE_LABEL, TraceChoice, display_name, sample_choice, store_upload
 from core.errors import FormatDetectionError, ServeFitError

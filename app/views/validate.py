@@ -17,13 +17,15 @@ from app import charts
 from app.cached import local_engine_missing, profile_for, trace_path_for, workspace_for
 from app.jobs import BenchJob, environment
 from app.redact import hide_home, user_paths
-from app.render import comparison_rows, measured_rows, plain, speculation_text
+from app.render.figures import comparison_rows, measured_rows, speculation_text
+from app.render.formats import plain
 from app.session import current_recommendation, current_trace, remember_run
 from app.storage import app_home
 from core.errors import ServeFitError
 from engines.config import EngineKind
-from runners.benchmark.bench import BenchRequest
-from runners.benchmark.options import BenchOptions, bench_argv, build_request, parse_options
+from runners.benchmark.bench_request import BenchRequest
+from runners.benchmark.from_options import build_request
+from runners.benchmark.options import BenchOptions, bench_argv, parse_options
 from runners.load.schemas import Api
 from runners.load.workloads import BENCH_KINDS
 from runners.server.launch_spec import LAUNCH_MODES

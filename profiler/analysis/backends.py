@@ -1,7 +1,7 @@
 """Which engine computes a trace's profile: plug-ins keyed by `kind` (`duckdb`, `spark`).
 
-Every backend computes the same `Profile` from the same queries (`profiler.analysis.profile`); they
-differ in where the rows live. Each is imported only when chosen, so the DuckDB path loads
+Every backend computes the same `Profile` from the same queries (`profiler.analysis.figures`);
+they differ in where the rows live. Each is imported only when chosen, so the DuckDB path loads
 nothing of Spark's.
 """
 

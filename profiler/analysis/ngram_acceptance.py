@@ -19,7 +19,7 @@ k = num_speculative_tokens) under greedy verification.
 Defaults: NGRAM_MAX = 4 is what `engines.vllm.spellings` writes (`prompt_lookup_max`); vLLM's
 SpeculativeConfig sets `prompt_lookup_min` to `prompt_lookup_max` when only the latter is
 given, hence NGRAM_MIN = 4. NGRAM_K = 3 is the search's speculative config
-(`recommender.decision.search.SPECULATIVE`). A test checks both stay equal to those.
+(`recommender.decision.variants.SPECULATIVE`). A test checks both stay equal to those.
 
 Which rate: `recommender.model.speculative` models a step as emitting E = (1 − a^(k+1)) / (1 − a)
 tokens. The replay measures E directly (output tokens / steps, every step counted, those

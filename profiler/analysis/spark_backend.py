@@ -1,20 +1,19 @@
-"""The profile on Spark: the same figures as `profiler.analysis.profile`, its queries run on a
+"""The profile on Spark: the same figures as `profiler.analysis.figures`, its queries run on a
 cluster.
 
 This module owns getting the canonical `requests` rows into Spark and running
-`profiler.analysis.profile.profile_figures` there; it writes no SQL of its own for any figure. Each
-query
-is the DuckDB one, transpiled by `profiler.analysis.spark_sql`, with the same bound parameters.
+`profiler.analysis.figures.profile_figures` there; it writes no SQL of its own for any figure.
+Each query is the DuckDB one, transpiled by `profiler.analysis.spark_sql`, with the same bound
+parameters.
 
 Where the rows come from:
 
 * A URI Spark reads itself (`s3a://`, `gs://`, `hdfs://`, `file://`, or a local folder of
   Parquet parts): a table in ServeFit's canonical layout (DESIGN §2.1: `request_id` in arrival
   order, `arrival_s` in seconds; what `synth` writes), read by the executors, never the driver.
-* Any other trace file: ingested on the driver by the one ingester (`profiler.ingestion.ingest`:
-format
-  detection, validation, time rules are per-format code, not queries), and the canonical rows
-  handed to Spark as Arrow.
+* Any other trace file: ingested on the driver by the one ingester
+  (`profiler.ingestion.ingest`: format detection, validation, time rules are per-format code,
+  not queries), and the canonical rows handed to Spark as Arrow.
 
 What stays on the driver, and why: the LRU prefix-cache simulation replays requests one after
 another against one cache, which no partitioning preserves (a request's hits depend on every
@@ -77,7 +76,8 @@ def profile_trace_spark(
         UsageError: pyspark or sqlglot is not installed, or Spark does not start.
         TraceError: the trace cannot be read, or is not a canonical table where one is needed.
     """
-    from profiler.analysis.profile import Scans, profile_figures
+    from profiler.analysis.figures import profile_figures
+    from profiler.analysis.scans import Scans
 
     with (_session(spark, master or DEFAULT_MASTER) as session, _spark_errors(path),
           _loaded(session, path, workspace, options) as (info, notes)):
@@ -257,7 +257,7 @@ def _ingest_locally(
 
 
 def _no_rate_scan(con: Any, window: int, duration: float) -> None:
-    """Spark aggregates the rate windows in SQL (`profile._WINDOWS_SQL`), on the executors."""
+    """Spark aggregates the rate windows in SQL (`timing._WINDOWS_SQL`), on the executors."""
     return None
 
 

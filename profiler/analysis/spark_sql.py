@@ -1,9 +1,9 @@
 """The profile's DuckDB SQL, transpiled to Spark SQL: the one place the two dialects meet.
 
 Every figure's query is written once, in DuckDB's dialect, next to the code that reads its rows
-(`profiler.analysis.profile`, `profiler.analysis.quantiles`, `profiler.analysis.segments`);
-`to_spark` turns it into Spark
-SQL with sqlglot, plus two rewrites sqlglot cannot know about:
+(`profiler.analysis.timing`, `profiler.analysis.figures`, `profiler.analysis.quantiles`,
+`profiler.analysis.segments`); `to_spark` turns it into Spark SQL with sqlglot, plus two
+rewrites sqlglot cannot know about:
 
 * `WITH x AS MATERIALIZED (…)`: a DuckDB planner hint Spark's parser refuses; dropped.
 * A window with no ORDER BY (`lag(arrival_s) OVER ()`): DuckDB reads the table in stored order,

@@ -14,7 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiler.ingestion.sources import COPY_CHUNK, SNIFF_BYTES, Container, one_line, size_text
+from profiler.ingestion.sniff import SNIFF_BYTES, Container
+from profiler.ingestion.sources import COPY_CHUNK, one_line, size_text
 
 JSON_SCAN_MAX_BYTES = 64 << 20
 DIAGNOSE_ROWS = 25_000  # a little over DuckDB's sniffing sample (20,480 rows)

@@ -1,4 +1,4 @@
-"""Opening a trace file: compression and container sniffing.
+"""Opening a trace file: a plain file DuckDB can read, compressed input expanded first.
 
 Compressed input (gzip, zstd) is expanded once into a private temporary file, streaming and
 with a cap on the expansion, so a truncated archive or a decompression bomb fails early with
@@ -6,6 +6,8 @@ one clear line and DuckDB then reads a plain file of known size. The expansion f
 (`servefit-expand-*` in the system temp directory) is removed when the trace is closed; a
 process killed before that (kill -9) cannot, so each folder holds a lock its process keeps
 while alive, and the next expansion removes every folder whose lock nobody holds.
+
+What the file's first bytes say (compression, container) is `profiler.ingestion.sniff`'s.
 """
 
 from __future__ import annotations
@@ -19,33 +21,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO
 
 from core.errors import TraceError
+from profiler.ingestion.sniff import Container, compression_of, container_of, read_head
 
-Container = Literal["parquet", "csv", "jsonl", "json_array"]
-
-GZIP_MAGIC = b"\x1f\x8b"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-PARQUET_MAGIC = b"PAR1"
-UNSUPPORTED_MAGIC = {
-    b"BZh": "bzip2",
-    b"\xfd7zXZ\x00": "xz",
-    b"PK\x03\x04": "zip",
-    b"7z\xbc\xaf\x27\x1c": "7z",
-}
-BINARY_MAGIC = {
-    b"\x89PNG\r\n\x1a\n": "PNG image",
-    b"\xff\xd8\xff": "JPEG image",
-    b"GIF8": "GIF image",
-    b"%PDF-": "PDF document",
-    b"\x7fELF": "program (ELF)",
-    b"SQLite format 3\x00": "SQLite database",
-    b"ARROW1": "Arrow/Feather file",
-}
-BINARY_CONTROL = bytes(b for b in range(0x20) if b not in b"\t\n\r\x0c\x08\x1b")
-BINARY_CONTROL_SHARE = 0.1
-SNIFF_BYTES = 64 * 1024
 COPY_CHUNK = 1 << 20
 ZSTD_FEED = 1 << 10
 DEFAULT_MAX_EXPANSION = 200
@@ -63,26 +43,6 @@ class OpenedTrace:
     path: str
     container: Container
     compression: str | None
-
-
-def _head(path: str, n: int = SNIFF_BYTES) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(n)
-
-
-def _compression(head: bytes, source: str) -> str | None:
-    if head.startswith(GZIP_MAGIC):
-        return "gzip"
-    if head.startswith(ZSTD_MAGIC):
-        return "zstd"
-    for magic, name in UNSUPPORTED_MAGIC.items():
-        if head.startswith(magic):
-            raise TraceError(
-                f"{name} archives are not supported",
-                path=source,
-                hint="decompress it first, or recompress with gzip or zstd",
-            )
-    return None
 
 
 def _gzip_chunks(raw: BinaryIO) -> Iterator[bytes]:
@@ -161,39 +121,6 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _binary_kind(head: bytes) -> str | None:
-    """A name for content that is clearly not text (known magic, NULs, control bytes)."""
-    for magic, name in BINARY_MAGIC.items():
-        if head.startswith(magic):
-            return name
-    if b"\x00" in head:
-        return "binary file"
-    control = len(head) - len(head.translate(None, BINARY_CONTROL))
-    return "binary file" if control > len(head) * BINARY_CONTROL_SHARE else None
-
-
-def _container(head: bytes, source: str) -> Container:
-    if head.startswith(PARQUET_MAGIC):
-        return "parquet"
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if not text:
-        raise TraceError("the file is empty", path=source, hint="export the trace again")
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise TraceError("the file is UTF-16 text", path=source,
-                         hint="re-encode it as UTF-8, e.g. with iconv -f UTF-16 -t UTF-8")
-    binary = _binary_kind(head)
-    if binary is not None:
-        raise TraceError(
-            f"this is a {binary}, not a trace (CSV/TSV, JSON, JSONL or Parquet)",
-            path=source,
-        )
-    if text.startswith(b"["):
-        return "json_array"
-    if text.startswith(b"{"):
-        return "jsonl"
-    return "csv"
-
-
 @contextmanager
 def open_trace(
     source: str | os.PathLike[str],
@@ -211,13 +138,13 @@ def open_trace(
     if not Path(source).is_file():
         raise TraceError("no such file", path=source)
     try:
-        head = _head(source)
+        head = read_head(source)
     except OSError as exc:
         raise TraceError(f"cannot read the file ({exc.strerror or one_line(exc)})",
                          path=source) from None
-    kind = _compression(head, source)
+    kind = compression_of(head, source)
     if kind is None:
-        yield OpenedTrace(source, source, _container(head, source), None)
+        yield OpenedTrace(source, source, container_of(head, source), None)
         return
     cap = max_decompressed_bytes or max(
         DEFAULT_MIN_CAP_BYTES, max_expansion * os.path.getsize(source)
@@ -228,7 +155,7 @@ def open_trace(
         name = Path(source).name.encode()[:200].decode(errors="ignore")
         plain = os.path.join(tmpdir, name + ".plain")
         _expand(source, kind, plain, cap)
-        yield OpenedTrace(source, plain, _container(_head(plain), source), kind)
+        yield OpenedTrace(source, plain, container_of(read_head(plain), source), kind)
 
 
 @contextmanager

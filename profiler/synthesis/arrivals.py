@@ -1,6 +1,6 @@
-"""Arrival times for `profiler.synthesis.synth`: the profile's rate envelope, looped, with Gamma
-renewal
-gaps calibrated to its inter-arrival CV (or a Poisson process), and helpers on array streams.
+"""Arrival times for `profiler.synthesis.synth`: the profile's rate envelope, looped, with
+Gamma renewal gaps calibrated to its inter-arrival CV (or a Poisson process), and helpers on
+array streams.
 
 The plain Poisson process is `core.arrivals`'; the envelope placement (a fixed count per
 window, split by Gamma gaps) is this module's own algorithm.

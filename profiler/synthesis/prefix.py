@@ -1,7 +1,6 @@
-"""Prefix-chained block hashes for `profiler.synthesis.synth`: each request's leading run shared
-with a
-pool or session chain, the shared fraction searched to meet the profile's infinite-cache reuse,
-and the hashing (DESIGN §2.2).
+"""Prefix-chained block hashes for `profiler.synthesis.synth`: each request's leading run
+shared with a pool or session chain, the shared fraction searched to meet the profile's
+infinite-cache reuse, and the hashing (DESIGN §2.2).
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ _POOL_TAG, _SESSION_TAG, _UNIQUE_TAG, _ROOT_TAG = (t << 60 for t in (1, 2, 3, 4)
 @dataclass(slots=True)
 class Plan:
     """One chunk of requests (request ids first_id ..): `profiler.synthesis.synth` draws its
-    columns,
-    `attach` fills its block hashes."""
+    columns, `attach` fills its block hashes."""
 
     first_id: int
     arrival_s: Any

@@ -1,16 +1,15 @@
 """Synthetic request traces with the shape of a Profile (the `synth` command, DESIGN §2.4).
 
 Owns turning a `Profile` back into a canonical request table (DESIGN §2.1): arrivals
-(`arrivals`), joint lengths, sessions and prefix-chained block hashes (`prefix`),
-written as Parquet in bounded-memory chunks.
-It reads nothing but the Profile: no workspace, no source trace, no global RNG.
+(`arrivals`), joint lengths (`lengths`), sessions (`sessions`) and prefix-chained block hashes
+(`prefix`), drawn chunk by chunk and written as Parquet in bounded memory. It reads nothing but
+the Profile: no workspace, no source trace, no global RNG.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from core.errors import UsageError
 from core.records import Record
 from profiler.schema import Profile
 from profiler.synthesis.arrivals import CHUNK_ROWS, arrival_stream, rechunk
+from profiler.synthesis.lengths import Lengths, draw_lengths, length_model
 from profiler.synthesis.prefix import (
     POOL_CHAINS,
     POOL_ZIPF_A,
@@ -33,11 +33,10 @@ from profiler.synthesis.prefix import (
     search_share,
     shared_runs,
 )
+from profiler.synthesis.sessions import DEFAULT_MEAN_TURNS, Sessions, draw_sessions, session_model
 
 # CHUNK_ROWS (above) also sets the rows per written chunk: `_plans` reads it from this module.
 MAX_CHUNK_BLOCKS = 1 << 22  # prompt blocks per written chunk on the block-hash path
-DEFAULT_MEAN_TURNS = 4.0
-SESSION_SPREAD = 8  # about this many multi-turn sessions are in progress at once
 
 
 class SynthSummary(Record):
@@ -96,8 +95,8 @@ def synthesize(
     notes: list[str] = []
     arrivals = arrival_stream(profile, n_requests, rngs[0], rate_scale=rate_scale,
                               rate_rps=rate_rps, notes=notes)
-    lengths = _length_model(profile, rngs[1].spawn(1)[0], notes)
-    sessions = _session_model(profile, mean_turns, notes)
+    lengths = length_model(profile, rngs[1].spawn(1)[0], notes)
+    sessions = session_model(profile, mean_turns, notes)
     plans: Any = _plans(arrivals, lengths, sessions, n_requests, rngs[1:3])
     prefix = prefix_setup(profile)
     block_size = None
@@ -130,161 +129,20 @@ def _positive(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
-# --- lengths ---------------------------------------------------------------------------------
-
-
-_QUANTILE_LEVELS = (0.5, 0.9, 0.99)
-_PILOT_ROWS = 200_000
-
-
-@dataclass(slots=True)
-class _Lengths:
-    """Gaussian mixture in (ln(1 + input), ln(1 + output)), then a marginal quantile map."""
-
-    cum_share: Any
-    mean: Any  # (segments, 2)
-    chol: Any  # (segments, 3): l00, l10, l11 of the lower-triangular factor
-    bounds: tuple[tuple[float, float], tuple[float, float]]
-    knots: list[tuple[Any, Any] | None]  # per side: mixture quantiles -> profile quantiles
-
-
-def _length_model(profile: Profile, rng: Any, notes: list[str]) -> _Lengths:
-    import numpy as np
-
-    segs = profile.segments
-    if not segs:
-        raise UsageError("the profile has no length segments: re-profile the trace")
-    share = np.array([max(s.share, 0.0) for s in segs])
-    stats = (profile.input_tokens, profile.output_tokens)
-    model = _Lengths(
-        cum_share=np.cumsum(share) / share.sum(),
-        mean=np.array([[s.log_input_mean, s.log_output_mean] for s in segs]),
-        chol=np.array([_chol2(s.log_cov) for s in segs]),
-        bounds=((stats[0].min, stats[0].max), (stats[1].min, stats[1].max)),
-        knots=[None, None],
-    )
-    pilot = _mixture_logs(model, rng, _PILOT_ROWS)
-    for side, (x, st) in enumerate(zip(pilot, stats, strict=True)):
-        xk = np.quantile(x, _QUANTILE_LEVELS)
-        yk = np.log1p([st.p50, st.p90, st.p99])
-        if np.all(np.diff(xk) > 0) and np.all(np.diff(yk) >= 0):
-            model.knots[side] = (xk, yk)
-    notes.append(
-        f"lengths: {len(segs)} segment(s) drawn by share, each a bivariate normal in "
-        "(ln(1+input), ln(1+output)) with the segment's mean and covariance; each marginal "
-        "then mapped (monotone, piecewise linear in log space) onto the profile's p50/p90/p99, "
-        f"rounded and clipped to the profile's ranges (input {stats[0].min:g}..{stats[0].max:g}"
-        f", output {stats[1].min:g}..{stats[1].max:g})"
-    )
-    return model
-
-
-def _chol2(cov: list[list[float]]) -> tuple[float, float, float]:
-    """Lower-triangular factor of a 2x2 covariance, tolerant of (near-)singular ones."""
-    v00, v01, v11 = max(cov[0][0], 0.0), cov[0][1], max(cov[1][1], 0.0)
-    l00 = math.sqrt(v00)
-    l10 = v01 / l00 if l00 > 0 else 0.0
-    return l00, l10, math.sqrt(max(v11 - l10 * l10, 0.0))
-
-
-def _mixture_logs(model: _Lengths, rng: Any, n: int) -> tuple[Any, Any]:
-    import numpy as np
-
-    seg = np.minimum(np.searchsorted(model.cum_share, rng.random(n), side="right"),
-                     len(model.cum_share) - 1)
-    z = rng.standard_normal((2, n))
-    mean, chol = model.mean[seg], model.chol[seg]
-    return (mean[:, 0] + chol[:, 0] * z[0], mean[:, 1] + chol[:, 1] * z[0] + chol[:, 2] * z[1])
-
-
-def _draw_lengths(model: _Lengths, rng: Any, n: int) -> tuple[Any, Any]:
-    """(input_tokens, output_tokens) as int32 arrays of length n."""
-    import numpy as np
-
-    out = []
-    for logs, knots, (lo, hi) in zip(_mixture_logs(model, rng, n), model.knots, model.bounds,
-                                     strict=True):
-        x = logs if knots is None else _remap(logs, *knots)
-        tokens = np.rint(np.expm1(x, out=x), out=x)
-        out.append(np.clip(tokens, lo, hi, out=tokens).astype(np.int32))
-    return out[0], out[1]
-
-
-def _remap(x: Any, xk: Any, yk: Any) -> Any:
-    """Piecewise-linear map through knots xk -> yk; beyond the ends, shifted like the ends."""
-    import numpy as np
-
-    inner = np.interp(x, xk, yk)
-    return np.where(x < xk[0], x + (yk[0] - xk[0]),
-                    np.where(x > xk[-1], x + (yk[-1] - xk[-1]), inner))
-
-
-# --- sessions --------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Sessions:
-    share: float
-    mean_turns: float
-
-
-def _session_model(profile: Profile, mean_turns: float, notes: list[str]) -> _Sessions | None:
-    share = profile.multi_turn_share
-    if share is None:
-        notes.append("sessions: none (the profile has no session ids)")
-        return None
-    notes.append(
-        f"sessions: each request is a turn of a multi-turn session with probability "
-        f"{share:.3f} (the profile's multi_turn_share), else a one-request session; turns "
-        f"per multi-turn session = 2 + geometric, mean {mean_turns:g} (assumed default, "
-        f"mean_turns); turns take successive multi-turn arrivals, about {SESSION_SPREAD} "
-        "sessions interleaved at a time (assumed)"
-    )
-    return _Sessions(share=min(max(share, 0.0), 1.0), mean_turns=mean_turns)
-
-
-def _draw_sessions(model: _Sessions, rng: Any, n: int, first_id: int) -> tuple[Any, Any]:
-    """(session ids int64, multi-turn flags) for n consecutive requests; ids from first_id."""
-    import numpy as np
-
-    multi = rng.random(n) < model.share
-    where = np.flatnonzero(multi)
-    m = len(where)
-    ids = np.empty(n, dtype=np.int64)
-    n_sessions = 0
-    if m >= 2:
-        p = 1.0 / (model.mean_turns - 1.0)
-        sizes = 1 + rng.geometric(p, size=int(m / model.mean_turns * 1.5) + 16)
-        while sizes.sum() < m:
-            sizes = np.concatenate([sizes, 1 + rng.geometric(p, size=len(sizes))])
-        labels = np.repeat(np.arange(len(sizes)), sizes)[:m]
-        if labels[-1] != labels[-2]:  # a cut-off one-turn session joins the one before
-            labels[-1] = labels[-2]
-        spread = SESSION_SPREAD * model.mean_turns
-        labels = labels[np.argsort(np.arange(m) + rng.random(m) * spread, kind="stable")]
-        ids[where] = first_id + labels
-        n_sessions = int(labels.max()) + 1
-    else:
-        multi[:] = False
-    singles = np.flatnonzero(~multi)
-    ids[singles] = first_id + n_sessions + np.arange(len(singles))
-    return ids, multi
-
-
 # --- plan: the columns before block hashes (`Plan` is prefix.py's, which fills the hashes) -
 
 
 def _plans(
-    arrivals: Iterator[Any], lengths: _Lengths, sessions: _Sessions | None, n: int,
+    arrivals: Iterator[Any], lengths: Lengths, sessions: Sessions | None, n: int,
     rngs: list[Any],
 ) -> Iterator[Plan]:
     first_id, next_session = 0, 0
     for t in rechunk(arrivals, n, CHUNK_ROWS):
         size = len(t)
-        inp, out = _draw_lengths(lengths, rngs[0], size)
+        inp, out = draw_lengths(lengths, rngs[0], size)
         plan = Plan(first_id, t, inp, out)
         if sessions is not None:
-            plan.session, plan.multi = _draw_sessions(sessions, rngs[1], size, next_session)
+            plan.session, plan.multi = draw_sessions(sessions, rngs[1], size, next_session)
             next_session = int(plan.session.max()) + 1
         first_id += size
         yield plan

@@ -1,20 +1,15 @@
 """The bundled hardware and model catalogs over `data/catalog/`: loading, validation, lookup.
 
 Reads and validates the YAML (at call time, cached per directory), resolves names and aliases
-case-insensitively, and hands local paths, and the Hugging Face configs aiconfigurator-core
-bundles (`model_configs/<org>--<name>_config.json`, found by HF id), to
-`hf_config.load_model`. The records themselves live in `specs.py`.
+case-insensitively (`names`), and hands local paths, and the Hugging Face configs
+aiconfigurator-core bundles (found by HF id in `bundled`), to `hf_config.load_model`. The
+records themselves live in `specs.py`.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
-import importlib.util
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,27 +17,20 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from core.errors import CatalogError, UnknownCatalogEntryError
+from recommender.catalog.bundled import bundled_index, bundled_spec, find_bundled
 from recommender.catalog.hf_config import load_model
+from recommender.catalog.names import hint, normalize, suggest
 from recommender.catalog.specs import GPU, ModelSpec
 
-__all__ = ["BundledConfig", "bundled_configs", "bundled_model",
-           "find_bundled", "get_gpu", "get_model", "load_gpus",
-           "load_models"]
+__all__ = ["get_gpu", "get_model", "load_gpus", "load_models"]
 
 DEFAULT_CATALOG_DIR = Path(__file__).resolve().parents[2] / "data" / "catalog"
 GPUS_FILE = "gpus.yaml"
 MODELS_FILE = "models.yaml"
-BUNDLED_PACKAGE = "aiconfigurator_core"  # its model_configs/ holds HF configs by HF id
-BUNDLED_SUFFIX, BUNDLED_QUANT_SUFFIX = "_config.json", "_hf_quant_config.json"
 
 
 # ---------------------------------------------------------------------------------------------
 # Bundled catalogs
-
-
-def _normalize(name: str) -> str:
-    """Lookup key: case-insensitive, runs of spaces/underscores treated as '-'."""
-    return re.sub(r"[\s_]+", "-", name.strip().lower())
 
 
 def _catalog_dir(catalog_dir: str | Path | None) -> Path:
@@ -87,11 +75,11 @@ def _build_index(records: Mapping[str, GPU | ModelSpec], path: Path) -> dict[str
     """
     index: dict[str, str] = {}
     for canonical, record in records.items():
-        explicit = [_normalize(k) for k in (record.name, *record.aliases)]
+        explicit = [normalize(k) for k in (record.name, *record.aliases)]
         for key in {k for k in explicit if explicit.count(k) > 1}:
             raise CatalogError(f"{path}: {canonical!r} lists name or alias {key!r} twice")
         implicit = [
-            _normalize(k.split("/", 1)[1]) for k in (record.name, *record.aliases) if "/" in k
+            normalize(k.split("/", 1)[1]) for k in (record.name, *record.aliases) if "/" in k
         ]
         for key in dict.fromkeys([*explicit, *implicit]):
             owner = index.setdefault(key, canonical)
@@ -158,22 +146,12 @@ def load_models(catalog_dir: str | Path | None = None) -> dict[str, ModelSpec]:
     return dict(_models_cached(_catalog_dir(catalog_dir))[0])
 
 
-def _suggest(name: str, index: Mapping[str, str]) -> list[str]:
-    """Up to three canonical names whose keys are closest to `name`."""
-    close = difflib.get_close_matches(_normalize(name), list(index), n=6, cutoff=0.5)
-    return list(dict.fromkeys(index[c] for c in close))[:3]
-
-
-def _hint(suggestions: list[str]) -> str:
-    return f"did you mean {', '.join(suggestions)}?" if suggestions else "no close match"
-
-
 def _lookup(name: str, index: dict[str, str], what: str) -> str:
-    canonical = index.get(_normalize(name))
+    canonical = index.get(normalize(name))
     if canonical is not None:
         return canonical
     raise UnknownCatalogEntryError(
-        f"unknown {what} {name!r}: {_hint(_suggest(name, index))} "
+        f"unknown {what} {name!r}: {hint(suggest(name, index))} "
         f"(known: {', '.join(sorted(set(index.values())))})"
     )
 
@@ -187,82 +165,6 @@ def get_gpu(name: str, catalog_dir: str | Path | None = None) -> GPU:
     """
     records, index = _gpus_cached(_catalog_dir(catalog_dir))
     return records[_lookup(name, index, "GPU")]
-
-
-# ---------------------------------------------------------------------------------------------
-# aiconfigurator-core's bundled Hugging Face configs
-
-
-@dataclass(frozen=True, slots=True)
-class BundledConfig:
-    """One HF config aiconfigurator-core bundles, and ModelOpt's quant config beside it."""
-
-    hf_id: str  # 'org/name' as the file spells it
-    config: Path
-    quant: Path | None
-
-
-@functools.cache
-def _bundled() -> tuple[dict[str, BundledConfig], dict[str, str], str]:
-    """(HF id → config, normalized id or unique name part → HF id, source label); empty when
-    aiconfigurator-core is not installed. Found without importing the package."""
-    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
-    roots = list(spec.submodule_search_locations or []) if spec is not None else []
-    folder = Path(roots[0]) / "model_configs" if roots else None
-    if folder is None or not folder.is_dir():
-        return {}, {}, ""
-    configs: dict[str, BundledConfig] = {}
-    for file in sorted(folder.glob(f"*--*{BUNDLED_SUFFIX}")):
-        if file.name.endswith(BUNDLED_QUANT_SUFFIX):
-            continue
-        hf_id = file.name.removesuffix(BUNDLED_SUFFIX).replace("--", "/", 1)
-        quant = file.with_name(file.name.removesuffix(BUNDLED_SUFFIX) + BUNDLED_QUANT_SUFFIX)
-        configs[hf_id] = BundledConfig(hf_id, file, quant if quant.is_file() else None)
-    index = {_normalize(hf_id): hf_id for hf_id in configs}
-    short: dict[str, list[str]] = {}
-    for hf_id in configs:
-        short.setdefault(_normalize(hf_id.split("/", 1)[1]), []).append(hf_id)
-    index |= {k: ids[0] for k, ids in short.items() if len(ids) == 1 and k not in index}
-    try:
-        label = f"aiconfigurator-core {version('aiconfigurator-core')} bundled config"
-    except PackageNotFoundError:
-        label = "aiconfigurator-core bundled config"
-    return configs, index, label
-
-
-def bundled_configs() -> dict[str, BundledConfig]:
-    """Every HF config aiconfigurator-core bundles, by HF id (none when it is not installed).
-    Some describe models `get_model` refuses (hybrid Mamba, linear attention, ...)."""
-    return dict(_bundled()[0])
-
-
-def find_bundled(name: str) -> BundledConfig | None:
-    """The bundled config for HF id `name` (case-insensitive; the part after the org when
-    only one org has it), or None."""
-    configs, index, _ = _bundled()
-    hf_id = index.get(_normalize(name))
-    return configs[hf_id] if hf_id is not None else None
-
-
-@functools.cache
-def _bundled_model(hf_id: str) -> ModelSpec:
-    configs, _, label = _bundled()
-    entry = configs[hf_id]
-    return load_model(entry.config, name=hf_id, source=label, quant_path=entry.quant)
-
-
-def bundled_model(name: str) -> ModelSpec:
-    """The spec read from aiconfigurator-core's bundled config for `name` (matched as by
-    `find_bundled`), whether or not the catalog has the model too (read once, cached).
-
-    Raises:
-        UnknownCatalogEntryError: no bundled config has that id.
-        CatalogError: the config cannot be used; one line naming the id and the reason.
-    """
-    found = find_bundled(name)
-    if found is None:
-        raise UnknownCatalogEntryError(f"no aiconfigurator-core bundled config for {name!r}")
-    return _bundled_model(found.hf_id)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,18 +187,18 @@ def get_model(name_or_path: str | Path, catalog_dir: str | Path | None = None) -
     if isinstance(name_or_path, Path) or text.endswith(".json"):
         return load_model(text)
     records, index = _models_cached(_catalog_dir(catalog_dir))
-    canonical = index.get(_normalize(text))
+    canonical = index.get(normalize(text))
     if canonical is not None:
         return records[canonical]
     if Path(text).exists():
         return load_model(text)
     bundled = find_bundled(text)
     if bundled is not None:
-        return _bundled_model(bundled.hf_id)
-    configs, bundled_index, _ = _bundled()
-    suggestions = _suggest(text, index | {k: v for k, v in bundled_index.items()
+        return bundled_spec(bundled.hf_id)
+    configs, bundled_names, _ = bundled_index()
+    suggestions = suggest(text, index | {k: v for k, v in bundled_names.items()
                                           if k not in index})
     known = f"{len(records)} catalog models, {len(configs)} aiconfigurator-core configs"
     raise UnknownCatalogEntryError(
-        f"unknown model {text!r}: {_hint(suggestions)} ({known}; or pass a config.json path)"
+        f"unknown model {text!r}: {hint(suggestions)} ({known}; or pass a config.json path)"
     )

@@ -2,13 +2,14 @@
 called within the prediction's error, and broken by stated rules.
 
 Owns the ranking figure per objective, the tie test and the tie-break order:
-- goodput: the SLO boundary found on the user's own trace (`recommender.decision.capacity`), per
-GPU:
-  at today's load every configuration that keeps up serves exactly the offered rate, so the
-  load each one still holds is what tells them apart (headroom);
+- goodput: the SLO boundary found on the user's own trace
+  (`recommender.decision.capacity.boundary`), per GPU: at today's load every configuration
+  that keeps up serves exactly the offered rate, so the load each one still holds is what
+  tells them apart (headroom);
 - latency: the latency objective's figure (`scoring.latency_s`), lower first;
 - cost: the output tokens the SLO boundary serves per GPU-hour: one GPU type and price per
-  recommendation, so the inverse of $/Mtok at the boundary (`recommender.decision.pricing`).
+  recommendation, so the inverse of $/Mtok at the boundary
+  (`recommender.decision.capacity.pricing`).
 Two contenders are tied when their figures differ (in log) by less than the combined
 half-widths of their p10-p90 intervals, errors taken as independent:
 |ln(a / b)| < sqrt(h_a² + h_b²), h = ln(high / low) / 2 of the figure's interval group. A

@@ -23,21 +23,23 @@ from profiler.schema import Profile
 from profiler.workspace import Workspace
 from recommender.catalog.facts import hardware_facts, model_facts
 from recommender.catalog.lookup import get_gpu, get_model
-from recommender.decision.capacity import (
+from recommender.decision.capacity.boundary import (
     BoundarySearch,
-    Setting,
-    SizedDeployment,
     TraceRates,
     boundary_of,
-    plan_capacity,
     search_boundary,
 )
+from recommender.decision.capacity.fleet import plan_day
+from recommender.decision.capacity.plan import plan_capacity
+from recommender.decision.capacity.pricing import apply_prices, price_of
+from recommender.decision.capacity.trial import Setting, SizedDeployment
 from recommender.decision.decide import Contender, decide
+from recommender.decision.explanation.caveats import warn
+from recommender.decision.explanation.context import Context
+from recommender.decision.explanation.reasons import explain
 from recommender.decision.export_view import export_view
-from recommender.decision.fleet import plan_day
+from recommender.decision.goals import SANE_TPOT_S, SANE_TTFT_S, Goals, Target
 from recommender.decision.inputs import ingested, read_source
-from recommender.decision.pricing import apply_prices, price_of
-from recommender.decision.reasons import Context, explain, warn
 from recommender.decision.recommendation import (
     Candidate,
     Decision,
@@ -46,14 +48,7 @@ from recommender.decision.recommendation import (
     RecommendRequest,
 )
 from recommender.decision.routing import plan_routing
-from recommender.decision.scoring import (
-    SANE_TPOT_S,
-    SANE_TTFT_S,
-    Evaluation,
-    Goals,
-    Target,
-    pareto_flags,
-)
+from recommender.decision.scoring import Evaluation, pareto_flags
 from recommender.decision.search import COARSE_REQUESTS, SearchResult, search
 from recommender.model.params import load_params
 from recommender.sim.trace_window import Workload, head_window

@@ -75,7 +75,7 @@ class PredictedMetrics(ServingFigures):
 
 
 # Mutable: prices are filled in afterwards, when a GPU price is known
-# (recommender.decision.pricing).
+# (recommender.decision.capacity.pricing).
 class Candidate(MutableRecord):
     """One simulated configuration with its figures and ranking."""
 

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from recommender.catalog.facts import hardware_facts
+from recommender.decision.goals import Target
 from recommender.decision.recommendation import RoutedDeployment, RoutingPlan
-from recommender.decision.scoring import Evaluation, Target, latency_s
+from recommender.decision.scoring import Evaluation, latency_s
 from recommender.decision.search import search
 from recommender.sim.trace_window import head_window, take
 
 if TYPE_CHECKING:
-    from recommender.decision.reasons import Context
+    from recommender.decision.explanation.context import Context
 
 MIN_INPUT_RATIO = 4.0
 MIN_GAIN = 0.05  # 5 % more goodput, or

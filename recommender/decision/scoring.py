@@ -5,79 +5,41 @@ latency figure the latency objective minimises, the Pareto front, and each candi
 calibration cell and error band (`with_band`). Replicas: arrivals
 are dealt round-robin over the scheduler replicas (instances × their attention DP ranks, as
 the engines' DP routers deal them) and replica 0 is simulated; its throughputs are
-multiplied by the replica count, its latencies stand for all replicas.
+multiplied by the replica count, its latencies stand for all replicas. The target and goals
+a candidate is scored for are `goals`'s.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from engines.config import EngineConfig
-from engines.facts import HardwareFacts, ModelFacts
 from recommender.calibration.bands import intervals_of
 from recommender.calibration.bands_file import BANDS_FILE, cell_band
 from recommender.calibration.cells import cell_of, replay_regime
-from recommender.catalog.specs import GPU, ModelSpec
-from recommender.decision.recommendation import Objective, PredictedMetrics
-from recommender.model.params import PerfParams
+from recommender.decision.goals import Goals, Target
+from recommender.decision.recommendation import PredictedMetrics
 from recommender.sim.result import SimResult, SimSummary
-from recommender.sim.simulator import SimOptions, SimRequests, simulate
+from recommender.sim.simulator import SimRequests, simulate
 from recommender.sim.trace_window import replica_share
 
-# Without SLOs, goodput counts requests within these "sane" per-request limits (stated in
-# the recommendation's window text): a first token within 5 s, at least 10 tokens/s after it.
-SANE_TTFT_S = 5.0
-SANE_TPOT_S = 0.1
 # Quality-affecting weight formats must earn their place: the goodput share must be 2 points
 # higher, the latency 10 % lower, the goodput per GPU 5 % higher than without the penalty.
 QUALITY_FORMATS = frozenset({"int4", "awq", "gptq", "nvfp4", "mxfp4"})
 QUALITY_PENALTY = {"goodput": 0.02, "latency": 0.10, "cost": 0.05}
+
 # Every knob set away from the engine default must buy 1 % of latency (goodput and latency
 # objectives) or 0.1 % goodput per GPU (cost): near ties go to the plainer config.
 KNOB_COST = {"goodput": 0.01, "latency": 0.01, "cost": 0.001}
+
 # A p95 latency with no value (no request completed) counts as this many seconds in the
 # latency objective and the Pareto front: worse than any served candidate, and finite so
 # scores stay comparable numbers (and valid JSON).
 UNSERVED_LATENCY_S = 1e9
 KEEP_UP_SHARE = 0.95  # completed req/s must reach 95 % of the offered rate
 MAX_REJECTED_SHARE = 0.01
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """The hardware and model a search runs for, and the facts the plug-ins check."""
-
-    gpu: GPU
-    model: ModelSpec
-    gpus: int
-    hardware: HardwareFacts
-    model_facts: ModelFacts
-    params: PerfParams
-
-
-@dataclass(frozen=True, slots=True)
-class Goals:
-    """What a candidate must meet and what the ranking maximises, and the speculative
-    acceptance measured on the trace (by method) that every simulation of the search takes."""
-
-    objective: Objective
-    slo_ttft_s: float | None
-    slo_tpot_s: float | None
-    measured_acceptance: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def has_slo(self) -> bool:
-        return self.slo_ttft_s is not None or self.slo_tpot_s is not None
-
-    def sim_options(self) -> SimOptions:
-        measured = dict(self.measured_acceptance)
-        if self.has_slo:
-            return SimOptions(slo_ttft_s=self.slo_ttft_s, slo_tpot_s=self.slo_tpot_s,
-                              spec_acceptance_by_method=measured)
-        return SimOptions(slo_ttft_s=SANE_TTFT_S, slo_tpot_s=SANE_TPOT_S,
-                          spec_acceptance_by_method=measured)
 
 
 @dataclass(slots=True)

@@ -70,7 +70,7 @@ def _interp(xs, ys, x):
 def table_seconds(  # noqa: PLR0917
     table, prefill_tokens, prefill_ctx_sum, decode_tokens, decode_ctx_sum, prefill_scale=1.0
 ):
-    """Kernel seconds of one forward from a measured table (layout: steptime_aic.pack):
+    """Kernel seconds of one forward from a measured table (layout: aic_tables.pack):
     shared (non-attention) ops over all tokens + prefill attention + decode attention of
     `decode_tokens` queries at their mean context (bilinear in queries x context). Prefill
     attention = a fixed part once per step + the prompt tokens x a per-token rate at their

@@ -5,10 +5,9 @@ Tables: `runs` (one row per run; status running → complete | incomplete | fail
 `run_requests` (one row per finished request), `run_metrics` (scraped samples). Times in
 `run_requests`/`run_metrics` are seconds since the run's origin (a `perf_counter` reading taken
 when the run began), so requests and scrapes share one axis. SQL is parameterized throughout.
+This module owns the tables and writes them (`RunRecorder`); reading runs back is
+`runners.benchmark.stored_runs`, comparing them `runners.benchmark.comparison`.
 """
-
-# ruff: noqa: S608 - SQL is composed only of constant column lists and a count of placeholders;
-# every value is bound as a parameter.
 
 from __future__ import annotations
 
@@ -23,10 +22,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from core.errors import WorkspaceError
-from core.figures import Latency
 from core.records import Record
 from profiler.workspace import Workspace
-from runners.benchmark.metrics import Summary, summarize
 from runners.load.schemas import RequestResult
 from runners.server.engine_metrics import MetricSample
 
@@ -57,40 +54,6 @@ class RunMeta(Record):
     argv: list[str] = Field(default_factory=list, description="Command line, when from the CLI.")
     config: dict[str, Any] | None = Field(None, description="EngineConfig / endpoint, as JSON.")
     workload: dict[str, Any] = Field(default_factory=dict, description="Workload spec as JSON.")
-
-
-class RunInfo(Record):
-    """One `runs` row. `status` reads `incomplete` for a `running` row whose process is gone."""
-
-    run_id: str
-    kind: str
-    started_at: datetime
-    finished_at: datetime | None
-    status: RunStatus
-    pid: int | None
-    argv: list[str]
-    config: dict[str, Any] | None
-    workload: dict[str, Any]
-    summary: dict[str, Any] | None
-    analysis: dict[str, Any] | None
-    error: str | None
-    n_requests: int = Field(description="Request rows stored.")
-
-
-class StoredRequest(Record):
-    """One stored request: its index in the schedule, phase, and the result (run-relative)."""
-
-    idx: int
-    phase: str | None
-    result: RequestResult
-
-
-class RunRecord(Record):
-    """A run with everything it measured."""
-
-    info: RunInfo
-    requests: list[StoredRequest]
-    metrics: list[MetricSample] = Field(description="Scrapes; `at_s` is run-relative.")
 
 
 def ensure_schema(workspace: Workspace) -> None:
@@ -261,189 +224,3 @@ def _now() -> datetime:
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
-
-
-# -- reading -----------------------------------------------------------------------------------
-
-_RUN_COLUMNS = ("run_id, kind, started_at, finished_at, status, pid, host, argv, config, "
-                "workload, summary, analysis, error, "
-                "(SELECT count(*) FROM run_requests q WHERE q.run_id = runs.run_id)")
-
-
-def list_runs(workspace: Workspace) -> list[RunInfo]:
-    """Every stored run, newest first ([] when the workspace has none)."""
-    if not workspace.exists():
-        return []
-    with _connect_existing(workspace) as con:
-        if not _has_runs(con):
-            return []
-        rows = con.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY started_at DESC").fetchall()
-    return [_info(row) for row in rows]
-
-
-def load_run(workspace: Workspace, run_id: str) -> RunRecord:
-    """One run with its requests (by index) and scraped metrics (by time).
-
-    Raises:
-        WorkspaceError: no such run.
-    """
-    with _connect_existing(workspace) as con:
-        row = (con.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
-                           [run_id]).fetchone() if _has_runs(con) else None)
-        if row is None:
-            raise WorkspaceError(f"no run {run_id!r} in {workspace.path}: see the run list")
-        reqs = con.execute("SELECT * EXCLUDE (run_id) FROM run_requests WHERE run_id = ? "
-                           "ORDER BY idx", [run_id]).fetchall()
-        mets = con.execute("SELECT t_s, key, name, value FROM run_metrics WHERE run_id = ? "
-                           "ORDER BY t_s, key", [run_id]).fetchall()
-    return RunRecord(
-        info=_info(row), requests=[_stored(r) for r in reqs],
-        metrics=[MetricSample(at_s=t, key=k, name=n, value=v) for t, k, n, v in mets])
-
-
-def _connect_existing(workspace: Workspace) -> Any:
-    """Open for reading without the read-only flag: DuckDB refuses a read-only connection in a
-    process that already holds a read-write one (a run being recorded)."""
-    if not workspace.exists():
-        raise WorkspaceError(f"no workspace at {workspace.path}: run a benchmark first")
-    return workspace.connect()
-
-
-def _has_runs(con: Any) -> bool:
-    return bool(con.execute("SELECT count(*) FROM information_schema.tables "
-                            "WHERE table_name = 'runs'").fetchone()[0])
-
-
-def _info(row: tuple[Any, ...]) -> RunInfo:
-    (run_id, kind, started, finished, status, pid, host, argv, config, workload, summary,
-     analysis, error, n) = row
-    if status == "running" and host == os.uname().nodename and not _alive(pid):
-        status = "incomplete"  # its process is gone: it will never finish
-    return RunInfo(run_id=run_id, kind=kind, started_at=started, finished_at=finished,
-                   status=status, pid=pid, argv=json.loads(argv or "[]"),
-                   config=_load(config), workload=_load(workload) or {},
-                   summary=_load(summary), analysis=_load(analysis), error=error,
-                   n_requests=int(n))
-
-
-def _load(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def _alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _stored(row: tuple[Any, ...]) -> StoredRequest:
-    (idx, phase, success, kind, error, status, sent, first, last, end, _ttft, _tpot, _e2e,
-     prompt, output, chunks, chunk_tokens) = row
-    return StoredRequest(idx=idx, phase=phase, result=RequestResult(
-        success=success, error=error, error_kind=kind, http_status=status, sent_at_s=sent,
-        first_token_at_s=first, last_token_at_s=last, end_at_s=end,
-        chunk_times_s=list(chunks or []), chunk_tokens=chunk_tokens, prompt_tokens=prompt,
-        output_tokens=output))
-
-
-# -- comparison --------------------------------------------------------------------------------
-
-
-class ThroughputRow(Record):
-
-    run_id: str
-    kind: str
-    status: RunStatus
-    completed: int
-    error_rate: float
-    request_throughput_rps: float
-    output_throughput_tok_s: float
-    goodput_rps: float
-
-
-class LatencyRow(Record):
-
-    run_id: str
-    metric: Literal["ttft", "tpot", "itl", "e2e"]
-    latency: Latency
-
-
-class BurstRow(Record):
-
-    run_id: str
-    baseline_ttft_p50_s: float | None
-    peak_ttft_p50_s: float | None
-    ttft_spike_ratio: float | None
-    peak_queue_depth: float | None
-    recovery_s: float | None
-
-
-class StabilityRow(Record):
-
-    run_id: str
-    ttft_p50_ratio: float | None
-    ttft_p95_ratio: float | None
-    throughput_ratio: float | None
-    ttft_p50_slope_s_per_s: float | None
-
-
-class Comparison(Record):
-    """Runs side by side: steady throughput, latency distributions, burst spike/recovery (burst
-    runs only) and long-run stability (soak runs only)."""
-
-    throughput: list[ThroughputRow]
-    latency: list[LatencyRow]
-    burst: list[BurstRow]
-    stability: list[StabilityRow]
-
-
-def compare_runs(workspace: Workspace, run_ids: list[str]) -> Comparison:
-    """The comparison tables for `run_ids`, from each run's stored summary and analysis.
-
-    A run stopped before its summary was written is summarized from its stored rows.
-
-    Raises:
-        WorkspaceError: an unknown run id.
-    """
-    out = Comparison(throughput=[], latency=[], burst=[], stability=[])
-    for run_id in run_ids:
-        record = load_run(workspace, run_id)
-        info = record.info
-        summary = run_summary(record)
-        out.throughput.append(ThroughputRow(
-            run_id=run_id, kind=info.kind, status=info.status, completed=summary.completed,
-            error_rate=summary.error_rate,
-            request_throughput_rps=summary.request_throughput_rps,
-            output_throughput_tok_s=summary.output_throughput_tok_s,
-            goodput_rps=summary.goodput_rps))
-        for metric in ("ttft", "tpot", "itl", "e2e"):
-            d = getattr(summary, f"{metric}_s")
-            out.latency.append(LatencyRow(run_id=run_id, metric=metric, latency=d))
-        analysis = info.analysis or {}
-        if "burst" in analysis:
-            b = analysis["burst"]
-            out.burst.append(BurstRow(run_id=run_id, **{k: b[k] for k in BurstRow.model_fields
-                                                         if k != "run_id"}))
-        if "soak" in analysis:
-            s = analysis["soak"]
-            out.stability.append(StabilityRow(
-                run_id=run_id, **{k: s[k] for k in StabilityRow.model_fields if k != "run_id"}))
-    return out
-
-
-def run_summary(record: RunRecord) -> Summary:
-    """The run's `Summary`: the one stored when it finished (runs stored before `band`
-    existed load too: it defaults to None), else computed from its stored rows (a run stopped
-    before its summary was written)."""
-    if record.info.summary is not None:
-        return Summary.model_validate(record.info.summary)
-    results = [r.result for r in record.requests]
-    return summarize(results, started_at_s=0.0 if results else None)

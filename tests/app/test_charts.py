@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from app import charts
-from profiler.analysis.chart_data import LogHistogram
+from profiler.analysis.chart_data.distributions import LogHistogram
 from tests import reference as ref
 
 

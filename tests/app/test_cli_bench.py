@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from profiler.workspace import Workspace
-from runners.benchmark.store import list_runs, load_run
+from runners.benchmark.stored_runs import list_runs, load_run
 from tests.runners.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,7 +218,8 @@ def test_the_command_shown_builds_the_same_run(fields, tmp_path):
     from app.cli.bench import options_of
     from app.cli.main import build_parser
     from engines.config import EngineConfig
-    from runners.benchmark.options import bench_argv, build_request, parse_options
+    from runners.benchmark.from_options import build_request
+    from runners.benchmark.options import bench_argv, parse_options
 
     config = EngineConfig(engine="vllm", model="meta-llama/Llama-3.1-8B-Instruct")
     rec = tmp_path / "rec.json"
@@ -249,7 +250,8 @@ def _launched(tmp_path, engine: str, quantization: str):
     from engines.export.request import ExportRequest
     from recommender.catalog.facts import hardware_facts, model_facts
     from recommender.catalog.lookup import get_gpu, get_model
-    from runners.benchmark.options import build_request, parse_options
+    from runners.benchmark.from_options import build_request
+    from runners.benchmark.options import parse_options
 
     request = ExportRequest(
         config={"engine": engine, "model": "meta-llama/Llama-3.1-8B-Instruct",

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from profiler.workspace import Workspace
-from runners.benchmark.store import list_runs, load_run
+from runners.benchmark.stored_runs import list_runs, load_run
 from tests.runners.fake_openai import FakeOpenAI
 from tests.runners.hostile import HostileServer
 

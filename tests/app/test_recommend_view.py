@@ -11,7 +11,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from app.render import plain
+from app.render.formats import plain
 from app.session import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY
 from engines.export.bundle import render_bundle
 from engines.export.request import ExportRequest

@@ -15,7 +15,7 @@ import numpy as np
 
 from core.load import Dataset
 from engines.registry import ENGINES
-from recommender.catalog.lookup import bundled_model, find_bundled
+from recommender.catalog.bundled import bundled_model, find_bundled
 from recommender.model.defaults import release_of
 
 Raw = Mapping[str, Any]  # one CSV row: column name -> cell (NaN where empty)

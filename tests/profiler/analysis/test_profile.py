@@ -207,9 +207,9 @@ def test_profile_is_recomputable_from_workspace(profiles, tmp_path):
 @pytest.mark.parametrize("name", ["azure_code", "burstgpt_1", "mooncake_synthetic"])
 def test_rate_figures_do_not_depend_on_the_scan_batches(tmp_path, monkeypatch, name, batch_rows):
     """The 1 s / 60 s peaks and the rate series stream over batches; runs cross batch edges."""
-    import profiler.analysis.profile as profile_module
+    import profiler.analysis.scans as scans_module
 
-    monkeypatch.setattr(profile_module, "RATE_BATCH_ROWS", batch_rows)
+    monkeypatch.setattr(scans_module, "RATE_BATCH_ROWS", batch_rows)
     path, reader = TRACES[name]
     raw = reader(path)
     prof = profile_trace(str(path), workspace=Workspace.resolve(tmp_path / "ws.duckdb"),

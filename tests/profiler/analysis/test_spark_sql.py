@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from core.errors import UsageError
-from profiler.analysis import profile, quantiles, segments
+from profiler.analysis import figures, quantiles, scans, segments, timing
 from profiler.analysis.spark_sql import to_spark
 
 
@@ -22,12 +22,12 @@ def _assigned() -> str:
 
 # Every query the profile runs through `con.execute`, as the profile composes it.
 QUERIES = {
-    "span": profile._SPAN_SQL,
-    "gaps_cv": profile._GAPS_CV_SQL,
-    "windows": profile._WINDOWS_SQL,
-    "lengths": profile._LENGTH_SQL,
-    "sessions": profile._SESSION_SQL,
-    "reuse_infinite": profile._REUSE_INFINITE_SQL,
+    "span": timing._SPAN_SQL,
+    "gaps_cv": timing._GAPS_CV_SQL,
+    "windows": timing._WINDOWS_SQL,
+    "lengths": figures._LENGTH_SQL,
+    "sessions": figures._SESSION_SQL,
+    "reuse_infinite": figures._REUSE_INFINITE_SQL,
     "quantiles": quantiles._SQL.format(value="input_tokens", group="0", source="requests"),
     "segment_quantiles": quantiles._SQL.format(value="input_tokens", group="seg",
                                                source=_assigned()),
@@ -39,14 +39,14 @@ QUERIES = {
 
 # The module constants behind QUERIES; a new *_SQL constant must join them (or this list of
 # DuckDB-only scans, which Spark's backend replaces with its own `Scans`).
-COVERED = {"profiler.analysis.profile._SPAN_SQL", "profiler.analysis.profile._GAPS_CV_SQL",
-           "profiler.analysis.profile._WINDOWS_SQL", "profiler.analysis.profile._LENGTH_SQL",
-           "profiler.analysis.profile._SESSION_SQL",
-           "profiler.analysis.profile._REUSE_INFINITE_SQL",
+COVERED = {"profiler.analysis.timing._SPAN_SQL", "profiler.analysis.timing._GAPS_CV_SQL",
+           "profiler.analysis.timing._WINDOWS_SQL", "profiler.analysis.figures._LENGTH_SQL",
+           "profiler.analysis.figures._SESSION_SQL",
+           "profiler.analysis.figures._REUSE_INFINITE_SQL",
            "profiler.analysis.quantiles._SQL", "profiler.analysis.segments._COUNT_SQL",
            "profiler.analysis.segments._SAMPLE_SQL", "profiler.analysis.segments._ALL_SQL",
            "profiler.analysis.segments._ASSIGNED_SQL", "profiler.analysis.segments._MOMENTS_SQL"}
-DUCKDB_ONLY_SCANS = {"profiler.analysis.profile._SECONDS_SQL"}
+DUCKDB_ONLY_SCANS = {"profiler.analysis.scans._SECONDS_SQL"}
 
 # DuckDB-only spellings that Spark's parser refuses.
 DUCKDB_ONLY = [r"::", r"//", r"\bMATERIALIZED\b", r"USING SAMPLE", r"\bunnest\b", r"\brange\(",
@@ -84,13 +84,13 @@ def test_each_shared_query_still_runs_on_duckdb(name):
 
 
 def test_every_profile_query_is_covered():
-    found = {f"{m.__name__}.{name}" for m in (profile, quantiles, segments) for name in vars(m)
-             if name.endswith("_SQL")}
+    found = {f"{m.__name__}.{name}" for m in (timing, figures, scans, quantiles, segments)
+             for name in vars(m) if name.endswith("_SQL")}
     assert found == COVERED | DUCKDB_ONLY_SCANS
 
 
 def test_order_free_lag_window_is_ordered_by_request_id_on_spark():
-    spark = to_spark(profile._GAPS_CV_SQL)
+    spark = to_spark(timing._GAPS_CV_SQL)
     assert re.search(r"LAG\(arrival_s\) OVER \(ORDER BY request_id", spark)
 
 

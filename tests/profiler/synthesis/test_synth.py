@@ -20,6 +20,7 @@ from core.errors import UsageError
 from profiler.analysis.profile import profile_trace
 from profiler.ingestion.ingest import ingest
 from profiler.synthesis import synth
+from profiler.synthesis.sessions import DEFAULT_MEAN_TURNS
 from profiler.synthesis.synth import SynthSummary, synthesize
 from profiler.workspace import Workspace
 from tests import reference as ref
@@ -133,7 +134,7 @@ def test_sessions_match_the_source(profiles, synthetic):
     assert abs(ref.multi_turn_share(sessions) - src.multi_turn_share) < 0.05
     assert abs(again.multi_turn_share - src.multi_turn_share) < 0.05
     turns = sessions.value_counts()
-    assert turns[turns >= 2].mean() == pytest.approx(synth.DEFAULT_MEAN_TURNS, rel=0.1)
+    assert turns[turns >= 2].mean() == pytest.approx(DEFAULT_MEAN_TURNS, rel=0.1)
 
 
 def test_mean_turns_is_honoured(profiles, tmp_path):

@@ -1,6 +1,7 @@
 """Tests for models found by HF id in aiconfigurator-core's bundled configs
-(recommender/catalog/lookup.py `get_model`, `find_bundled`; recommender/catalog/hf_config.py), their
-weight precision, the one-line refusals, and the measured provider's use of them.
+(recommender/catalog/lookup.py `get_model`, recommender/catalog/bundled.py `find_bundled`,
+recommender/catalog/hf_config.py), their weight precision, the one-line refusals, and the
+measured provider's use of them.
 
 Expected shapes are read from the bundled JSON in the test; parameter counts are the
 model cards' published figures; the refused models are listed here by hand, with why.
@@ -20,15 +21,10 @@ import pytest
 
 from core.errors import CatalogError, UnknownCatalogEntryError, UsageError
 from engines.config import EngineConfig
+from recommender.catalog.bundled import bundled_configs, bundled_model, find_bundled
 from recommender.catalog.hf_config import load_model
-from recommender.catalog.lookup import (
-    bundled_configs,
-    bundled_model,
-    find_bundled,
-    get_gpu,
-    get_model,
-)
-from recommender.model.steptime_aic import MODELS
+from recommender.catalog.lookup import get_gpu, get_model
+from recommender.model.aic_cells import MODELS
 
 BUNDLED = bundled_configs()
 if not BUNDLED:
@@ -300,8 +296,8 @@ def test_user_config_hybrid_linear_attention_is_refused(tmp_path: Path) -> None:
 
 def test_bundled_model_runs_aiconfigurators_tables_without_the_hub() -> None:
     pytest.importorskip("aiconfigurator_core.sdk")
+    from recommender.model.aic_cells import model_reference
     from recommender.model.perf import deployment
-    from recommender.model.steptime_aic import model_reference
 
     hf_id = "mistralai/Mixtral-8x22B-v0.1"  # bundled, not in its SDK's pre-downloaded list
     spec = get_model(hf_id)

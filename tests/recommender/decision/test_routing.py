@@ -24,10 +24,10 @@ from profiler.schema import Segment
 from profiler.workspace import Workspace
 from recommender.catalog.facts import hardware_facts, model_facts
 from recommender.catalog.lookup import get_gpu, get_model
-from recommender.decision.reasons import Context
+from recommender.decision.explanation.context import Context
+from recommender.decision.goals import Goals, Target
 from recommender.decision.recommendation import RecommendRequest
 from recommender.decision.routing import MIN_INPUT_RATIO, _gpu_splits, _split, plan_routing
-from recommender.decision.scoring import Goals, Target
 from recommender.decision.search import search
 from recommender.model.params import PerfParams
 from recommender.sim.trace_window import head_window, load_workload

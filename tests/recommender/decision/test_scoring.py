@@ -9,8 +9,9 @@ import pytest
 from core.figures import EMPTY, Latency
 from engines.config import EngineConfig, SpeculativeConfig
 from recommender.catalog.lookup import get_gpu, get_model
+from recommender.decision.goals import Goals, Target
 from recommender.decision.recommendation import PredictedMetrics
-from recommender.decision.scoring import Goals, Target, evaluate, latency_s, predicted_metrics
+from recommender.decision.scoring import evaluate, latency_s, predicted_metrics
 from recommender.sim.simulator import SimOptions, SimRequests, simulate
 
 GPU, MODEL = get_gpu("H100-SXM"), get_model("llama-3.1-8b")

@@ -1,5 +1,5 @@
-"""Tests for recommender/decision/search.py (and the scoring it ranks with): the grid, pruning, and
-the effects the search must see on real traces.
+"""Tests for recommender/decision/search.py (with its grid and variants, and the scoring it ranks
+with): the grid, pruning, and the effects the search must see on real traces.
 
 Weight sizes are checked against a back-of-envelope bytes-per-parameter estimate written here,
 not against the memory model.
@@ -18,8 +18,11 @@ from profiler.ingestion.ingest import ingest
 from profiler.workspace import Workspace
 from recommender.catalog.facts import hardware_facts, model_facts
 from recommender.catalog.lookup import get_gpu, get_model
-from recommender.decision.scoring import Goals, Target, evaluate
-from recommender.decision.search import base_grid, max_model_len, prune, scheduler_variants, search
+from recommender.decision.goals import Goals, Target
+from recommender.decision.grid import base_grid, max_model_len, prune
+from recommender.decision.scoring import evaluate
+from recommender.decision.search import search
+from recommender.decision.variants import scheduler_variants
 from recommender.model.params import load_params
 from recommender.sim.trace_window import head_window, load_workload
 

@@ -10,7 +10,7 @@ from core.errors import UsageError
 from core.load import fixed
 from engines.config import EngineConfig
 from recommender.catalog.lookup import get_gpu, get_model
-from recommender.decision.search import max_model_len
+from recommender.decision.grid import max_model_len
 from recommender.model.defaults import size_max_model_len, workload_max_model_len
 from recommender.model.params import load_params
 from recommender.model.resolve import resolve

@@ -1,4 +1,5 @@
-"""Tests for recommender/model/memory.py: weights, reserve, KV capacity and OOM-risk flags.
+"""Tests for recommender/model/memory.py and footprint.py: weights, reserve, KV capacity and
+OOM-risk flags.
 
 Expected figures are written out from the models' published shapes (config.json) and the
 reserve constants the module documents (1.5 GiB fixed + 0.5 GiB NCCL when tp×pp > 1, plus

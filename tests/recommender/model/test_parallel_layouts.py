@@ -15,12 +15,13 @@ import pytest
 from app.cli.main import main
 from engines.config import EngineConfig
 from recommender.catalog.lookup import get_gpu, get_model
-from recommender.decision.search import layouts
-from recommender.model.memory import EMBEDDING_BYTES_PER_PARAM, WEIGHT_BYTES_PER_PARAM, plan_memory
+from recommender.decision.grid import layouts
+from recommender.model.aic_cells import cell_key
+from recommender.model.footprint import EMBEDDING_BYTES_PER_PARAM, WEIGHT_BYTES_PER_PARAM
+from recommender.model.memory import plan_memory
 from recommender.model.params import EngineParams
 from recommender.model.perf import Batch, deployment, step_coefficients, step_seconds
 from recommender.model.steptime import StepCell
-from recommender.model.steptime_aic import cell_key
 
 MOE = "Qwen/Qwen3-235B-A22B"
 
@@ -131,8 +132,8 @@ def test_predict_refuses_dp_without_ep_in_one_line(capsys):
 
 def test_moe_search_grid_keeps_dep_and_tp_candidates_of_every_engine_on_8_h200():
     from recommender.catalog.facts import hardware_facts, model_facts
-    from recommender.decision.scoring import Target
-    from recommender.decision.search import base_grid, prune
+    from recommender.decision.goals import Target
+    from recommender.decision.grid import base_grid, prune
     from recommender.model.params import load_params
 
     gpu, model = get_gpu("H200"), get_model(MOE)

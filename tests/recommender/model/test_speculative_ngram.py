@@ -15,10 +15,12 @@ from profiler.ingestion.options import IngestOptions
 from profiler.workspace import Workspace
 from recommender.catalog.facts import hardware_facts, model_facts
 from recommender.catalog.lookup import get_gpu, get_model
-from recommender.decision.reasons import acceptance_text
+from recommender.decision.explanation.reasons import acceptance_text
+from recommender.decision.goals import Goals, Target
+from recommender.decision.grid import base_grid, max_model_len
 from recommender.decision.recommend import measured_acceptance
-from recommender.decision.scoring import Goals, Target, evaluate
-from recommender.decision.search import SPECULATIVE, base_grid, max_model_len
+from recommender.decision.scoring import evaluate
+from recommender.decision.variants import SPECULATIVE
 from recommender.model.params import load_params
 from recommender.model.speculative import ACCEPTANCE_DEFAULTS, DEFAULT_ACCEPTANCE
 from recommender.sim.trace_window import head_window, load_workload
@@ -103,7 +105,9 @@ def test_the_explanation_says_where_the_acceptance_comes_from(sharegpt):
 
 
 def test_a_speculative_pick_explains_its_acceptance_and_warns_when_assumed(sharegpt):
-    from recommender.decision.reasons import Context, explain, warn
+    from recommender.decision.explanation.caveats import warn
+    from recommender.decision.explanation.context import Context
+    from recommender.decision.explanation.reasons import explain
     from recommender.decision.recommendation import RecommendRequest
     from recommender.decision.search import SearchResult
 

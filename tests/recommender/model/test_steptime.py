@@ -1,5 +1,5 @@
-"""Tests for recommender/model/steptime.py and recommender/model/steptime_aic.py: the step-time
-provider
+"""Tests for recommender/model/steptime.py and the measured-kernel provider
+(recommender/model/steptime_aic.py, aic_cells.py, aic_tables.py): the step-time provider
 interface (registry keyed by kind, the provider as an argument, fallback) and the
 measured-kernel provider.
 
@@ -16,10 +16,11 @@ from core.errors import UsageError
 from engines.config import EngineConfig
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.model import perf, steptime
+from recommender.model.aic_cells import cell_key
+from recommender.model.aic_tables import build_table, pack
 from recommender.model.params import EngineParams, PerfParams, default_params, load_params
 from recommender.model.perf import Batch, deployment, step_coefficients, step_seconds
 from recommender.model.resolve import resolve
-from recommender.model.steptime_aic import pack
 from recommender.sim.kernel import table_seconds
 
 PARAMS = EngineParams(compute_efficiency=0.5, bandwidth_efficiency=0.8, step_overhead_s=0.002,
@@ -319,13 +320,13 @@ def _count_builds(tmp_path, monkeypatch) -> list[tuple[str, ...]]:
     from recommender.model import steptime_aic
 
     builds: list[tuple[str, ...]] = []
-    real_build = steptime_aic._build
+    real_build = build_table
 
     def counting(key: tuple[str, ...]) -> np.ndarray:
         builds.append(key)
         return real_build(key)
 
-    monkeypatch.setattr(steptime_aic, "_build", counting)
+    monkeypatch.setattr(steptime_aic, "build_table", counting)
     monkeypatch.setenv(steptime_aic.CACHE_ENV, str(tmp_path / "cache"))
     return builds
 
@@ -334,7 +335,7 @@ def test_built_tables_are_kept_on_disk_and_a_damaged_one_is_rebuilt(tmp_path, mo
     from recommender.model import steptime_aic
 
     builds = _count_builds(tmp_path, monkeypatch)
-    key = steptime_aic.cell_key(steptime.StepCell(
+    key = cell_key(steptime.StepCell(
         engine="vllm", gpu=get_gpu("H100-SXM"), model=get_model(LLAMA_8B), tp=1,
         weights_format="fp8", kv_cache_dtype="fp8"))
     assert key is not None
@@ -356,7 +357,7 @@ def test_a_cell_aiconfigurator_cannot_build_is_remembered_as_uncovered(tmp_path,
     from recommender.model import steptime_aic
 
     builds = _count_builds(tmp_path, monkeypatch)
-    key = steptime_aic.cell_key(steptime.StepCell(
+    key = cell_key(steptime.StepCell(
         engine="trtllm", gpu=get_gpu("L40S"), model=get_model("openai/gpt-oss-20b"), tp=1,
         weights_format="mxfp4", kv_cache_dtype="bf16"))
     assert key is not None
@@ -373,7 +374,7 @@ def test_a_build_that_fails_for_the_machine_is_not_kept(tmp_path, monkeypatch):
     def no_space(key: tuple[str, ...]) -> np.ndarray:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(steptime_aic, "_build", no_space)
+    monkeypatch.setattr(steptime_aic, "build_table", no_space)
     monkeypatch.setenv(steptime_aic.CACHE_ENV, str(tmp_path / "cache"))
     key = ("h100_sxm", "vllm", "meta-llama/Llama-3.1-8B", "1", "1", "1", "fp8", "fp8", "fp8")
     with pytest.raises(OSError, match="No space"):

@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 
 import runners.benchmark.bench
+import runners.benchmark.live_run
 from profiler.workspace import Workspace
-from runners.benchmark.bench import BenchRequest, ProgressSample, run_bench
-from runners.benchmark.store import list_runs, load_run
+from runners.benchmark.bench import run_bench
+from runners.benchmark.bench_request import BenchRequest
+from runners.benchmark.live_run import ProgressSample
+from runners.benchmark.stored_runs import list_runs, load_run
 from runners.load.workload_spec import WorkloadSpec
 from tests.runners.fake_openai import FakeOpenAI
 
@@ -105,7 +108,7 @@ def test_server_dying_half_way_fails_the_run_and_keeps_rows(fake, tmp_path, monk
     # Health checks every 0.2 s instead of 1 s: the run still ends only after HEALTH_FAILURES
     # checks in a row fail (each may wait 2 s for an answer), so a loaded machine cannot fake a
     # dead server, and the test waits 0.6 s for the verdict instead of 3 s.
-    monkeypatch.setattr(runners.benchmark.bench, "HEALTH_INTERVAL_S", 0.2)
+    monkeypatch.setattr(runners.benchmark.live_run, "HEALTH_INTERVAL_S", 0.2)
     ws = Workspace(tmp_path / "w.duckdb")
     killed = []
 
@@ -162,7 +165,7 @@ def test_stored_run_compares_with_a_prediction(fake, tmp_path):
     """A real run, stored, loaded back as a typed Summary, and set against a prediction by
     `core.figures.compare`: errors are (predicted − measured) / measured of the stored rows."""
     from core.figures import Latency, ServingFigures, compare
-    from runners.benchmark.store import run_summary
+    from runners.benchmark.stored_runs import run_summary
 
     ws = Workspace(tmp_path / "w.duckdb")
     report = run_bench(BenchRequest(endpoint_url=fake.url, workload=_poisson(16, 40.0)),
@@ -238,7 +241,9 @@ def test_a_health_path_that_never_answered_is_not_a_server_that_stopped(tmp_path
             await asyncio.sleep(2.0)
         return False
 
-    monkeypatch.setattr(runners.benchmark.bench, "_healthy", slow_then_down)
+    # The watchdog's checks and the run's last one, each module's binding of `healthy`.
+    monkeypatch.setattr(runners.benchmark.live_run, "healthy", slow_then_down)
+    monkeypatch.setattr(runners.benchmark.bench, "healthy", slow_then_down)
     server = HostileServer("not_http").start()
     try:
         spec = WorkloadSpec(kind="concurrency", concurrency=3, num_requests=3,

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from profiler.workspace import Workspace
-from runners.benchmark.bench import BenchRequest, run_bench
-from runners.benchmark.store import load_run
+from runners.benchmark.bench import run_bench
+from runners.benchmark.bench_request import BenchRequest
+from runners.benchmark.stored_runs import load_run
 from runners.load.schedule import offered_rps
 from runners.load.workload_spec import WorkloadSpec
 from runners.load.workloads import boundary_steps

@@ -9,9 +9,10 @@ from pydantic import ValidationError
 
 from core.errors import RunnerError
 from profiler.workspace import Workspace
-from runners.benchmark.bench import BenchRequest, run_bench
+from runners.benchmark.bench import run_bench
+from runners.benchmark.bench_request import BenchRequest
 from runners.benchmark.metrics import FAILED_ERROR_RATE, run_failure
-from runners.benchmark.store import list_runs, load_run
+from runners.benchmark.stored_runs import list_runs, load_run
 from runners.load.generator import prepare
 from runners.load.process import LoadOptions
 from runners.load.schemas import RequestResult

@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 
 from profiler.workspace import Workspace
-from runners.benchmark.bench import BenchRequest, ProgressSample, run_bench
-from runners.benchmark.store import list_runs, load_run
+from runners.benchmark.bench import run_bench
+from runners.benchmark.bench_request import BenchRequest
+from runners.benchmark.live_run import ProgressSample
+from runners.benchmark.stored_runs import list_runs, load_run
 from runners.load.workload_spec import WorkloadSpec
 from runners.load.workloads import build_schedule
 from runners.server.launch import launched

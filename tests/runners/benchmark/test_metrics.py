@@ -6,14 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runners.benchmark.metrics import (
-    SweepLevel,
-    analyze_burst,
-    analyze_soak,
-    find_knee,
-    summarize,
-    summary_json,
-)
+from runners.benchmark.analyses import SweepLevel, analyze_burst, analyze_soak, find_knee
+from runners.benchmark.metrics import summarize, summary_json
 from runners.load.schemas import RequestResult
 
 T0 = 1000.0  # perf_counter-like origin

@@ -13,7 +13,9 @@ import pytest
 
 from core.errors import WorkspaceError
 from profiler.workspace import Workspace
-from runners.benchmark.store import RunMeta, RunRecorder, compare_runs, list_runs, load_run
+from runners.benchmark.comparison import compare_runs
+from runners.benchmark.store import RunMeta, RunRecorder
+from runners.benchmark.stored_runs import list_runs, load_run
 from runners.load.schemas import RequestResult
 from runners.server.engine_metrics import MetricSample
 

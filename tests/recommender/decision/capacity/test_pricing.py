@@ -1,7 +1,6 @@
-"""Tests for recommender/decision/pricing.py: $/Mtok from a GPU-hour price at today's load, at the
-SLO
-boundary and in the growth table, the user's price over the catalog's, and no figure without
-a price."""
+"""Tests for recommender/decision/capacity/pricing.py: $/Mtok from a GPU-hour price at today's
+load, at the SLO boundary and in the growth table, the user's price over the catalog's, and no
+figure without a price."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ import pytest
 
 from recommender.catalog.lookup import get_gpu, load_gpus
 from recommender.catalog.specs import GpuPrice
-from recommender.decision.pricing import USER_PRICE_SOURCE, price_of, usd_per_mtok
+from recommender.decision.capacity.pricing import USER_PRICE_SOURCE, price_of, usd_per_mtok
 from recommender.decision.recommendation import RecommendRequest
 
 PRICE = GpuPrice(usd_per_hour=3.6, read_on="2026-09-25", source="a page")

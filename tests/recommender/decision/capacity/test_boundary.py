@@ -1,5 +1,6 @@
-"""Tests for recommender/decision/capacity.py: the SLO boundary lands on the simulator's own
-saturation point, scales with replicas, and the growth table and curve agree with it."""
+"""Tests for recommender/decision/capacity/ (trial, boundary, plan): the SLO boundary lands on
+the simulator's own saturation point, scales with replicas, and the growth table and curve
+agree with it."""
 
 from __future__ import annotations
 
@@ -10,16 +11,10 @@ from core.capacity import Boundary, compare_boundary
 from engines.config import EngineConfig
 from recommender.catalog.facts import hardware_facts, model_facts
 from recommender.catalog.lookup import get_gpu, get_model
-from recommender.decision.capacity import (
-    RESOLUTION,
-    Setting,
-    SizedDeployment,
-    TraceRates,
-    holds_at,
-    plan_capacity,
-    search_boundary,
-)
-from recommender.decision.scoring import Goals, Target
+from recommender.decision.capacity.boundary import RESOLUTION, TraceRates, search_boundary
+from recommender.decision.capacity.plan import plan_capacity
+from recommender.decision.capacity.trial import Setting, SizedDeployment, holds_at
+from recommender.decision.goals import Goals, Target
 from recommender.model.defaults import scheduler_caps
 from recommender.model.params import load_params
 from recommender.sim.simulator import SimOptions, SimRequests, simulate
@@ -152,7 +147,8 @@ def test_long_prompts_bind_the_kv_pool_first():
 
 def test_the_boundarys_range_is_the_throughput_interval_when_there_is_one():
     from core.figures import Band, Interval
-    from recommender.decision.capacity import BoundarySearch, Trial, boundary_of
+    from recommender.decision.capacity.boundary import BoundarySearch, boundary_of
+    from recommender.decision.capacity.trial import Trial
 
     found = BoundarySearch(trials=[], holding=Trial(2.0, True, "none", 0.1, None),
                            failing=Trial(2.1, False, "compute", 2.0, None))

@@ -1,7 +1,6 @@
-"""Tests for recommender/decision/fleet.py: the replicas per window of the user's own arrivals at
-the
-pick's boundary (checked against pandas on the bundled sample), hourly windows for long
-traces, the GPU-hours against a fleet sized for the peak, and the headroom."""
+"""Tests for recommender/decision/capacity/fleet.py: the replicas per window of the user's own
+arrivals at the pick's boundary (checked against pandas on the bundled sample), hourly windows
+for long traces, the GPU-hours against a fleet sized for the peak, and the headroom."""
 
 from __future__ import annotations
 
@@ -16,9 +15,9 @@ from core.capacity import Boundary, day_gpus_text, day_text
 from profiler.analysis.profile import profile_trace
 from profiler.schema import RateSeries
 from profiler.workspace import Workspace
-from recommender.decision.fleet import FEW_WINDOWS, plan_day
+from recommender.decision.capacity.fleet import FEW_WINDOWS, plan_day
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
 
 

@@ -1,0 +1,1 @@
+"""Tests of the Profile view's chart records (`profiler.analysis.chart_data`)."""
