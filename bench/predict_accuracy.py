@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -98,10 +99,17 @@ def row_cell(row: CalRow) -> str:
                    regime_of(row.load().arrival))
 
 
+@functools.cache
+def _predict_parser() -> argparse.ArgumentParser:
+    """`python -m app predict`'s parser, built once: parsing leaves it as it was, and building
+    it again for each row cost three quarters of a row's request."""
+    return build_parser("predict")
+
+
 def cli_request(row: CalRow, step_time: str) -> PredictRequest:
     """The request `python -m app predict <row's flags> --step-time KIND` makes."""
     argv = ["predict", *row.predict_argv(), "--step-time", step_time]
-    request = predict_request(build_parser("predict").parse_args(argv))
+    request = predict_request(_predict_parser().parse_args(argv))
     assert isinstance(request, PredictRequest)
     return request
 

@@ -114,7 +114,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from runners.benchmark.shutdown import sigterm_interrupts
 
     options = options_of(args)
-    predicted = _predicted(options, args.workspace) if args.predict else None  # fails early
+    config = _launch_config(options)  # fails early, as the prediction does
+    predicted = _predicted(options, args.workspace, config) if args.predict else None
     live = sys.stderr.isatty()
 
     def progress(sample: Any) -> None:
@@ -123,7 +124,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     with sigterm_interrupts() as term:
         try:
-            report = bench(options, workspace=args.workspace, argv=args.argv, progress=progress)
+            report = bench(options, workspace=args.workspace, argv=args.argv, progress=progress,
+                           config=config)
         except KeyboardInterrupt:
             if not term.received:
                 raise
@@ -141,17 +143,40 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _predicted(options: Any, workspace: str | None) -> Any:
+def _predicted(options: Any, workspace: str | None, config: Any) -> Any:
     """The prediction of the requests `options` send (`app.run_prediction`), for the
-    deployment --config names."""
+    deployment --config names (`config`: the one --launch starts, None without)."""
     from app.run_prediction import predict_run
-    from engines.export.loading import load_request
     from runners.benchmark.from_options import build_request
 
     if options.config_path is None:
         raise UsageError("--predict needs --config REC_JSON: the deployment to predict")
-    export = load_request(options.config_path)
-    return predict_run(build_request(options, workspace=workspace), export.config, export.gpu)
+    export = _rec_request(options.config_path)
+    return predict_run(build_request(options, workspace=workspace, config=config),
+                       export.config, export.gpu)
+
+
+def _launch_config(options: Any) -> Any:
+    """The EngineConfig --launch starts (None without --launch): --config's, as its export
+    bundle would launch it (a pre-quantized checkpoint where the engine cannot quantize)."""
+    from engines.errors import EngineError
+    from engines.export.bundle import served_config
+
+    if options.launch is None:
+        return None
+    try:
+        return served_config(_rec_request(options.config_path or ""))
+    except EngineError as exc:  # engines/ owns its own tree: map it at this edge
+        raise UsageError(str(exc)) from None
+
+
+def _rec_request(path: str) -> Any:
+    """--config's rec.json as an ExportRequest, whichever of its shapes the file holds (a
+    saved Recommendation's pick too: `recommender.decision.export_view.saved_export`)."""
+    from engines.export.loading import load_request
+    from recommender.decision.export_view import saved_export
+
+    return load_request(path, recommendation=saved_export)
 
 
 def _ms_line(d: dict[str, float | None]) -> str:

@@ -355,10 +355,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from engines.export.bundle import export_bundle
     from engines.export.loading import load_request
     from recommender.catalog.facts import with_catalog_facts
+    from recommender.decision.export_view import saved_export
 
     try:
-        written = export_bundle(with_catalog_facts(load_request(args.rec)), args.out,
-                                replace=args.force)
+        request = load_request(args.rec, recommendation=saved_export)
+        written = export_bundle(with_catalog_facts(request), args.out, replace=args.force)
     except EngineError as exc:  # engines/ owns its own tree; map it at this edge
         raise UsageError(str(exc)) from None
     paths = [str(path) for path in written]

@@ -3,6 +3,8 @@ and config files out."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import streamlit as st
 
 from app import charts
@@ -31,6 +33,9 @@ from app.session import current_recommendation, current_trace, keep_recommendati
 from app.storage import bundle_zip, store_model_config
 from core.errors import ServeFitError
 from recommender.decision.recommendation import OBJECTIVES, UNSERVABLE
+
+if TYPE_CHECKING:
+    from engines.export.request import ExportRequest
 
 DEFAULT_GPU = "H100-SXM"
 DEFAULT_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -233,8 +238,8 @@ def _capacity(rec) -> None:
         st.plotly_chart(charts.day_plan(cap.day), width="stretch")
 
 
-def _export_request(rec, candidate) -> dict:
-    """ExportRequest JSON of the pick (the recommendation's own) or of another engine's best."""
+def _export_request(rec, candidate) -> ExportRequest:
+    """The ExportRequest of the pick or of another engine's best (built from the candidate)."""
     from recommender.decision.export_view import alternative_export
 
     return alternative_export(rec, candidate)
@@ -243,7 +248,6 @@ def _export_request(rec, candidate) -> dict:
 def _downloads(rec) -> None:
     from engines.errors import EngineError
     from engines.export.bundle import render_bundle
-    from engines.export.request import ExportRequest
 
     st.markdown("**Config files**")
     others = [c for c in rec.alternatives if c.label != rec.pick.label]
@@ -251,7 +255,7 @@ def _downloads(rec) -> None:
                for c in [rec.pick, *others]}
     chosen = choices[st.selectbox("Configuration to export", list(choices), key="rec.export")]
     try:
-        files = render_bundle(ExportRequest.model_validate(_export_request(rec, chosen)))
+        files = render_bundle(_export_request(rec, chosen))
     except (EngineError, ServeFitError) as exc:
         st.error(f"cannot export this configuration: {exc}")
         return

@@ -5,6 +5,8 @@ A session sees its own entries only, unless the deployment shares the history
 
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 
 from app.cached import store_cursor, store_workspace
@@ -44,7 +46,7 @@ def _profiles() -> None:
 
 
 def _recommendations() -> None:
-    from recommender.decision.recommendation import Recommendation
+    from recommender.decision.recommendation import read_recommendation
 
     st.subheader("Recommendations")
     entries = visible_recommendations(recommendations.list_recommendations(store_cursor()))
@@ -69,8 +71,13 @@ def _recommendations() -> None:
             st.error(f"Its trace, {plain(entry.trace_name)}, is no longer among this session's "
                      "profiled traces: upload it again to see this recommendation.")
             return
+        try:
+            rec = read_recommendation(json.loads(stored[1]))
+        except ServeFitError as exc:  # one saved in an older shape
+            st.error(str(exc))
+            return
         st.session_state[TRACE_KEY] = trace
-        keep_recommendation(trace.digest, Recommendation.model_validate_json(stored[1]))
+        keep_recommendation(trace.digest, rec)
         st.success(f"Now working on {plain(trace.name)} with this recommendation.")
         st.page_link("views/recommend.py", label="Go to Recommend")
 

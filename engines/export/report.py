@@ -10,6 +10,7 @@ import re
 from pathlib import PurePath
 
 from core.capacity import LIMIT_TEXT, Capacity, boundary_text, day_text, growth_table
+from core.figures import LATENCIES, Band, ServingFigures
 from engines.base import EnginePlugin
 from engines.config import EngineConfig
 from engines.export.manifests import KUBERNETES_FILE
@@ -18,6 +19,8 @@ from engines.export.shell import BENCH_SCRIPT, DOCKER_SCRIPT, LAUNCH_SCRIPT
 from engines.layout import parallel_layout
 
 REPORT_FILE = "REPORT.md"
+# The throughputs REPORT.md lists, with their intervals (goodput follows, without one).
+THROUGHPUTS = ("output_throughput_tok_s", "total_throughput_tok_s", "request_throughput_rps")
 
 
 def _code(text: str) -> str:
@@ -92,12 +95,10 @@ def render_report(request: ExportRequest, config: EngineConfig, plugin: EnginePl
     else:
         lines.append("Skipped: the request gave no hardware/model facts.")
     lines += ["", "## Predicted", ""]
-    if request.predicted:
-        lines += [f"- {name}: {value:g}" + (
-            f" ({request.predicted_range[name][0]:g}-{request.predicted_range[name][1]:g})"
-            if name in request.predicted_range else "")
-            for name, value in request.predicted.items()]
-        lines += ["", _band_line(request)]
+    if request.predicted is not None:
+        lines += [f"- {name}: {value:g}" + ("" if span is None else f" ({span[0]:g}-{span[1]:g})")
+                  for name, value, span in _figures(request, request.predicted)]
+        lines += ["", _band_line(request, request.predicted.band)]
     else:
         lines.append("None were given in the request.")
     if request.capacity is not None:
@@ -108,6 +109,25 @@ def render_report(request: ExportRequest, config: EngineConfig, plugin: EnginePl
         lines += ["", "## Warnings", "", *[f"- {w}" for w in request.warnings]]
     lines += ["", "## Files", "", *[f"- `{name}`" for name in [*files, REPORT_FILE]]]
     return "\n".join(lines) + "\n"
+
+
+def _figures(request: ExportRequest, p: ServingFigures
+             ) -> list[tuple[str, float, tuple[float, float] | None]]:
+    """(name, value, its (low, high) interval or None) of each predicted figure REPORT.md
+    lists, latencies in ms under flat names (`ttft_p95_ms`; one with no value is left out):
+    the latencies' p50/p95/p99, the throughputs, the KV headroom, goodput and $/Mtok today
+    (the last three without an interval)."""
+    out: list[tuple[str, float, tuple[float, float] | None]] = []
+    for name in LATENCIES:
+        for q in ("p50", "p95", "p99"):
+            if (value := getattr(getattr(p, name), q)) is not None:
+                span = p.interval_range(name, q)
+                out.append((f"{name[:-2]}_{q}_ms", value * 1e3,
+                            None if span is None else (span[0] * 1e3, span[1] * 1e3)))
+    out += [(name, getattr(p, name), p.interval_range(name)) for name in THROUGHPUTS]
+    extra = (("kv_headroom_fraction", request.kv_headroom_fraction),
+             ("goodput_rps", p.goodput_rps), ("usd_per_mtok_today", request.usd_per_mtok_today))
+    return out + [(name, value, None) for name, value in extra if value is not None]
 
 
 def _capacity_lines(capacity: Capacity) -> list[str]:
@@ -166,10 +186,9 @@ def _mermaid(capacity: Capacity) -> list[str]:
             + f". Binding limit past the boundary: {LIMIT_TEXT[capacity.pick.binding]}."]
 
 
-def _band_line(request: ExportRequest) -> str:
+def _band_line(request: ExportRequest, band: Band | None) -> str:
     """How far the predicted figures can be trusted: their band, cell and coverage, or
     plainly that no published measurement covers them."""
-    band = request.band
     if band is not None:
         return (f"Error band: ±{band.median_ape * 100:.0f} % (median error on sources left "
                 f"out of the fit) for cell {_code(band.cell)}, covered by {band.rows} "

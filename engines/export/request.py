@@ -12,14 +12,13 @@ from typing import Self
 from pydantic import Field, field_validator, model_validator
 
 from core.capacity import Capacity
-from core.figures import Band
+from core.figures import LATENCIES, QUANTILES, RATES, ServingFigures
 from core.records import Record
 from engines.config import EngineConfig
 from engines.containers import system_path_reason
 from engines.facts import HardwareFacts, ModelFacts
 
 _VOLUME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_FIGURE_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
 
 
 def _one_line(value: str, what: str) -> str:
@@ -31,8 +30,10 @@ def _one_line(value: str, what: str) -> str:
 class ExportRequest(Record):
     """What `export` packages: the chosen config plus optional context for the report.
 
-    `rec.json` is either this object or a bare EngineConfig (then every other field is unset).
-    Capability checks run only when both `hardware` and `model_facts` are given.
+    `rec.json` is this object, a bare EngineConfig (then every other field is unset), or a
+    saved Recommendation (`engines.export.loading`). Capability checks run only when both
+    `hardware` and `model_facts` are given. The figures are kept in seconds; REPORT.md states
+    them in ms.
     """
 
     config: EngineConfig = Field(description="The serving configuration to package.")
@@ -47,17 +48,18 @@ class ExportRequest(Record):
     profile: str | None = Field(
         default=None, max_length=4096,
         description="Trace (or profile.json) the benchmark replays; written into bench.sh.")
-    predicted: dict[str, float] | None = Field(
-        default=None, description="Predicted figures by name (units in the name, e.g. ttft_ms).")
-    predicted_range: dict[str, tuple[float, float]] = Field(
-        default_factory=dict, description="The interval (low, high) of predicted figures by "
-        "the same names: p10-p90 of the errors seen on publisher families the fit never saw.")
-    band: Band | None = Field(
-        default=None, description="The predictions' error band: their calibration cell's "
-        "cross-validated error and coverage (held-out rows behind it).")
+    predicted: ServingFigures | None = Field(
+        default=None, description="The config's predicted serving figures (seconds; their error "
+        "band in `band`, their intervals in `intervals`).")
+    kv_headroom_fraction: float | None = Field(
+        default=None, description="Predicted share of the KV pool still free at the busiest "
+        "moment.")
+    usd_per_mtok_today: float | None = Field(
+        default=None, ge=0, description="Predicted USD per million output tokens at today's "
+        "load.")
     calibration_cell: str | None = Field(
         default=None, max_length=200, description="The predictions' calibration cell, "
-        "calibrated or not (with `band` None: no published measurement covers it).")
+        "calibrated or not (with `predicted.band` None: no published measurement covers it).")
     capacity: Capacity | None = Field(
         default=None, description="How far the config holds (the SLO boundary, growth table "
         "and load curve), for the report.")
@@ -86,15 +88,16 @@ class ExportRequest(Record):
     def _lines(cls, value: list[str]) -> list[str]:
         return [_one_line(item, "each reason/warning") for item in value]
 
-    @field_validator("predicted")
-    @classmethod
-    def _figures(cls, value: dict[str, float] | None) -> dict[str, float] | None:
-        for name, number in (value or {}).items():
-            if not _FIGURE_NAME.fullmatch(name):
-                raise ValueError(f"predicted figure name {name!r} must match [A-Za-z0-9_.]+")
-            if not math.isfinite(number):
-                raise ValueError(f"predicted[{name!r}] must be finite")
-        return value
+    @model_validator(mode="after")
+    def _finite_figures(self) -> Self:
+        p = self.predicted
+        figures = [] if p is None else [
+            *(getattr(getattr(p, name), q) for name in LATENCIES for q in QUANTILES),
+            *(getattr(p, name) for name in RATES)]
+        figures += [self.kv_headroom_fraction, self.usd_per_mtok_today]
+        if any(v is not None and not math.isfinite(v) for v in figures):
+            raise ValueError("predicted figures must be finite")
+        return self
 
     @field_validator("model_cache_dir")
     @classmethod

@@ -1,30 +1,51 @@
 """The export view of a recommendation: the pick (or another engine's best) as the
-`engines.export.request.ExportRequest` JSON that the `export` command packages, with the
-reasons an exported alternative is not the pick.
+`engines.export.request.ExportRequest` that the `export` command packages, built on demand
+from the candidate (a Recommendation stores none), with the reasons an exported alternative
+is not the pick; and `saved_export`, the pick's request from a saved rec.json.
 """
 
 from __future__ import annotations
 
-from core.figures import LATENCIES
+from typing import Any
+
+from core.capacity import Capacity
+from core.figures import ServingFigures
 from engines.export.request import ExportRequest
 from recommender.catalog.facts import hardware_facts, model_facts
 from recommender.catalog.lookup import get_gpu, get_model
-from recommender.decision.recommendation import UNSERVABLE, Candidate, Recommendation
+from recommender.decision.recommendation import (
+    UNSERVABLE,
+    Candidate,
+    Recommendation,
+    RecWarning,
+    read_recommendation,
+)
 
-THROUGHPUTS = ("output_throughput_tok_s", "total_throughput_tok_s", "request_throughput_rps")
+
+def export_view(rec: Recommendation) -> ExportRequest:
+    """The pick as an `engines.export.request.ExportRequest` (what `export` packages), with
+    the recommendation's reasons, warnings and capacity."""
+    return _export(rec, rec.pick, [r.text for r in rec.reasons], rec.warnings, rec.capacity)
 
 
-def alternative_export(rec: Recommendation, candidate: Candidate) -> dict:
-    """`export_view` of another engine's best instead of the pick. The pick's reasons and
-    warnings explain the pick, so they do not travel; the report says instead what this
-    configuration is to the pick, and by the decision's own figure."""
+def alternative_export(rec: Recommendation, candidate: Candidate) -> ExportRequest:
+    """`export_view` of another engine's best instead of the pick. The pick's reasons,
+    warnings and capacity explain the pick, so they do not travel; the report says instead
+    what this configuration is to the pick, and by the decision's own figure."""
     if candidate.label == rec.pick.label:
-        return rec.export
-    other = rec.model_copy(update={"pick": candidate, "reasons": [],
-                                   "warnings": [], "capacity": None})
-    request = export_view(other, profile_source=rec.request.source)
-    request["reasons"] = alternative_reasons(rec, candidate)
-    return request
+        return export_view(rec)
+    return _export(rec, candidate, alternative_reasons(rec, candidate), [], None)
+
+
+def saved_export(data: dict[str, Any]) -> ExportRequest:
+    """`export_view` of a saved Recommendation's JSON object (the reader
+    `engines.export.loading.load_request` takes).
+
+    Raises:
+        UsageError: a Recommendation saved in the shape before the pick was an index.
+        ValidationError: an invalid field.
+    """
+    return export_view(read_recommendation(data))
 
 
 def alternative_reasons(rec: Recommendation, candidate: Candidate) -> list[str]:
@@ -43,44 +64,21 @@ def alternative_reasons(rec: Recommendation, candidate: Candidate) -> list[str]:
     return lines
 
 
-def export_view(rec: Recommendation, *, profile_source: str) -> dict:
-    """The pick as an `engines.export.request.ExportRequest`, as JSON (what `export` reads)."""
-    p = rec.pick
-    figures, ranges = _figures(p), _ranges(p)
+def _export(rec: Recommendation, c: Candidate, reasons: list[str], warnings: list[RecWarning],
+            capacity: Capacity | None) -> ExportRequest:
+    """`c` as an ExportRequest on the recommendation's GPUs, for its trace: its figures (as
+    serving figures, with its KV headroom and $/Mtok today), `reasons`, `warnings` (an
+    unservable one leading the report) and `capacity`."""
+    p = c.predicted
     gpu, model = get_gpu(rec.gpu), get_model(rec.request.model)
-    request = ExportRequest(
-        config=p.config, gpu=rec.gpu, gpu_count=rec.gpus,
+    figures = ServingFigures(**{name: getattr(p, name) for name in ServingFigures.model_fields})
+    return ExportRequest(
+        config=c.config, gpu=rec.gpu, gpu_count=rec.gpus,
         hardware=hardware_facts(gpu, rec.gpus), model_facts=model_facts(model),
-        profile=profile_source, predicted=figures, predicted_range=ranges,
-        band=p.predicted.band, calibration_cell=p.predicted.calibration_cell,
-        reasons=[r.text for r in rec.reasons], warnings=[w.text for w in rec.warnings],
-        not_deployable=next((w.text for w in rec.warnings if w.code == UNSERVABLE), None),
-        capacity=rec.capacity,
+        profile=rec.request.source, predicted=figures,
+        kv_headroom_fraction=p.kv_headroom_fraction, usd_per_mtok_today=c.usd_per_mtok,
+        calibration_cell=p.calibration_cell, reasons=reasons,
+        warnings=[w.text for w in warnings],
+        not_deployable=next((w.text for w in warnings if w.code == UNSERVABLE), None),
+        capacity=capacity,
     )
-    return request.model_dump(mode="json")
-
-
-def _figures(pick: Candidate) -> dict[str, float]:
-    """The pick's figures under the export report's flat names (`ttft_p95_ms`; a latency
-    with no value has no key), its throughputs, headroom, goodput and $/Mtok today."""
-    p = pick.predicted
-    figures: dict[str, float] = {}
-    for name in LATENCIES:
-        ms = getattr(p, name).ms()
-        figures |= {f"{name[:-2]}_{q}_ms": ms[q] for q in ("p50", "p95", "p99")
-                    if ms[q] is not None}
-    figures |= {name: getattr(p, name) for name in THROUGHPUTS}
-    figures["kv_headroom_fraction"] = p.kv_headroom_fraction
-    if p.goodput_rps is not None:
-        figures["goodput_rps"] = p.goodput_rps
-    if pick.usd_per_mtok is not None:  # at today's load, at the recommendation's price
-        figures["usd_per_mtok_today"] = pick.usd_per_mtok
-    return figures
-
-
-def _ranges(pick: Candidate) -> dict[str, tuple[float, float]]:
-    """The (low, high) interval of each figure `_figures` names that has one."""
-    p = pick.predicted
-    ranges = {f"{name[:-2]}_{q}_ms": (r[0] * 1e3, r[1] * 1e3) for name in LATENCIES
-              for q in ("p50", "p95", "p99") if (r := p.interval_range(name, q)) is not None}
-    return ranges | {name: r for name in THROUGHPUTS if (r := p.interval_range(name)) is not None}

@@ -3,7 +3,8 @@
 
 Owns the orchestration: catalog lookups, the search, the decision among each engine's best,
 the explanation, warnings, routing, capacity and prices. Reading the source is
-`recommender.decision.inputs`'s; the export view is `recommender.decision.export_view`'s.
+`recommender.decision.inputs`'s; the export view, built from the pick on demand, is
+`recommender.decision.export_view`'s.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from recommender.decision.decide import Contender, decide
 from recommender.decision.explanation.caveats import warn
 from recommender.decision.explanation.context import Context
 from recommender.decision.explanation.reasons import explain
-from recommender.decision.export_view import export_view
 from recommender.decision.goals import SANE_TPOT_S, SANE_TTFT_S, Goals, Target
 from recommender.decision.inputs import ingested, read_source
 from recommender.decision.recommendation import (
@@ -95,7 +95,6 @@ def recommend(profile: Profile, workload: Workload, request: RecommendRequest, *
     _tell(progress, 0.92, "how far the pick holds")
     rec.capacity = _capacity(ctx, rec, setting, rates, searched)
     apply_prices(rec, price_of(request, gpu), float(np.mean(workload.requests.output_tokens)))
-    rec.export = export_view(rec, profile_source=request.source)
     rec.search_time_s = time.perf_counter() - start
     _tell(progress, 1.0, "done")
     return rec
@@ -128,7 +127,7 @@ def recommend_trace(request: RecommendRequest, *, profile: Profile | None = None
 
 
 def _assemble(ctx: Context, progress: Progress | None) -> Recommendation:
-    """The ranked candidates with reasons, warnings and routing (export view left empty)."""
+    """The ranked candidates with reasons, warnings and routing (the pick first)."""
     ranked = ctx.result.ranked
     flags = pareto_flags(ranked, float(np.mean(ctx.workload.requests.output_tokens)))
     candidates = [_candidate(e, f) for e, f in zip(ranked, flags, strict=True)]
@@ -138,11 +137,11 @@ def _assemble(ctx: Context, progress: Progress | None) -> Recommendation:
     routing = plan_routing(ctx)
     return Recommendation(
         request=ctx.request, gpu=ctx.target.gpu.name, gpus=ranked[0].gpus,
-        model=ctx.target.model.name, pick=candidates[0],
-        alternatives=_alternatives(candidates), candidates=candidates, reasons=reasons,
+        model=ctx.target.model.name, candidates=candidates, pick_index=0,
+        alternative_indices=_alternatives(candidates), reasons=reasons,
         warnings=warnings, routing=routing,
         window=_window_text(ctx.workload, ctx.synthetic, ctx.goals, ranked[0]),
-        search_time_s=0.0, candidates_simulated=ctx.result.simulated, export={},
+        search_time_s=0.0, candidates_simulated=ctx.result.simulated,
     )
 
 
@@ -245,14 +244,14 @@ def label(e: Evaluation) -> str:
     return " ".join(parts)
 
 
-def _alternatives(candidates: list[Candidate]) -> list[Candidate]:
-    """Every engine's best candidate, in rank order (the pick first)."""
+def _alternatives(candidates: list[Candidate]) -> list[int]:
+    """The index of every engine's best candidate, in rank order (the pick first)."""
     seen: set[str] = set()
     out = []
-    for c in candidates:
+    for i, c in enumerate(candidates):
         if c.config.engine not in seen:
             seen.add(c.config.engine)
-            out.append(c)
+            out.append(i)
     return out
 
 

@@ -1,16 +1,19 @@
 """The recommendation's records: what `recommend` takes (`RecommendRequest`) and returns.
 
-Typed, `extra="forbid"`, seconds internally; the export view (`Recommendation.export`) carries
-the flat `_ms` figures the engines' report prints. No logic beyond field validation.
+Typed, `extra="forbid"`, seconds internally. A `Recommendation` holds each simulated
+candidate once, in `candidates`; the pick and each engine's best are indices into it. Its
+export view is built from the pick on demand (`recommender.decision.export_view`). No logic
+beyond field validation, and `read_recommendation`, which refuses the shape saved before.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from core.capacity import Capacity
+from core.errors import UsageError
 from core.figures import ServingFigures
 from core.records import MutableRecord, Record
 from engines.config import EngineConfig, SpeculativeMethod
@@ -157,8 +160,7 @@ class RoutingPlan(Record):
     gain_text: str
 
 
-# Mutable: built in stages (decision, capacity, export view, prices) by
-# recommender.decision.recommend.
+# Mutable: built in stages (decision, capacity, prices) by recommender.decision.recommend.
 class Recommendation(MutableRecord):
     """The pick, its alternatives and every simulated candidate, with the why and caveats."""
 
@@ -166,9 +168,10 @@ class Recommendation(MutableRecord):
     gpu: str
     gpus: int
     model: str
-    pick: Candidate
-    alternatives: list[Candidate] = Field(description="Best candidate per engine, ranked.")
     candidates: list[Candidate] = Field(description="All candidates simulated on the window.")
+    pick_index: int = Field(ge=0, description="The pick's index in `candidates`.")
+    alternative_indices: list[int] = Field(description="Indices in `candidates` of each "
+                                           "engine's best candidate, ranked (the pick first).")
     reasons: list[Reason]
     warnings: list[RecWarning]
     routing: RoutingPlan | None
@@ -176,7 +179,6 @@ class Recommendation(MutableRecord):
     search_time_s: float
     candidates_simulated: int = Field(default=0, ge=0,
                                       description="Simulations run (all search stages).")
-    export: dict[str, Any] = Field(description="An engines.export.request.ExportRequest as JSON.")
     decision: Decision | None = Field(
         default=None, description="How the pick was chosen among each engine's best: the "
         "ranking figure, ties within the error and the rule that broke them (None in "
@@ -187,3 +189,35 @@ class Recommendation(MutableRecord):
         default=None, description="How far the pick (and each engine's best) holds: the SLO "
         "boundary with its band, as multiples of the trace's mean and peak rate, the growth "
         "table and the load curve (None in recommendations stored before it existed).")
+
+    @model_validator(mode="after")
+    def _indices_in_range(self) -> Self:
+        n = len(self.candidates)
+        wrong = [i for i in [self.pick_index, *self.alternative_indices] if not 0 <= i < n]
+        if wrong:
+            raise ValueError(f"candidate index {wrong[0]} out of range: {n} candidates")
+        return self
+
+    @property
+    def pick(self) -> Candidate:
+        """The picked candidate."""
+        return self.candidates[self.pick_index]
+
+    @property
+    def alternatives(self) -> list[Candidate]:
+        """Each engine's best candidate, ranked (the pick first)."""
+        return [self.candidates[i] for i in self.alternative_indices]
+
+
+def read_recommendation(data: dict[str, Any]) -> Recommendation:
+    """A saved Recommendation from its JSON object.
+
+    Raises:
+        UsageError: one saved before the pick became an index into `candidates` (its pick and
+            export stored whole): re-running `recommend` saves it again.
+        ValidationError: any other invalid field.
+    """
+    if "pick_index" not in data and ("pick" in data or "export" in data):
+        raise UsageError("a Recommendation saved by an older ServeFit (its pick stored whole, "
+                         "not as `pick_index`): re-run `recommend` to save it again")
+    return Recommendation.model_validate(data)

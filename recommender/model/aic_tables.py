@@ -1,6 +1,6 @@
 """One cell's table from aiconfigurator-core: its compiled engine (`handle`), the grids a
 table is measured on, the build (`build_table`) and the packed layout the numba simulator reads
-(`pack`, evaluated by `sim_kernel.table_seconds`).
+(`pack`, evaluated by `kernel.step_time.table_seconds`).
 
 One table per (GPU, engine, model, tp, dp, ep, weight format, KV format) at the backend's
 `current` version (trtllm 1.3, vLLM 0.24, SGLang 0.5.14 on Hopper/Blackwell; older ones on
@@ -45,7 +45,7 @@ CONTEXT = 2.0 ** np.arange(4, 18)  # 16 .. 131072
 def pack(tokens: tuple[np.ndarray, np.ndarray], prompt: tuple[np.ndarray, np.ndarray],
          decodes: np.ndarray, context: np.ndarray, grid: np.ndarray, *,
          prefill_fixed_s: float = 0.0) -> np.ndarray:
-    """One float64 array in seconds, the layout `sim_kernel.table_seconds` reads:
+    """One float64 array in seconds, the layout `kernel.step_time.table_seconds` reads:
     [n_tokens, n_prompt, n_decodes, n_context, prefill attention fixed seconds, token nodes,
     shared seconds, prompt nodes, prefill attention seconds per token beyond the fixed part,
     decode nodes, context nodes, decode attention seconds (n_decodes x n_context,

@@ -4,7 +4,7 @@ Owns `Deployment` (the shapes and hardware peaks one step is priced with), `depl
 (building it: memory plan, speculative draft, step-time provider), `StepCoefficients` (the
 step formula's constants, named, with the engine's fitted parameters folded in) and
 `step_seconds` (evaluating that record for one batch). The formula itself is written once,
-in `recommender.sim.kernel` (`step_seconds` / `measured_step_seconds`, compiled): the
+in `recommender.sim.kernel.step_time` (`step_seconds` / `measured_step_seconds`, compiled): the
 simulator's loop and every Python caller (the steady-state algebra, the fit, benches)
 evaluate the same record through it. No I/O; no simulation.
 
@@ -35,7 +35,9 @@ from recommender.model.memory import MemoryPlan, plan_memory
 from recommender.model.params import EngineParams, GpuScales
 from recommender.model.speculative import SpecDraft, draft_for
 from recommender.model.steptime import DEFAULT_KIND, KernelModel, StepCell, kernels_for
-from recommender.sim import kernel as sim_kernel
+from recommender.sim.kernel import step_time as kernel_step_time
+from recommender.sim.kernel.coefficients import COEF_FIELDS
+from recommender.sim.kernel.spec_coefficients import SPEC_Q
 
 # The roofline blend: (compute^p + memory^p)^(1/p). p = 4 stays within 19 % of max() at the
 # ridge point (where compute = memory) and within 1 % once one side is 2x the other, and is
@@ -86,7 +88,7 @@ class Deployment:
 
 @dataclass(slots=True, frozen=True)
 class RooflineKernels:
-    """The roofline provider: the closed form of `sim_kernel.step_seconds`; every cell."""
+    """The roofline provider: the closed form of `kernel_step_time.step_seconds`; every cell."""
 
     kind: str = "roofline"
 
@@ -156,7 +158,7 @@ def deployment(
 @dataclass(slots=True, frozen=True)
 class StepCoefficients:
     """The step formula's constants for one deployment and engine parameters (seconds per
-    unit); field order is `sim_kernel.COEF_FIELDS`, the layout the kernel reads."""
+    unit); field order is `kernel.coefficients.COEF_FIELDS`, the layout the kernel reads."""
 
     dense_flop_s: float  # per token: the linear layers (active params)
     sample_flop_s: float  # per sampled position: the lm_head
@@ -185,10 +187,10 @@ class StepCoefficients:
     prefill_scale: float  # measured tables: the release's prefill GEMM time over the table's
 
     def array(self) -> np.ndarray:
-        """The record as the kernel's float64 array (`sim_kernel.COEF_FIELDS` order)."""
+        """The record as the kernel's float64 array (`COEF_FIELDS` order)."""
         # getattr, not dataclasses.asdict: asdict deep-copies, and the fit prices every row
         # per residual (it was a third of a steady-state evaluation)
-        return np.array([getattr(self, name) for name in sim_kernel.COEF_FIELDS],
+        return np.array([getattr(self, name) for name in COEF_FIELDS],
                         dtype=np.float64)
 
 
@@ -263,7 +265,7 @@ def step_seconds(coefficients: StepCoefficients | np.ndarray, table: np.ndarray,
         UsageError: negative batch figures, or an empty batch.
     """
     coef = coefficients.array() if isinstance(coefficients, StepCoefficients) else coefficients
-    q = coef[sim_kernel.SPEC_Q]
+    q = coef[SPEC_Q]
     if min(batch.prefill_tokens, batch.decode_seqs, batch.decode_context) < 0 or (
             batch.prefill_tokens + batch.decode_seqs * q <= 0):
         raise UsageError(f"step needs a non-empty, non-negative batch, got {batch}")
@@ -271,8 +273,8 @@ def step_seconds(coefficients: StepCoefficients | np.ndarray, table: np.ndarray,
             float(batch.decode_seqs * batch.decode_context),
             float(batch.prefill_tokens * batch.prefill_context), float(batch.prefill_seqs))
     if table.shape[0]:
-        return float(sim_kernel.measured_step_seconds(coef, table, *sums))
-    return float(sim_kernel.step_seconds(coef, *sums))
+        return float(kernel_step_time.measured_step_seconds(coef, table, *sums))
+    return float(kernel_step_time.step_seconds(coef, *sums))
 
 
 def weight_quantization(precision: str) -> WeightQuantization:
@@ -286,7 +288,7 @@ def weight_quantization(precision: str) -> WeightQuantization:
     return PRECISIONS[precision]
 
 
-assert tuple(f.name for f in fields(StepCoefficients)) == sim_kernel.COEF_FIELDS
+assert tuple(f.name for f in fields(StepCoefficients)) == COEF_FIELDS
 
 __all__ = ["ACTIVATION_BYTES", "PRECISIONS", "ROOFLINE", "ROOFLINE_P", "Batch", "Deployment",
            "RooflineKernels", "StepCoefficients", "deployment", "roofline_kernels",

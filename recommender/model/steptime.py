@@ -9,7 +9,7 @@ the roofline when the provider does not cover it). The provider is always an arg
 `recommender.model.resolve` passes it on; there is no ambient choice.
 
 A provider answers the *kernel* time of one forward pass of the target model on the TP group
-(`KernelModel`); the step formula (`perf`, evaluated in `sim_kernel`) adds the engine's
+(`KernelModel`); the step formula (`perf`, evaluated in `kernel.step_time`) adds the engine's
 fitted per-step and per-sequence overheads and the speculative draft on top, the same for
 every provider. `measured`
 (`recommender.model.steptime_aic`, the default) reads NVIDIA's measured per-operation tables
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the protocol perf's providers satisfy; perf imports this mo
 
 class KernelModel(Protocol):
     """One cell's kernel time: `table()` → one forward's kernel seconds (comm included,
-    overheads and draft not) as a table the step formula reads (`sim_kernel.table_seconds`),
+    overheads and draft not) as a table the step formula reads (`kernel.step_time.table_seconds`),
     empty for the roofline's closed form."""
 
     @property

@@ -46,8 +46,9 @@ from recommender.model.params import PerfParams, load_params
 from recommender.model.resolve import Harness, scheduler_replicas
 from recommender.model.steptime import DEFAULT_KIND
 from recommender.sim.lengths import draw
+from recommender.sim.refusals import refusal_reason
 from recommender.sim.result import SimResult, histogram_max, histogram_stats
-from recommender.sim.simulator import SimOptions, SimRequests, refusal_reason, simulate
+from recommender.sim.simulator import SimOptions, SimRequests, simulate
 from recommender.sim.trace_window import replica_share, take
 
 # Requests simulated when the caller gives no count: closed loop CLOSED_PER_USER per user

@@ -44,7 +44,7 @@ class SimResult(Record):
     )
     itl_histogram: np.ndarray | None = Field(
         default=None,
-        description="Pooled emission gaps: sim_kernel's log-binned counts, then (sum, count, "
+        description="Pooled emission gaps: the kernel's log-binned counts, then (sum, count, "
         "max); `histogram_stats` reads it (runs combine by adding histograms).",
     )
     series_t_s: np.ndarray = Field(description="Time of each series sample, s.")
@@ -68,21 +68,21 @@ def histogram_stats(itl: np.ndarray) -> Latency:
     """The `Latency` of the kernel's log-binned gap histogram, its count the gaps pooled
     (percentiles at the geometric centre of their bin, capped at the largest gap: within
     0.3 % of the exact value)."""
-    from recommender.sim import kernel as sim_kernel
+    from recommender.sim.kernel.record import ITL_BINS, ITL_BINS_PER_DECADE, ITL_LO_S
 
-    nb = sim_kernel.ITL_BINS
+    nb = ITL_BINS
     counts, (total, n, biggest) = itl[:nb], itl[nb:nb + 3]
     if n == 0:
         return EMPTY
     cdf = np.cumsum(counts)
-    edges = sim_kernel.ITL_LO_S * 10.0 ** ((np.arange(nb) + 0.5) / sim_kernel.ITL_BINS_PER_DECADE)
+    edges = ITL_LO_S * 10.0 ** ((np.arange(nb) + 0.5) / ITL_BINS_PER_DECADE)
     q = [min(float(edges[np.searchsorted(cdf, f * n)]), biggest) for f in (0.5, 0.9, 0.95, 0.99)]
     return Latency(count=int(n), mean=float(total / n), p50=q[0], p90=q[1], p95=q[2], p99=q[3])
 
 
 def histogram_max(itl: np.ndarray) -> float | None:
     """The largest gap the kernel's histogram recorded (None without any gap)."""
-    from recommender.sim import kernel as sim_kernel
+    from recommender.sim.kernel.record import ITL_BINS
 
-    nb = sim_kernel.ITL_BINS
+    nb = ITL_BINS
     return float(itl[nb + 2]) if itl[nb + 1] > 0 else None

@@ -4,7 +4,8 @@ Owns `simulate` (requests + EngineConfig + GPU + model → per-request TTFT/TPOT
 throughput, goodput, time series; the records live in `recommender.sim.result`) and the
 loop's named integer settings (`KernelSettings`). The deployment is resolved once
 (`recommender.model.resolve`: caps, policy, memory plan, the step formula's coefficients); the
-loop itself lives in `recommender.sim.kernel`. No I/O.
+loop itself lives in `recommender.sim.kernel`, the rules by which requests a replica can never
+serve are rejected in `recommender.sim.refusals`. No I/O.
 
 Scheduler (vLLM V1-like, one iteration per step):
 - Running requests first, in admission order: each gets min(tokens left to compute, budget
@@ -41,7 +42,7 @@ Scheduler (vLLM V1-like, one iteration per step):
   with every rank's tokens reaching the experts (the caller splits the load over ranks).
 - Speculative decoding (config.speculative): a decode verifies k + 1 tokens (budget, KV
   lookahead, and the draft in the step formula) and emits the expected
-  (1 − a^(k+1))/(1 − a) tokens per step as a deterministic fluid (see sim_kernel.run).
+  (1 − a^(k+1))/(1 − a) tokens per step as a deterministic fluid (see `kernel.loop.run`).
 Deviations: no CUDA-graph padding, no long-prefill threshold or priority scheduling,
 no random acceptance (expected tokens per step), no async scheduling; blocks of generated
 tokens are not cached; KV is counted in gcd(trace block, engine block)
@@ -63,11 +64,11 @@ from core.figures import latency_of, meets_slos
 from core.records import Record
 from engines.config import EngineConfig
 from recommender.catalog.specs import GPU, ModelSpec
-from recommender.model.defaults import SchedulerCaps, scheduler_caps
-from recommender.model.memory import MemoryPlan, plan_memory
+from recommender.model.defaults import scheduler_caps
 from recommender.model.params import EngineParams, PerfParams, load_params
 from recommender.model.resolve import Harness, resolve
 from recommender.sim.policies import SchedulerPolicy
+from recommender.sim.refusals import servable
 from recommender.sim.result import (
     SimResult,
     SimSummary,
@@ -234,7 +235,7 @@ def _prepare(
 
 @dataclass(frozen=True, slots=True)
 class KernelSettings:
-    """The loop's integer settings, named (`sim_kernel.ICFG_FIELDS` order)."""
+    """The loop's integer settings, named (`kernel.settings.ICFG_FIELDS` order)."""
 
     max_seqs: int
     budget: int
@@ -247,95 +248,16 @@ class KernelSettings:
     reserve_output: bool
 
     def array(self) -> np.ndarray:
-        from recommender.sim import kernel as sim_kernel
+        from recommender.sim.kernel.settings import ICFG_FIELDS
 
-        return np.array([int(getattr(self, f)) for f in sim_kernel.ICFG_FIELDS], np.int64)
+        return np.array([int(getattr(self, f)) for f in ICFG_FIELDS], np.int64)
 
 
 def policy_settings(policy: SchedulerPolicy) -> np.ndarray:
-    """The policy's floats as the loop reads them (`sim_kernel.PCFG_FIELDS` order)."""
-    from recommender.sim import kernel as sim_kernel
+    """The policy's floats as the loop reads them (`kernel.settings.PCFG_FIELDS` order)."""
+    from recommender.sim.kernel.settings import PCFG_FIELDS
 
-    return np.array([float(getattr(policy, f)) for f in sim_kernel.PCFG_FIELDS], np.float64)
-
-
-def _servable(worst: np.ndarray, cap_blocks: int, unit: int, *, max_len: int | None,
-              budget: int, chunked: bool) -> np.ndarray:
-    """Which requests of `worst` = prompt + output − 1 tokens an engine can ever serve: their
-    KV blocks fit the pool, prompt + output within max_model_len, and with chunked prefill
-    off within one step's token budget (the rules `refusal_reason` words)."""
-    ok = (-(-worst // unit) <= cap_blocks) & (worst + 1 <= (max_len or np.inf))
-    if not chunked:
-        ok &= worst <= budget
-    return ok
-
-
-UnservableRule = Literal["max_model_len", "budget", "kv_pool"]
-
-
-def _refusals(config: EngineConfig, gpu: GPU, model: ModelSpec, tokens: np.ndarray,
-              kv_block_tokens: int
-              ) -> tuple[dict[UnservableRule, np.ndarray], SchedulerCaps, MemoryPlan]:
-    """({rule: mask} of the `tokens` = prompt + output requests one replica of `config` can
-    never serve, each under the first rule that refuses it: beyond max_model_len, beyond
-    the step token budget with chunked prefill off, more KV cache than the pool holds;
-    the scheduler caps; the memory plan).
-
-    Raises:
-        UsageError: a config that does not fit in memory.
-    """
-    caps = scheduler_caps(config, gpu)
-    plan = plan_memory(config, gpu, model, block_size_tokens=kv_block_tokens)
-    if not plan.fits:
-        raise UsageError("; ".join(r.reason for r in plan.risks if r.blocking))
-    bad = ~_servable(tokens - 1, plan.kv_capacity_blocks, kv_block_tokens,
-                     max_len=config.max_model_len, budget=caps.budget_tokens,
-                     chunked=caps.chunked_prefill)
-    too_long = bad & (tokens > (config.max_model_len or np.inf))
-    budget = bad & ~too_long & (not caps.chunked_prefill) & (tokens - 1 > caps.budget_tokens)
-    rules: dict[UnservableRule, np.ndarray] = {
-        "max_model_len": too_long, "budget": budget, "kv_pool": bad & ~too_long & ~budget}
-    return rules, caps, plan
-
-
-def unservable_counts(config: EngineConfig, gpu: GPU, model: ModelSpec,
-                      input_tokens: np.ndarray, output_tokens: np.ndarray, *,
-                      kv_block_tokens: int = 16) -> dict[UnservableRule, int]:
-    """{rule: requests} of the requests one replica of `config` can never serve, each
-    counted under the first rule that refuses it (`refusal_reason`'s rules). Empty when
-    every request can be served.
-
-    Raises:
-        UsageError: a config that does not fit in memory.
-    """
-    tokens = np.asarray(input_tokens, dtype=np.int64) + np.asarray(output_tokens, np.int64)
-    rules, _, _ = _refusals(config, gpu, model, tokens, kv_block_tokens)
-    return {k: int(mask.sum()) for k, mask in rules.items() if mask.any()}
-
-
-def refusal_reason(
-    config: EngineConfig, gpu: GPU, model: ModelSpec, isl: int, osl: int, *,
-    kv_block_tokens: int = 16,
-) -> str | None:
-    """Why one `isl`+`osl`-token request can never be served by one replica of `config`
-    (the rules `simulate` rejects requests by), or None when it can.
-
-    Raises:
-        UsageError: a config that does not fit in memory.
-    """
-    rules, caps, plan = _refusals(config, gpu, model, np.array([isl + osl]), kv_block_tokens)
-    rule = next((k for k, mask in rules.items() if mask[0]), None)
-    if rule == "max_model_len":
-        return (f"a {isl}+{osl}-token request exceeds max_model_len {config.max_model_len}; "
-                "raise --max-model-len or shorten the request")
-    if rule == "budget":
-        return (f"a {isl}+{osl}-token request exceeds the step token budget "
-                f"{caps.budget_tokens} with chunked prefill off; raise --max-batched-tokens")
-    if rule == "kv_pool":
-        return (f"a {isl}+{osl}-token request needs more KV cache than a replica holds "
-                f"({plan.kv_capacity_tokens} tokens); add GPUs, quantize, or shorten the "
-                "request")
-    return None
+    return np.array([float(getattr(policy, f)) for f in PCFG_FIELDS], np.float64)
 
 
 def _acceptance(config: EngineConfig, options: SimOptions) -> float | None:
@@ -398,7 +320,7 @@ def simulate(
                   acceptance=_acceptance(config, options), kv_block_tokens=unit)
     cap, caps = res.memory.kv_capacity_blocks, res.caps
     worst = inp_in + out_in - 1
-    ok = _servable(worst, cap, unit, max_len=res.config.max_model_len,
+    ok = servable(worst, cap, unit, max_len=res.config.max_model_len,
                    budget=caps.budget_tokens, chunked=caps.chunked_prefill)
     keep = np.flatnonzero(ok)
     arrivals = _arrivals(arr_in, options)
@@ -432,30 +354,31 @@ class _Run:
     npre: np.ndarray
     max_itl: np.ndarray
     raw: np.ndarray
-    itl: np.ndarray  # histogram + (sum, count, max), see sim_kernel.run
+    itl: np.ndarray  # histogram + (sum, count, max), see kernel.loop.run
     steps: int = 0
     preempts: int = 0
     makespan: float = 0.0
 
     @classmethod
     def empty(cls, n: int) -> _Run:
-        from recommender.sim import kernel as sim_kernel
+        from recommender.sim.kernel.record import ITL_BINS
 
         nan = np.full(n, np.nan)
         return cls(nan, nan.copy(), np.zeros(n, np.int64), nan.copy(), np.zeros((0, 4)),
-                   np.zeros(sim_kernel.ITL_BINS + 3))
+                   np.zeros(ITL_BINS + 3))
 
 
 def _run_kernel(
     run: _Run, prep: _Prepared, order: np.ndarray, icfg: np.ndarray, coef: np.ndarray, *,
     table: np.ndarray, policy: np.ndarray,
 ) -> None:
-    from recommender.sim import kernel as sim_kernel
+    from recommender.sim.kernel import loop
+    from recommender.sim.kernel.record import SERIES_CAP
 
-    series = np.zeros((sim_kernel.SERIES_CAP, 4))
-    requests = sim_kernel.Requests(prep.arrival, prep.inp, prep.out, prep.hoff, prep.hid,
-                                   prep.nfull, int(prep.n_ids))
-    first_t, fin_t, npre, stats, max_itl = sim_kernel.run(
+    series = np.zeros((SERIES_CAP, 4))
+    requests = loop.Requests(prep.arrival, prep.inp, prep.out, prep.hoff, prep.hid,
+                             prep.nfull, int(prep.n_ids))
+    first_t, fin_t, npre, stats, max_itl = loop.run(
         requests, icfg, coef, np.ascontiguousarray(table, dtype=np.float64), policy, series,
         run.itl)
     if stats[3]:
@@ -524,6 +447,5 @@ __all__ = [
     "KernelSettings",
     "SimOptions",
     "SimRequests",
-    "refusal_reason",
     "simulate",
 ]

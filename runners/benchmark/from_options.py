@@ -148,7 +148,8 @@ def _burst(o: BenchOptions) -> dict[str, Any]:
 
 
 def bench(options: BenchOptions, *, workspace: str | None = None, argv: list[str] | None = None,
-          progress: Any = None) -> BenchReport:
-    """Build the request for `options` and run it in the workspace (default location)."""
-    request = build_request(options, workspace=workspace, argv=argv)
+          progress: Any = None, config: EngineConfig | None = None) -> BenchReport:
+    """Build the request for `options` and run it in the workspace (default location);
+    `config` is the launch config when the caller holds it (see `build_request`)."""
+    request = build_request(options, workspace=workspace, argv=argv, config=config)
     return run_bench(request, workspace=Workspace.resolve(workspace), progress=progress)

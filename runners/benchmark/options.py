@@ -55,7 +55,8 @@ class BenchOptions(Record):
     endpoint: str | None = None
     launch: Literal["local", "docker"] | None = None
     config_path: str | None = Field(default=None,
-                                    description="rec.json (EngineConfig or {config: …}).")
+                                    description="rec.json (EngineConfig, {config: …}, or a "
+                                    "saved Recommendation read by the front end).")
     engine_venv: str | None = Field(default=None, description="local: venv holding the engine.")
     log_dir: str | None = None
     model_cache_dir: str | None = Field(default=None, description="docker: host HF cache folder.")

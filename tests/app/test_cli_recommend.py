@@ -29,6 +29,11 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
+def _pick(printed: dict) -> dict:
+    """The picked candidate of a Recommendation's JSON (an index into its candidates)."""
+    return printed["candidates"][printed["pick_index"]]
+
+
 def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
     out = cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
                   "--slo-ttft-p95-ms", "500", "--slo-tpot-p95-ms", "50",
@@ -38,7 +43,7 @@ def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
     assert set(printed) == set(Recommendation.model_fields)
     assert printed["request"]["slo_ttft_p95_s"] == pytest.approx(0.5)
     assert json.loads((tmp_path / "rec.json").read_text()) == printed
-    assert printed["pick"]["predicted"]["goodput_rps"] is not None
+    assert _pick(printed)["predicted"]["goodput_rps"] is not None
     exported = cli("export", "rec.json", "--out", "bundle", "--json", cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
     files = json.loads(exported.stdout)["files"]
@@ -48,7 +53,7 @@ def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
     # the decision: what ranked, the pick's confidence against the other engine's best (in
     # the first reason, so in REPORT.md too)
     decision = printed["decision"]
-    assert decision["pick"] == printed["pick"]["label"]
+    assert decision["pick"] == _pick(printed)["label"]
     assert printed["reasons"][0]["text"] == decision["text"]
     if decision["confidence"] is not None:
         assert 0.0 <= decision["confidence"] <= 1.0
@@ -62,7 +67,7 @@ def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
         cell = predicted["calibration_cell"]
         expected = cells.get(cell)
         assert predicted["band"] == (None if expected is None else {"cell": cell, **expected})
-    pick = printed["pick"]["predicted"]
+    pick = _pick(printed)["predicted"]
     if pick["band"] is None:
         assert f"covers cell `{pick['calibration_cell']}`" in report
     else:
@@ -85,7 +90,7 @@ def _prices_are_gpu_hours_over_tokens(printed: dict, report: str) -> None:
     assert len(scale) == 1  # one mean output length, one price
     rows = [g for g in cap["growth"] if g["pick_gpus"] is not None]
     assert len({round(g["usd_per_mtok"] * g["factor"] / g["pick_gpus"], 9) for g in rows}) <= 1
-    assert f"usd_per_mtok_today: {printed['pick']['usd_per_mtok']:g}" in report
+    assert f"usd_per_mtok_today: {_pick(printed)['usd_per_mtok']:g}" in report
 
 
 def _capacity_is_carried_and_reported(printed: dict, report: str) -> None:
@@ -94,8 +99,8 @@ def _capacity_is_carried_and_reported(printed: dict, report: str) -> None:
     from core.capacity import Capacity, boundary_text, day_text, growth_table
 
     cap = Capacity.model_validate(printed["capacity"])
-    b, predicted = cap.pick, printed["pick"]["predicted"]
-    assert b.label == printed["pick"]["label"] and b.rate_rps > 0
+    b, predicted = cap.pick, _pick(printed)["predicted"]
+    assert b.label == _pick(printed)["label"] and b.rate_rps > 0
     # the boundary's range is the pick's throughput interval (a load is off by as much as
     # the throughput it rests on), else its cell's median error
     interval, band = predicted["intervals"].get("throughput"), predicted["band"]
@@ -110,7 +115,8 @@ def _capacity_is_carried_and_reported(printed: dict, report: str) -> None:
         b.rate_rps / cap.peak_rps)
     assert [g.factor for g in cap.growth] == [2.0, 5.0, 10.0]
     assert {a.engine for a in cap.alternatives} == (
-        {c["config"]["engine"] for c in printed["alternatives"]} - {b.engine})
+        {printed["candidates"][i]["config"]["engine"] for i in printed["alternative_indices"]}
+        - {b.engine})
     # the search's loads: the ones at or under the boundary hold, the ones over it do not
     assert all(p.holds == (p.rate_rps <= b.rate_rps * (1 + 1e-9)) for p in cap.curve.points)
     assert "## How far it holds" in report and boundary_text(b) in report
@@ -142,8 +148,9 @@ def test_text_view_shows_the_picks_band_or_no_calibrated_cell(human_run) -> None
     cells = json.loads(BANDS_JSON.read_text())["cells"]
     # The view of a covered pick: the best candidate whose cell is calibrated (the sample's
     # own pick need not be: which engine wins is the search's business, not this test's).
-    covered = next(c for c in rec.candidates if c.predicted.calibration_cell in cells)
-    rec = rec.model_copy(update={"pick": covered})
+    index, covered = next((i, c) for i, c in enumerate(rec.candidates)
+                          if c.predicted.calibration_cell in cells)
+    rec = rec.model_copy(update={"pick_index": index})
     cell = covered.predicted.calibration_cell
     entry = cells[cell]
     band_line = next(line for line in recommendation_text(rec).splitlines()
@@ -151,7 +158,9 @@ def test_text_view_shows_the_picks_band_or_no_calibrated_cell(human_run) -> None
     assert band_line == (f"Band      ±{entry['median_ape'] * 100:.0f} % (cell {cell}, "
                          f"{entry['rows']} held-out rows)")
     bare = rec.pick.predicted.model_copy(update={"band": None})
-    uncalibrated = rec.model_copy(update={"pick": rec.pick.model_copy(update={"predicted": bare})})
+    candidates = list(rec.candidates)
+    candidates[index] = rec.pick.model_copy(update={"predicted": bare})
+    uncalibrated = rec.model_copy(update={"candidates": candidates})
     assert (f"Band      no calibrated cell ({cell}: no published measurement covers it)"
             in recommendation_text(uncalibrated).splitlines())
 

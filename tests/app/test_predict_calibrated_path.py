@@ -128,7 +128,7 @@ def test_the_bench_scores_coverage_with_the_interval_predict_would_show():
     """A held-out row predict would call outside the calibrated range (an AMD GPU, or a
     release the other families never measured) is scored against the pooled wider interval
     predict shows for it, not against its own cell's."""
-    rows, _ = parse_csv()
+    rows = ROWS
     amd = next(r for r in rows if r.gpu == "MI300X")
     nvidia = next(r for r in rows if r.gpu != "MI300X" and r.engine == "vllm"
                   and r.engine_version)

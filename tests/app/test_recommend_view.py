@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from app.render.formats import plain
 from app.session import RECOMMENDATION_KEY, RECOMMENDED_FOR_KEY, TRACE_KEY
 from engines.export.bundle import render_bundle
-from engines.export.request import ExportRequest
+from recommender.decision.export_view import export_view
 from tests import reference as ref
 from tests.app.conftest import ENTRY, app_on
 
@@ -151,7 +151,7 @@ def test_recommendation_figures_and_files(recommended):
                         else "no calibrated cell")
         assert rows == (found["rows"] if found else 0)
     # one download per bundle file, plus the zip
-    files = render_bundle(ExportRequest.model_validate(rec.export))
+    files = render_bundle(export_view(rec))
     labels = [d.proto.label for d in at.get("download_button")]
     assert sorted(labels) == sorted([*files, "All files (zip)"])
 

@@ -31,7 +31,7 @@ def test_empty_store(app_home):
 
 def test_history_survives_a_restart(app_home, monkeypatch):
     monkeypatch.setenv("SERVEFIT_SHARED_HISTORY", "1")  # the restarted app is a new session
-    first = recommend_on_sample()
+    first = recommend_on_sample(max_requests=200)  # what is stored, not the search, is tested
     rec = first.session_state[RECOMMENDATION_KEY]
     st.cache_data.clear()  # a restart: nothing left in memory, only the store on disk
     st.cache_resource.clear()
@@ -50,7 +50,7 @@ def test_history_survives_a_restart(app_home, monkeypatch):
 def test_opening_a_recommendation_works_on_its_trace(app_home):
     """A session on another trace that opens the sample's recommendation works on the sample
     again, so Recommend shows the pick with the trace it was made on."""
-    first = recommend_on_sample()
+    first = recommend_on_sample(max_requests=200)  # what is stored, not the search, is tested
     rec = first.session_state[RECOMMENDATION_KEY]
     at = first
     at.switch_page("views/start.py").run()

@@ -37,7 +37,7 @@ def apply_prices(rec: Recommendation, price: GpuPrice | None, mean_output_tokens
     """Fill every $/Mtok figure of `rec` (candidates at today's load, boundaries, growth
     rows, the day plan's GPU-hours) from `price`, in place."""
     rec.gpu_price = price
-    for c in {id(c): c for c in [rec.pick, *rec.alternatives, *rec.candidates]}.values():
+    for c in rec.candidates:  # the pick and each engine's best among them
         c.usd_per_mtok = usd_per_mtok(c.replicas * c.config.gpus_per_instance, price,
                                       c.predicted.output_throughput_tok_s)
     cap = rec.capacity

@@ -18,7 +18,7 @@ from recommender.decision.scoring import Evaluation
 from recommender.decision.search import search
 from recommender.model.defaults import scheduler_caps
 from recommender.model.memory import plan_memory
-from recommender.sim.simulator import unservable_counts
+from recommender.sim.refusals import unservable_counts
 from recommender.sim.trace_window import head_window
 
 

@@ -58,6 +58,15 @@ def _request(kind: str, **fields: object) -> ExportRequest:
     return ExportRequest.model_validate({"config": config, **fields})
 
 
+def _predicted(**fields: object) -> dict:
+    """Predicted serving figures as ExportRequest JSON (seconds): p95 TTFT 182.5 ms and
+    5,400 output tokens/s, other latencies without values."""
+    empty = {"count": 0}
+    return {"ttft_s": {"count": 10, "p95": 0.1825}, "tpot_s": empty, "itl_s": empty,
+            "e2e_s": empty, "output_throughput_tok_s": 5400.0, "total_throughput_tok_s": 6000.0,
+            "request_throughput_rps": 2.0, **fields}
+
+
 def _export(tmp_path: Path, request: ExportRequest) -> Path:
     out = tmp_path / "bundle"
     export_bundle(request, out)
@@ -425,7 +434,7 @@ def test_awq_pick_without_a_known_checkpoint_is_refused(tmp_path: Path, kind: st
 
 def test_report_with_facts_predictions_and_reasons(tmp_path: Path) -> None:
     request = _request("vllm", gpu="H100-SXM", hardware=H100X2, model_facts=LLAMA,
-                       predicted={"ttft_p95_ms": 182.5, "output_tok_s": 5400},
+                       predicted=_predicted(),
                        reasons=["p90 prompt of 2 k tokens fits one chunk"],
                        warnings=["outside the calibrated range"])
     report = (_export(tmp_path, request) / "REPORT.md").read_text()
@@ -439,11 +448,13 @@ def test_report_with_facts_predictions_and_reasons(tmp_path: Path) -> None:
 
 
 def test_report_gives_a_figure_with_its_interval(tmp_path: Path) -> None:
-    request = _request("vllm", predicted={"ttft_p95_ms": 182.5, "output_tok_s": 5400},
-                       predicted_range={"ttft_p95_ms": (120.0, 310.5)})
+    interval = {"metric": "ttft", "low": 0.5, "high": 2.0, "basis": "cell", "rows": 9,
+                "pooled": False}
+    request = _request("vllm", predicted=_predicted(intervals={"ttft": interval}))
     report = (_export(tmp_path, request) / "REPORT.md").read_text()
-    assert "- ttft_p95_ms: 182.5 (120-310.5)" in report
-    assert "- output_tok_s: 5400\n" in report  # no interval given: the value alone
+    assert "- ttft_p95_ms: 182.5 (91.25-365)" in report
+    assert "- output_throughput_tok_s: 5400\n" in report  # no interval given: the value alone
+    assert "ttft_p50_ms" not in report  # a latency without a value is left out
 
 
 def test_report_leads_with_why_a_config_is_not_deployable(tmp_path: Path) -> None:
@@ -464,7 +475,8 @@ def test_report_without_context_says_so(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("fields", "line"), [
-    ({"band": {"cell": "vllm/hopper/dense/low_batch", "median_ape": 0.4755, "rows": 4},
+    ({"predicted": _predicted(band={"cell": "vllm/hopper/dense/low_batch",
+                                    "median_ape": 0.4755, "rows": 4}),
       "calibration_cell": "vllm/hopper/dense/low_batch"},
      "Error band: ±48 % (median error on sources left out of the fit) for cell "
      "`vllm/hopper/dense/low_batch`, covered by 4 held-out measurements."),
@@ -476,7 +488,7 @@ def test_report_without_context_says_so(tmp_path: Path) -> None:
 ])
 def test_report_states_the_predictions_band_or_that_none_covers_them(
         tmp_path: Path, fields: dict, line: str) -> None:
-    request = _request("vllm", predicted={"ttft_p95_ms": 182.5}, **fields)
+    request = _request("vllm", **{"predicted": _predicted(), **fields})
     report = (_export(tmp_path, request) / "REPORT.md").read_text()
     assert line in report.splitlines()
 
@@ -571,6 +583,15 @@ def test_bare_config_and_wrapped_request_load_alike(tmp_path: Path) -> None:
     assert load_request(wrapped).gpu_count == 2 and load_request(bare).gpu is None
 
 
+def test_a_saved_recommendation_is_read_by_the_reader_given(tmp_path: Path) -> None:
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps({"candidates": [], "pick_index": 0}))
+    with pytest.raises(ExportError, match=r"rec\.json: a saved Recommendation: give it to"):
+        load_request(path)  # engines/ does not know the recommender's record
+    request = _request("vllm")
+    assert load_request(path, recommendation=lambda data: request) is request
+
+
 @pytest.mark.parametrize(("content", "needle"), [
     ("{", "not JSON: Expecting property name"),
     ("[1]", "expected a JSON object"),
@@ -587,7 +608,8 @@ def test_bare_config_and_wrapped_request_load_alike(tmp_path: Path) -> None:
     # the host's root or system folders, however written, would be mounted read-write
     *[(f'{{"config": {{"engine": "vllm", "model": "m"}}, "model_cache_dir": "{d}"}}',
        "is a system folder") for d in ("/", "//", "/etc", "/usr/lib", "/data/..", "/home")],
-    ('{"config": {"engine": "vllm", "model": "m"}, "predicted": {"x y": 1}}', "figure name"),
+    ('{"config": {"engine": "vllm", "model": "m"}, "kv_headroom_fraction": NaN}',
+     "figures must be finite"),
 ])
 def test_bad_requests_name_file_and_field(tmp_path: Path, content: str, needle: str) -> None:
     path = tmp_path / "rec.json"

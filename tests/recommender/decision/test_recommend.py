@@ -12,16 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from pydantic import ValidationError
 
-from core.errors import ServeFitError
+from core.errors import ServeFitError, UsageError
 from engines.export.bundle import export_bundle
 from engines.export.loading import load_request
-from engines.export.request import ExportRequest
 from engines.facts import HardwareFacts, ModelFacts
 from engines.registry import ENGINES
 from profiler.analysis.profile import profile_trace
 from profiler.workspace import Workspace
-from recommender.decision.export_view import alternative_export
+from recommender.decision.export_view import alternative_export, export_view, saved_export
 from recommender.decision.recommend import recommend_trace
 from recommender.decision.recommendation import Recommendation, RecommendRequest
 
@@ -47,7 +47,7 @@ def test_progress_is_reported_in_order(rec: Recommendation) -> None:
 
 
 def test_the_pick_passes_its_engine_check_and_exports(rec: Recommendation, tmp_path) -> None:
-    export = ExportRequest.model_validate(rec.export)
+    export = export_view(rec)
     assert export.config == rec.pick.config
     assert isinstance(export.hardware, HardwareFacts)
     assert isinstance(export.model_facts, ModelFacts)
@@ -57,16 +57,19 @@ def test_the_pick_passes_its_engine_check_and_exports(rec: Recommendation, tmp_p
     assert written[0].name == config_name
     report = (tmp_path / "bundle" / "REPORT.md").read_text()
     assert rec.reasons[0].text in report
-    assert export.predicted["ttft_p95_ms"] == pytest.approx(rec.pick.predicted.ttft_s.p95 * 1e3)
+    assert export.predicted is not None
+    assert export.predicted.ttft_s == rec.pick.predicted.ttft_s  # seconds, as simulated
+    assert f"- ttft_p95_ms: {rec.pick.predicted.ttft_s.p95 * 1e3:g}" in report  # ms in text
     path = tmp_path / "rec.json"
     path.write_text(rec.model_dump_json())
-    assert load_request(path) == export  # a saved Recommendation is what export reads
+    # a saved Recommendation is what export reads: its pick's request, built again
+    assert load_request(path, recommendation=saved_export) == export
 
 
 def test_an_alternatives_bundle_says_what_it_is_to_the_pick(rec: Recommendation,
                                                            tmp_path) -> None:
     other = next(c for c in rec.alternatives if c.label != rec.pick.label)
-    export = ExportRequest.model_validate(alternative_export(rec, other))
+    export = alternative_export(rec, other)
     assert export.config == other.config and export.capacity is None
     report = export_bundle(export, tmp_path / "alt") and \
         (tmp_path / "alt" / "REPORT.md").read_text()
@@ -79,7 +82,25 @@ def test_an_alternatives_bundle_says_what_it_is_to_the_pick(rec: Recommendation,
     assert pick_only and not any(t in report for t in pick_only)  # they explain the pick
     if d is not None and other.label in d.figures:
         assert f"{d.figures[other.label]:.3g} here against {d.figures[d.pick]:.3g}" in reasons
-    assert alternative_export(rec, rec.pick) == rec.export
+    assert alternative_export(rec, rec.pick) == export_view(rec)
+
+
+def test_each_candidate_is_stored_once_the_pick_by_its_index(rec: Recommendation,
+                                                            tmp_path) -> None:
+    data = json.loads(rec.model_dump_json())
+    assert not {"pick", "alternatives", "export"} & set(data)
+    assert rec.pick is rec.candidates[data["pick_index"]]
+    assert rec.alternatives == [rec.candidates[i] for i in data["alternative_indices"]]
+    with pytest.raises(ValidationError, match="candidate index 25 out of range: 25"):
+        Recommendation.model_validate({**data, "candidates": data["candidates"][:25],
+                                       "alternative_indices": [0, 25]})
+    # the shape saved before: the pick and its export stored whole beside the candidates
+    old = {k: v for k, v in data.items() if k not in ("pick_index", "alternative_indices")}
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps({**old, "pick": data["candidates"][0], "export": {}}))
+    with pytest.raises(UsageError, match=r"rec\.json: a Recommendation saved by an older "
+                       r"ServeFit .*re-run `recommend`"):
+        load_request(path, recommendation=saved_export)
 
 
 def test_ranking_alternatives_and_window(rec: Recommendation) -> None:
@@ -250,8 +271,8 @@ def test_every_candidate_carries_its_cells_band_from_bands_json(rec: Recommendat
     # The pick's band and the warning agree: a pick outside every calibrated cell says so.
     uncalibrated = "uncalibrated_cell" in {w.code for w in rec.warnings}
     assert uncalibrated == (rec.pick.predicted.band is None)
-    export = ExportRequest.model_validate(rec.export)
-    assert export.band == rec.pick.predicted.band
+    export = export_view(rec)
+    assert export.predicted is not None and export.predicted.band == rec.pick.predicted.band
     export_bundle(export, tmp_path / "bundle")
     report = (tmp_path / "bundle" / "REPORT.md").read_text()
     pick_cell = rec.pick.predicted.calibration_cell
@@ -282,7 +303,6 @@ def test_an_unservable_window_leads_the_answer_with_what_would_serve_it(tmp_path
     assert int(found[1].replace(",", "")) == rec.pick.predicted.rejected_requests > 0
     assert "serves every request and keeps up" in first.text.split("What would serve")[1]
     assert rec.decision is not None and rec.decision.rule == "infeasible"
-    export = ExportRequest.model_validate(rec.export)
-    export_bundle(export, tmp_path / "bundle")
+    export_bundle(export_view(rec), tmp_path / "bundle")
     report = (tmp_path / "bundle" / "REPORT.md").read_text().splitlines()
     assert report[2] == f"> **Not deployable as it is.** {first.text}"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engines.export.bundle import export_bundle
-from engines.export.request import ExportRequest
 from recommender.calibration.cells import replay_regime
+from recommender.decision.export_view import export_view
 from recommender.decision.recommend import recommend_trace
 from recommender.decision.recommendation import RecommendRequest
 
@@ -50,8 +50,7 @@ def test_an_moe_model_has_no_calibrated_cell_and_says_so(tmp_path: Path) -> None
     [warning] = [w for w in rec.warnings if w.code == "uncalibrated_cell"]
     assert (f"no published measurement covers {pick.calibration_cell}: the figures are the "
             "model's alone") in warning.text
-    export = ExportRequest.model_validate(rec.export)
-    export_bundle(export, tmp_path / "bundle")
+    export_bundle(export_view(rec), tmp_path / "bundle")
     report = (tmp_path / "bundle" / "REPORT.md").read_text()
     assert (f"Uncalibrated: no published measurement covers cell `{pick.calibration_cell}`"
             in report)

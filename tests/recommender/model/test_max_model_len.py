@@ -15,7 +15,8 @@ from recommender.model.defaults import size_max_model_len, workload_max_model_le
 from recommender.model.params import load_params
 from recommender.model.resolve import resolve
 from recommender.sim.predict import simulate_load
-from recommender.sim.simulator import SimOptions, SimRequests, refusal_reason, simulate
+from recommender.sim.refusals import refusal_reason
+from recommender.sim.simulator import SimOptions, SimRequests, simulate
 from tests.recommender.deploy import steady
 
 H100 = get_gpu("H100-SXM")

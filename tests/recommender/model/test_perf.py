@@ -23,7 +23,7 @@ from recommender.model.perf import (
     step_coefficients,
     step_seconds,
 )
-from recommender.sim import kernel as sim_kernel
+from recommender.sim.kernel.coefficients import COEF_FIELDS, N_COEF
 
 PARAMS = EngineParams(
     compute_efficiency=0.5, bandwidth_efficiency=0.8, step_overhead_s=0.001,
@@ -77,8 +77,8 @@ def test_coefficients_are_the_kernels_layout():
     coef = step_coefficients(_dep(), PARAMS)
     array = coef.array()
     assert isinstance(coef, StepCoefficients) and array.dtype == np.float64
-    assert array.shape == (sim_kernel.N_COEF,)
-    for i, name in enumerate(sim_kernel.COEF_FIELDS):
+    assert array.shape == (N_COEF,)
+    for i, name in enumerate(COEF_FIELDS):
         assert array[i] == getattr(coef, name), name
     batch = Batch(300, 12, 900, prefill_context=150, prefill_seqs=1)
     assert step_seconds(array, np.zeros(0), batch) == step_seconds(coef, np.zeros(0), batch)

@@ -21,7 +21,7 @@ from recommender.model.aic_tables import build_table, pack
 from recommender.model.params import EngineParams, PerfParams, default_params, load_params
 from recommender.model.perf import Batch, deployment, step_coefficients, step_seconds
 from recommender.model.resolve import resolve
-from recommender.sim.kernel import table_seconds
+from recommender.sim.kernel.step_time import table_seconds
 
 PARAMS = EngineParams(compute_efficiency=0.5, bandwidth_efficiency=0.8, step_overhead_s=0.002,
                       per_seq_overhead_s=1e-5)

@@ -437,7 +437,7 @@ def test_fp8_kv_about_doubles_the_running_ceiling():
 
 
 def test_unservable_counts_match_each_requests_own_refusal_and_the_simulation():
-    from recommender.sim.simulator import refusal_reason, unservable_counts
+    from recommender.sim.refusals import refusal_reason, unservable_counts
 
     def by_refusal(config, gpu, inp, out) -> dict[str, int]:
         words = {"max_model_len": "max_model_len", "budget": "token budget",
