@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from profiler.workspace import Workspace
 from recommender.decision.recommendation import Recommendation
+from runners.benchmark.stored_runs import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
@@ -73,6 +75,34 @@ def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
     else:
         assert (f"±{pick['band']['median_ape'] * 100:.0f} %" in report
                 and f"covered by {pick['band']['rows']} held-out measurements" in report)
+    _bench_launches_a_saved_pick(printed, cli, tmp_path)
+
+
+def _bench_launches_a_saved_pick(printed: dict, cli, tmp_path: Path) -> None:
+    """`bench --launch local --config rec.json` on a saved Recommendation launches its pick
+    (stored once, by index) from --engine-venv's bin/: here a stand-in `vllm` serving the
+    fake engine, so the pick is pointed at the window's vLLM candidate."""
+    saved = dict(printed)
+    saved["pick_index"] = next(i for i, c in enumerate(printed["candidates"])
+                               if c["config"]["engine"] == "vllm")
+    (tmp_path / "vllm-rec.json").write_text(json.dumps(saved))
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    stand_in = bin_dir / "vllm"
+    stand_in.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+                        "from tests.runners.fake_openai import main\nmain(sys.argv)\n")
+    stand_in.chmod(0o755)
+    out = cli("bench", "--launch", "local", "--config", "vllm-rec.json", "--engine-venv",
+              str(tmp_path / "venv"), "--log-dir", "logs", "--workload", "concurrency",
+              "--concurrency", "2", "--num-requests", "4", "--prompt-tokens", "16",
+              "--output-tokens", "3", "--workspace", "w.duckdb", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["completed"] == 4
+    [log] = (tmp_path / "logs").iterdir()
+    assert "fake engine serving" in log.read_text()
+    launched = load_run(Workspace(tmp_path / "w.duckdb"), got["run_id"]).info.config
+    assert launched == saved["candidates"][saved["pick_index"]]["config"]
 
 
 def _prices_are_gpu_hours_over_tokens(printed: dict, report: str) -> None:
