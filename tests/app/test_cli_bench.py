@@ -23,7 +23,7 @@ import pytest
 
 from profiler.workspace import Workspace
 from runners.benchmark.stored_runs import list_runs, load_run
-from tests.runners.fake_openai import FakeOpenAI
+from tests.runners.fake_openai import FakeOpenAI, write_stand_in
 
 ROOT = Path(__file__).resolve().parents[2]
 LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
@@ -150,12 +150,7 @@ def test_unreachable_endpoint_is_one_line_and_stored_as_failed(cli, tmp_path):
 def test_launch_local_from_rec_json_with_engine_venv(tmp_path):
     """--launch local: rec.json → the plug-in's command, run from --engine-venv's bin/ (here a
     stand-in `vllm` that serves the fake engine), benchmarked, then torn down."""
-    bin_dir = tmp_path / "venv" / "bin"
-    bin_dir.mkdir(parents=True)
-    stand_in = bin_dir / "vllm"
-    stand_in.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-                        "from tests.runners.fake_openai import main\nmain(sys.argv)\n")
-    stand_in.chmod(0o755)
+    write_stand_in(tmp_path / "venv" / "bin", "vllm")
     rec = tmp_path / "rec.json"
     rec.write_text(json.dumps({"config": {"engine": "vllm", "model": "tiny-test"}}))
     ws = tmp_path / "w.duckdb"

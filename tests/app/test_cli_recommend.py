@@ -18,6 +18,7 @@ import pytest
 from profiler.workspace import Workspace
 from recommender.decision.recommendation import Recommendation
 from runners.benchmark.stored_runs import load_run
+from tests.runners.fake_openai import write_stand_in
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
@@ -86,12 +87,7 @@ def _bench_launches_a_saved_pick(printed: dict, cli, tmp_path: Path) -> None:
     saved["pick_index"] = next(i for i, c in enumerate(printed["candidates"])
                                if c["config"]["engine"] == "vllm")
     (tmp_path / "vllm-rec.json").write_text(json.dumps(saved))
-    bin_dir = tmp_path / "venv" / "bin"
-    bin_dir.mkdir(parents=True)
-    stand_in = bin_dir / "vllm"
-    stand_in.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-                        "from tests.runners.fake_openai import main\nmain(sys.argv)\n")
-    stand_in.chmod(0o755)
+    write_stand_in(tmp_path / "venv" / "bin", "vllm")
     out = cli("bench", "--launch", "local", "--config", "vllm-rec.json", "--engine-venv",
               str(tmp_path / "venv"), "--log-dir", "logs", "--workload", "concurrency",
               "--concurrency", "2", "--num-requests", "4", "--prompt-tokens", "16",

@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -181,6 +182,18 @@ def main(argv: list[str]) -> None:
     print(f"fake engine serving on {server.url}", flush=True)
     while True:
         time.sleep(3600)
+
+
+def write_stand_in(bin_dir: Path, command: str) -> Path:
+    """An executable `bin_dir/command` that serves this fake engine (`main`), standing in for
+    an engine's server command in an --engine-venv's bin/."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    root = Path(__file__).resolve().parents[2]
+    script = bin_dir / command
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(root)!r})\n"
+                      "from tests.runners.fake_openai import main\nmain(sys.argv)\n")
+    script.chmod(0o755)
+    return script
 
 
 if __name__ == "__main__":
