@@ -108,7 +108,8 @@ def test_the_cli_profiles_and_recommends_in_the_container(app, rec_json):
     # the CLI's workspace is in $SERVEFIT_APP_HOME, the image's writable volume
     _exec(container, "test", "-s", f"{HOME}/workspace.duckdb")
     rec = json.loads(_exec(container, "cat", rec_json))
-    assert rec["pick"]["config"]["engine"] in ("vllm", "sglang")
+    pick = rec["candidates"][rec["pick_index"]]  # rec.json stores each candidate once
+    assert pick["config"]["engine"] in ("vllm", "sglang")
 
 
 def _siblings(daemon, app_container) -> list[str]:
