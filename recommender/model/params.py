@@ -78,7 +78,9 @@ class EngineParams(Record):
         "user and that user's next request being sent (the client's turnaround: closing "
         "the stream, recording, building the next request). Counted in neither TTFT nor "
         "TPOT; it lowers a closed loop's request rate when every user fits the batch. "
-        "Apart from request_overhead_s, so a light-load TTFT does not pay for it.",
+        "Apart from request_overhead_s, so a light-load TTFT does not pay for it. Not "
+        "fitted (a fit file may set it): fitted, it left the held-out errors as they were "
+        "(data/calibration/README.md).",
     )
 
     def prefill_scale(self, tp: int) -> float:
@@ -139,8 +141,8 @@ class PerfParams(Record):
 def default_params(step_time: str = DEFAULT_KIND) -> PerfParams:
     """Starting point of the fit for step-time provider `step_time`. 10 ms of per-request
     API time is a starting guess (a local HTTP round trip plus tokenisation of a short
-    prompt), 5 ms of closed-loop gap another (a benchmark client's turnaround)."""
-    start = EngineParams(request_overhead_s=0.01, closed_loop_gap_s=0.005)
+    prompt)."""
+    start = EngineParams(request_overhead_s=0.01)
     return PerfParams(engines={"vllm": start, "sglang": start, "trtllm": start},
                       step_time=check_kind(step_time))
 
