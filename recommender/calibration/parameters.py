@@ -71,10 +71,7 @@ class Layout:
         else:
             eng = [getattr(base.engines[e], f) for e in self.engines for f in FITTED]  # type: ignore[index]
         fam = [getattr(base.scales_for(a), f) for a in self.families for f in SCALES]
-        # A parameter a fit file predates (0: absent) starts at its lower bound, the
-        # nearest value log space can hold.
-        lo, hi = self.bounds()
-        return np.clip(np.log(np.maximum(np.array(eng + fam, dtype=float), 1e-300)), lo, hi)
+        return np.log(np.array(eng + fam, dtype=float))
 
     def columns(self, row: CalRow) -> list[int]:
         """The entries of x the row's prediction depends on: its engine's block (the shared

@@ -135,7 +135,8 @@ def refit_measured(
     params = fit(rows, base, weight=MEASURED_PRIOR_WEIGHT, pooled=False, by_family=False)
     after_err = errors(rows, params)
     old, new = _flat(base), _flat(params)
-    moved = {k: _moved(old.get(k, 1.0), v) for k, v in new.items()
+    moved = {k: {"before": old.get(k, 1.0), "after": v, "ratio": v / old.get(k, 1.0)}
+             for k, v in new.items()
              if not math.isclose(v, old.get(k, 1.0), rel_tol=1e-6)}
     record = {
         "schema_version": 1,
@@ -161,23 +162,12 @@ def refit_measured(
     return record
 
 
-def _moved(before: float, after: float) -> dict:
-    """One parameter's move; ratio None where the base did not have it (0: a fit file that
-    predates the parameter)."""
-    return {"before": before, "after": after, "ratio": after / before if before else None}
-
-
-def _size(move: dict) -> float:
-    return math.inf if move["ratio"] is None else abs(math.log(move["ratio"]))
-
-
 def report(record: dict) -> str:
     """The refit's summary for the terminal."""
     e = record["errors"]
     lines = [f"{record['provenance']['rows']} measured rows; median APE "
              f"{e['before']['median_ape_pct']:.1f} % -> {e['after']['median_ape_pct']:.1f} %, "
              f"max {e['before']['max_ape_pct']:.1f} % -> {e['after']['max_ape_pct']:.1f} %"]
-    for key, m in sorted(record["moved"].items(), key=lambda kv: -_size(kv[1])):
-        ratio = "new" if m["ratio"] is None else f"x{m['ratio']:.3f}"
-        lines.append(f"  {key:40s} {m['before']:.4g} -> {m['after']:.4g} ({ratio})")
+    for key, m in sorted(record["moved"].items(), key=lambda kv: -abs(math.log(kv[1]["ratio"]))):
+        lines.append(f"  {key:40s} {m['before']:.4g} -> {m['after']:.4g} (x{m['ratio']:.3f})")
     return "\n".join(lines)
