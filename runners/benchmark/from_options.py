@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from core.errors import UsageError
 from profiler.workspace import Workspace
+from runners.benchmark.analyses import SOAK_WINDOWS
 from runners.benchmark.bench import run_bench
 from runners.benchmark.bench_report import BenchReport
 from runners.benchmark.bench_request import DEFAULT_SWEEP_CAP, BenchRequest
@@ -28,7 +29,6 @@ DEFAULT_NUM_REQUESTS = 100
 DEFAULT_SWEEP_REQUESTS = 32
 DEFAULT_GAMMA_CV = 2.0
 DEFAULT_PEAK_FACTOR = 4.0
-SOAK_WINDOWS = 10
 
 # WorkloadSpec field → the option that sets it, for error messages.
 _FLAGS = {"rate_rps": "--rate", "base_rate_rps": "--rate", "duration_s": "--duration-s",
@@ -122,6 +122,7 @@ def _burst_fields(o: BenchOptions) -> dict[str, Any]:
 
 
 def _soak(o: BenchOptions) -> dict[str, Any]:
+    # the windows the soak analysis splits the run into
     window = o.duration_s / SOAK_WINDOWS if o.duration_s else None
     return {**_base(o), "kind": "soak", "duration_s": o.duration_s, "window_s": window,
             "rate_rps": o.rate_rps, "concurrency": o.concurrency}
