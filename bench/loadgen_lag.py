@@ -40,11 +40,11 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.load import fixed
 from core.loop import run_coroutine
 from runners.load.generator import run_workload_sync
 from runners.load.process import LoadOptions
 from runners.load.schedule import Schedule
-from runners.load.workload_spec import WorkloadSpec
 from runners.load.workloads import build_schedule
 
 MEDIAN_BUDGET_MS = 20.0
@@ -204,9 +204,8 @@ def main() -> None:
         if not parent_end.poll(SINK_START_S):
             raise SystemExit(f"the sink did not start within {SINK_START_S:g} s")
         url = f"http://127.0.0.1:{parent_end.recv()}"
-        schedule = build_schedule(WorkloadSpec(
-            kind="poisson", rate_rps=args.rate, num_requests=args.requests, prompt_tokens=32,
-            output_tokens=args.output_tokens, seed=args.seed))
+        schedule = build_schedule(fixed(32, args.output_tokens, rate_rps=args.rate,
+                                        num_requests=args.requests, seed=args.seed))
         print(f"schedule: Poisson {args.rate:g} req/s, {args.requests} requests (seed "
               f"{args.seed}), {args.output_tokens}-token streams; "
               + (f"sink on core {SINK_CORE}, clients on core {CLIENT_CORE}" if pin

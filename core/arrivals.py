@@ -6,6 +6,7 @@ All draws come from the `numpy.random.Generator` the caller seeds. Times are sec
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -64,3 +65,12 @@ def exact_count_poisson(rng: np.random.Generator, rate_rps: float, start_s: floa
     n = round(rate_rps * (end_s - start_s))
     at = np.sort(rng.uniform(start_s, end_s, n))
     return at[at < end_s]  # uniform() can return its upper bound through rounding
+
+
+def piecewise_poisson(rng: np.random.Generator,
+                      pieces: Sequence[tuple[float, float, float]]) -> list[np.ndarray]:
+    """Each (start_s, end_s, rate_rps) piece's Poisson arrivals in turn, drawn from one
+    stream: `exact_count_poisson` per piece, so each offers exactly its rate (a burst's
+    steady, burst and recovery phases; a soak's windows). `bench` sends them and `predict`
+    simulates them."""
+    return [exact_count_poisson(rng, rate, start, end) for start, end, rate in pieces]

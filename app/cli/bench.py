@@ -19,11 +19,11 @@ PROG = "python -m app"
 
 def add_bench(sub: Any) -> None:
     """Register the `bench` sub-command; its workload and API kinds are the runners'
-    registries (runners.load.workloads.BENCH_KINDS, runners.load.schemas.Api)."""
+    registries (runners.load.schedule.BENCH_KINDS, runners.load.schemas.Api)."""
     from typing import get_args
 
+    from runners.load.schedule import BENCH_KINDS
     from runners.load.schemas import Api
-    from runners.load.workloads import BENCH_KINDS
     from runners.server.launch_spec import LAUNCH_MODES
 
     p = sub.add_parser("bench", help=COMMAND_HELP["bench"])

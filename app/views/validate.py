@@ -26,8 +26,8 @@ from engines.config import EngineKind
 from runners.benchmark.bench_request import BenchRequest
 from runners.benchmark.from_options import build_request
 from runners.benchmark.options import BenchOptions, bench_argv, parse_options
+from runners.load.schedule import BENCH_KINDS
 from runners.load.schemas import Api
-from runners.load.workloads import BENCH_KINDS
 from runners.server.launch_spec import LAUNCH_MODES
 
 JOB_KEY = "servefit.validate.job"
@@ -141,7 +141,7 @@ def _boundary_form(cols, profile, trace_path: str) -> dict:
 
 
 # The bench kinds this view has a form for (label, form); the list shown is runners' registry
-# (runners.load.workloads.BENCH_KINDS) narrowed to these.
+# (runners.load.schedule.BENCH_KINDS) narrowed to these.
 _FORMS = {"trace": ("Replay my trace", _trace_form),
           "sweep": ("Concurrency sweep to the knee", _sweep_form),
           "burst": ("Burst: steady, step up, steady", _burst_form),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from core.load import ClosedLoop, Offline, Rate
+from core.load import Burst, ClosedLoop, Offline, Rate
 from recommender.catalog.specs import GPU, ModelSpec
 
 # Closed loop at this many users or fewer is "low batch": the step is weight-read bound and
@@ -24,12 +24,12 @@ LOW_BATCH_MAX_CONCURRENCY = 4
 Regime = Literal["offline", "low_batch", "fixed_concurrency", "rate"]
 
 
-def regime_of(arrival: ClosedLoop | Rate | Offline | None, concurrency: int | None = None,
-              ) -> Regime:
+def regime_of(arrival: ClosedLoop | Rate | Burst | Offline | None,
+              concurrency: int | None = None) -> Regime:
     """The load regime: offline (max throughput), low batch (closed loop at ≤
     LOW_BATCH_MAX_CONCURRENCY users), fixed concurrency (closed loop above) or rate (open
-    loop: MLPerf's Server scenario, `vllm bench serve --request-rate`). `arrival` None:
-    closed loop at `concurrency`, offline when that is None too."""
+    loop, a burst too: MLPerf's Server scenario, `vllm bench serve --request-rate`).
+    `arrival` None: closed loop at `concurrency`, offline when that is None too."""
     if isinstance(arrival, Offline):
         return "offline"
     if isinstance(arrival, ClosedLoop):

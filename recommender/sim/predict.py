@@ -5,7 +5,9 @@ model, GPU count, load, harness, engine release, step-time provider and speculat
 acceptance), `predict` (the one function the CLI, the accuracy bench and the calibration
 fit answer a request with), `simulate_load` (a fixed ISL/OSL or dataset-lengths
 `LoadSpec`, its per-request lengths from `recommender.sim.lengths.draw` — closed loop at a
-concurrency, Poisson or Gamma arrivals at a rate (seeded), or offline N queued at t = 0 —
+concurrency, Poisson or Gamma arrivals at a rate (seeded; rate × duration of them when a
+duration bounds the run), a burst (`core.arrivals.piecewise_poisson`, the arrivals `bench`
+sends), or offline N queued at t = 0; a soak is predicted as its steady load —
 or a benchmark's own requests as it sends them (`core.load.SentRequests`: `bench --predict`
 and Validate), over the deployment's scheduler replicas, each simulated by
 `recommender.sim.simulator`) and `LoadPrediction` (whose `json_ms` is the DESIGN §2.4
@@ -31,10 +33,19 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field, field_validator
 
-from core.arrivals import renewal_times
+from core.arrivals import piecewise_poisson, renewal_times
 from core.errors import UsageError
 from core.figures import Latency, ServingFigures, latency_of
-from core.load import ClosedLoop, LoadSpec, Offline, Rate, SentRequests, TraceWindow
+from core.load import (
+    MAX_REQUESTS,
+    Arrival,
+    Burst,
+    ClosedLoop,
+    LoadSpec,
+    Rate,
+    SentRequests,
+    TraceWindow,
+)
 from core.records import Record
 from engines.config import EngineConfig, EngineKind
 from recommender.calibration.bands import intervals_of
@@ -67,8 +78,8 @@ class LoadPrediction(ServingFigures):
     run's context."""
 
     engine: EngineKind = Field(description="Engine whose parameters were applied.")
-    mode: str = Field(description="closed_loop, rate, offline, or sent (a benchmark's own "
-                      "open-loop requests at their send offsets).")
+    mode: str = Field(description="closed_loop, rate, burst, offline, or sent (a benchmark's "
+                      "own open-loop requests at their send offsets).")
     replicas: int = Field(ge=1, description="Scheduler replicas: DP ranks over all GPUs.")
     requests: int = Field(ge=1, description="Requests simulated over all replicas.")
     completed: int = Field(ge=0, description="Requests served to the end.")
@@ -99,10 +110,12 @@ def _split(total: int, parts: int) -> list[tuple[int, int]]:
     return [(amount, count) for amount, count in groups if amount > 0 and count > 0]
 
 
-def _groups(
-    replicas: int, arrival: ClosedLoop | Rate | Offline, num_requests: int | None, seed: int,
-) -> tuple[str, list[tuple[np.ndarray, SimOptions, int]]]:
-    """(mode, [(send times of one replica's requests, options, replicas running it)])."""
+def _groups(replicas: int, load: LoadSpec
+            ) -> tuple[str, list[tuple[np.ndarray, SimOptions, int]]]:
+    """(mode, [(send times of one replica's requests, options, replicas running it)]).
+    Open loop: a split Poisson stream is Poisson at rate/R, so one replica's share is drawn
+    (its first request at t = 0 for a rate) and scaled."""
+    arrival, num_requests, seed = load.arrival, load.num_requests, load.seed
     if isinstance(arrival, ClosedLoop):
         concurrency = arrival.concurrency
         out = []
@@ -112,15 +125,47 @@ def _groups(
             options = SimOptions(arrival="closed_loop", concurrency=users)
             out.append((np.zeros(max(n, users)), options, count))
         return "closed_loop", out
+    if isinstance(arrival, Burst):
+        pieces = [(t0, t1, rate / replicas) for _, t0, t1, rate in arrival.phases()]
+        at = np.concatenate(piecewise_poisson(np.random.default_rng(seed), pieces))
+        if not len(at):
+            raise UsageError("the burst sends no request: raise its rates or lengthen it")
+        return "burst", [(at, SimOptions(), replicas)]
     if isinstance(arrival, Rate):
-        n = max(1, math.ceil((num_requests or RATE_DEFAULT_REQUESTS) / replicas))
-        # One replica's share of the stream; its first request arrives at t = 0.
+        n = max(1, math.ceil(_open_count(load, arrival) / replicas))
         at = renewal_times(np.random.default_rng(seed), arrival.rate_rps / replicas, count=n,
                            process=arrival.process, cv=arrival.cv, first_at_start=True)
         return "rate", [(at, SimOptions(), replicas)]
     assert num_requests is not None  # LoadSpec requires it for fixed-length offline loads
     return "offline", [(np.zeros(n), SimOptions(arrival="offline"), c)
                        for n, c in _split(num_requests, replicas)]
+
+
+def _open_count(load: LoadSpec, rate: Rate) -> int:
+    """Requests of an open-loop rate: num_requests, else rate × duration, else the default."""
+    if load.num_requests is not None or load.duration_s is None:
+        return load.num_requests or RATE_DEFAULT_REQUESTS
+    n = max(1, round(rate.rate_rps * load.duration_s))
+    if n > MAX_REQUESTS:
+        raise UsageError(f"rate × duration is {n:,} requests, more than one prediction holds "
+                         f"({MAX_REQUESTS:,}): shorten the duration")
+    return n
+
+
+def _unpredictable(load: LoadSpec) -> str | None:
+    """Why `load` is no one load the simulator can serve, in the user's words (or None)."""
+    runs = {"sweep": "predict one level: a sweep is a closed loop at each concurrency",
+            "boundary": "predict one step: a boundary is its load at each compression"}
+    if load.run.kind in runs:
+        return runs[load.run.kind]
+    if load.max_in_flight is not None:
+        return ("the simulator's open loop has no cap on requests in flight: leave the cap "
+                "(--concurrency) out")
+    if isinstance(load.arrival, ClosedLoop) and load.num_requests is None and (
+            load.duration_s is not None):
+        return ("a closed loop bounded only by a duration sends as many requests as the "
+                "server finishes: give a request count")
+    return None
 
 
 # One replica's requests, how they arrive, and how many replicas run that same load.
@@ -131,12 +176,15 @@ def _batches(load: LoadSpec, replicas: int) -> tuple[str, list[Batch], tuple[int
     """(mode, batches, the mean request when the lengths are fixed or a dataset's: a load
     whose mean request is refused is refused whole, up front)."""
     lengths = load.lengths
+    refusal = _unpredictable(load)
+    if refusal is not None:
+        raise UsageError(refusal)
     if isinstance(lengths, SentRequests):
         return _sent_batches(lengths, load.arrival, replicas)
     if isinstance(lengths, TraceWindow) or load.arrival is None:
         raise UsageError("predict simulates fixed or dataset lengths, or a benchmark's own "
                          "requests; a trace window is `recommend`'s")
-    mode, groups = _groups(replicas, load.arrival, load.num_requests, load.seed)
+    mode, groups = _groups(replicas, load)
     batches = []
     for j, (arrival, options, count) in enumerate(groups):
         inputs, outputs = draw(lengths, len(arrival), load.seed + j)
@@ -144,7 +192,7 @@ def _batches(load: LoadSpec, replicas: int) -> tuple[str, list[Batch], tuple[int
     return mode, batches, (lengths.input_tokens, lengths.output_tokens)
 
 
-def _sent_batches(sent: SentRequests, arrival: ClosedLoop | Rate | Offline | None,
+def _sent_batches(sent: SentRequests, arrival: Arrival | None,
                   replicas: int) -> tuple[str, list[Batch], None]:
     """A benchmark's requests over the replicas. Open loop: dealt round-robin, as the
     engine's DP router deals them; replica 0's share at its send offsets, scaled. Closed
@@ -256,9 +304,11 @@ def simulate_load(
     The load's arrival: closed loop (`num_requests` in all, default max(10·C, 200); every
     user sends its first request at t = 0, as `vllm bench serve --max-concurrency`,
     GuideLLM's concurrent mode and InferenceX's client start them), a rate
-    (Poisson or Gamma, seeded; `num_requests`, default 2000) or offline (`num_requests`
-    queued at t = 0). Goodput counts the served requests within `slos` (per-request TTFT
-    and TPOT bounds, `core.figures.meets_slos`, as a benchmark counts them; none: all).
+    (Poisson or Gamma, seeded; `num_requests`, else rate × `duration_s`, else 2000), a burst
+    (seeded Poisson per phase, as `bench` sends it) or offline (`num_requests` queued at
+    t = 0). A soak is its steady load. Goodput counts the served requests within `slos`
+    (per-request TTFT and TPOT bounds, `core.figures.meets_slos`, as a benchmark counts
+    them; none: all).
 
     The prediction's `band` is its cell's cross-validated error
     (`recommender.calibration.bands_file`, from `bands_file`); outside every calibrated cell
@@ -269,10 +319,11 @@ def simulate_load(
     request: max_model_len sized to it, said in the prediction's `warnings`).
 
     Raises:
-        UsageError: a trace-window load, gpus not a multiple of one instance, a config that
-            does not fit, or a mean-length request that can never be served (too long for
-            max_model_len, the KV pool or an unchunked step: with fixed lengths, every
-            request is refused).
+        UsageError: a trace-window load, a sweep or a boundary (several loads), a cap on
+            requests in flight, a closed loop bounded only by a duration, gpus not a
+            multiple of one instance, a config that does not fit, or a mean-length request
+            that can never be served (too long for max_model_len, the KV pool or an unchunked
+            step: with fixed lengths, every request is refused).
     """
     replicas = scheduler_replicas(config, gpus)
     mode, batches, mean = _batches(load, replicas)

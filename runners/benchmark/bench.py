@@ -23,7 +23,9 @@ from time import perf_counter
 
 import numpy as np
 
+from core.load import ClosedLoop, FixedLengths, LoadSpec
 from core.loop import run_coroutine, run_outside_loop, watch_stop
+from core.run_shape import Boundary
 from engines.config import EngineConfig
 from engines.registry import get_engine
 from profiler.workspace import Workspace
@@ -46,8 +48,7 @@ from runners.load.failures import one_line
 from runners.load.generator import run_workload
 from runners.load.process import LoadOptions, WorkloadOutcome
 from runners.load.prompts import server_root
-from runners.load.schedule import offered_rps
-from runners.load.workload_spec import WorkloadSpec
+from runners.load.schedule import kind_of, offered_rps
 from runners.load.workloads import build_schedule
 from runners.server.engine_metrics import MetricSample
 from runners.server.launch import launched
@@ -87,8 +88,7 @@ def run_bench(request: BenchRequest, *, workspace: Workspace,
 
 
 def _run_id(request: BenchRequest) -> str:
-    return f"{request.workload.kind if not request.sweep_max_concurrency else 'sweep'}-" \
-           f"{uuid.uuid4().hex[:10]}"
+    return f"{kind_of(request.workload)}-{uuid.uuid4().hex[:10]}"
 
 
 def _record_launch_failure(request: BenchRequest, workspace: Workspace,
@@ -154,13 +154,10 @@ def _meta(request: BenchRequest, run_id: str) -> RunMeta:
     config = request.launch.config.model_dump(mode="json") if request.launch and \
         request.launch.config else {"endpoint_url": request.endpoint_url}
     workload = request.workload.model_dump(mode="json")
-    if request.sweep_max_concurrency:
-        workload["sweep_max_concurrency"] = request.sweep_max_concurrency
     if request.warmup_s:
         workload["warmup_s"] = request.warmup_s
-    return RunMeta(run_id=run_id, kind="sweep" if request.sweep_max_concurrency
-                   else request.workload.kind, argv=request.argv, config=config,
-                   workload=workload)
+    return RunMeta(run_id=run_id, kind=kind_of(request.workload), argv=request.argv,
+                   config=config, workload=workload)
 
 
 async def _drive(live: LiveRun, progress: Callable[[ProgressSample], None] | None,
@@ -225,7 +222,7 @@ async def _workloads(live: LiveRun, halt: asyncio.Event
 
 def _enough(live: LiveRun, outcomes: list[tuple[int | None, WorkloadOutcome]]) -> bool:
     """The stepped runs' stop rules: a sweep past its knee; a boundary step that broke."""
-    if live.request.workload.kind != "boundary":
+    if not isinstance(live.request.workload.run, Boundary):
         return find_knee(sweep_levels(outcomes)).past_knee
     level, outcome = outcomes[-1]
     assert level is not None
@@ -253,11 +250,12 @@ async def _warmup(live: LiveRun, halt: asyncio.Event) -> None:
     Its prompts come from another seed, so they share no prefix with the measured ones."""
     request = live.request
     first = live.schedules[0][1]
-    spec = WorkloadSpec(
-        kind="concurrency", duration_s=request.warmup_s, seed=request.seed + 1,
-        concurrency=first.concurrency or WARMUP_CONCURRENCY,
-        prompt_tokens=int(np.median([r.input_tokens for r in first.requests])),
-        output_tokens=int(np.median([r.output_tokens for r in first.requests])))
+    spec = LoadSpec(
+        lengths=FixedLengths(
+            input_tokens=int(np.median([r.input_tokens for r in first.requests])),
+            output_tokens=int(np.median([r.output_tokens for r in first.requests]))),
+        arrival=ClosedLoop(concurrency=first.concurrency or WARMUP_CONCURRENCY),
+        duration_s=request.warmup_s, seed=request.seed + 1)
     outcome = await run_workload(build_schedule(spec), _load_options(live, request.seed + 1),
                                  stop=halt)
     live.warmup_requests = outcome.sent

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from core.records import MutableRecord, Record
+from core.run_shape import Boundary, Sweep
 from runners.benchmark.analyses import (
     BurstAnalysis,
     Knee,
@@ -92,10 +93,10 @@ def build_report(live: LiveRun, run_id: str,
                          summary=summary, scraped=_scraped(metrics, live.scraper),
                          slo_met=_slo_met(summary, request),
                          warmup_requests=live.warmup_requests)
-    if request.sweep_max_concurrency:
+    if isinstance(request.workload.run, Sweep):
         levels = sweep_levels(outcomes)
         report.levels, report.knee = levels, find_knee(levels)
-    elif request.workload.kind == "boundary":
+    elif isinstance(request.workload.run, Boundary):
         report.boundary = analyze_boundary(live.boundary_steps)
     elif outcomes and schedule.kind == "burst":
         report.burst = _burst(schedule, outcomes[0][1], live.metrics)

@@ -1,25 +1,26 @@
 """What one live benchmark is asked to do (`BenchRequest`: where the server is or how to launch
-it, and what load to send) and the schedules that request sends (`schedules_of`, one per sweep
-level or boundary step, deterministic for its seed). Running it is `runners.benchmark.bench`;
+it, and what load to send: a `core.load.LoadSpec`) and the schedules that request sends
+(`schedules_of`, by the load's run shape: one per sweep level or boundary step, deterministic
+for its seed). Running it is `runners.benchmark.bench`;
 the `bench` options become one in `runners.benchmark.from_options`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Self
 
 from pydantic import Field, field_validator, model_validator
 
+from core.load import ClosedLoop, LoadSpec
 from core.records import Record
+from core.run_shape import Sweep
 from engines.config import EngineKind
 from runners.load.client import check_http_url
 from runners.load.schedule import Schedule
 from runners.load.schemas import Api
-from runners.load.workload_spec import WorkloadSpec
 from runners.load.workloads import boundary_steps, build_schedule
 from runners.server.launch_spec import LaunchSpec
-
-DEFAULT_SWEEP_CAP = 64
 
 
 class BenchRequest(Record):
@@ -33,10 +34,8 @@ class BenchRequest(Record):
         default=None, description="Plug-in whose metric names are scraped; default the launch "
         "config's engine, else vllm.")
     model: str | None = Field(default=None, description="Served model name; None = the server's.")
-    workload: WorkloadSpec
-    sweep_max_concurrency: int | None = Field(
-        default=None, ge=1, description="Sweep: run `workload` (kind concurrency) at 1, 2, 4, "
-        "… up to this cap, stopping once past the knee.")
+    workload: LoadSpec = Field(description="What to send; a sweep (`core.run_shape.Sweep`) "
+                               "stops once past the knee, a boundary at the step that breaks.")
     api: Api = "completions"
     slo_ttft_p95_s: float | None = Field(default=None, gt=0)
     slo_tpot_p95_s: float | None = Field(default=None, gt=0)
@@ -61,26 +60,38 @@ class BenchRequest(Record):
     def _check(self) -> Self:
         if (self.endpoint_url is None) == (self.launch is None):
             raise ValueError("give exactly one of endpoint_url or launch")
-        if self.sweep_max_concurrency is not None and self.workload.kind != "concurrency":
-            raise ValueError("a sweep runs a 'concurrency' workload at increasing levels")
         return self
 
 
 def schedules_of(request: BenchRequest) -> list[tuple[int | None, Schedule]]:
     """What `request` sends, schedule by schedule: (sweep level or boundary step, or None for
     a single run; its schedule). Deterministic for the request's seed."""
-    if request.workload.kind == "boundary":  # steps 0, 1, … at increasing compression
-        return [(k, schedule) for k, (_, schedule) in enumerate(boundary_steps(request.workload))]
-    if request.sweep_max_concurrency is None:
-        return [(None, build_schedule(request.workload))]
-    levels, c = [], 1
-    while c <= request.sweep_max_concurrency:
-        levels.append(c)
-        c *= 2
+    return _RUNS[request.workload.run.kind](request.workload)
+
+
+def _once(load: LoadSpec) -> list[tuple[int | None, Schedule]]:
+    return [(None, build_schedule(load))]
+
+
+def _steps(load: LoadSpec) -> list[tuple[int | None, Schedule]]:
+    """A boundary's steps 0, 1, … at increasing compression."""
+    return [(k, schedule) for k, (_, schedule) in enumerate(boundary_steps(load))]
+
+
+def _levels(load: LoadSpec) -> list[tuple[int | None, Schedule]]:
+    """A sweep's closed loop at its concurrency, twice it, … up to the cap; each level sends
+    at least 4 requests per user."""
+    sweep, loop = load.run, load.arrival
+    assert isinstance(sweep, Sweep) and isinstance(loop, ClosedLoop)  # LoadSpec checks both
     out: list[tuple[int | None, Schedule]] = []
-    for c in levels:
-        n = request.workload.num_requests
-        spec = request.workload.model_copy(update={
-            "concurrency": c, "num_requests": None if n is None else max(n, 4 * c)})
-        out.append((c, build_schedule(spec)))
+    c, n = loop.concurrency, load.num_requests
+    while c <= sweep.max_concurrency:
+        level = load.model_copy(update={"arrival": ClosedLoop(concurrency=c),
+                                        "num_requests": None if n is None else max(n, 4 * c)})
+        out.append((c, build_schedule(level)))
+        c *= 2
     return out
+
+
+_RUNS: dict[str, Callable[[LoadSpec], list[tuple[int | None, Schedule]]]] = {
+    "single": _once, "soak": _once, "sweep": _levels, "boundary": _steps}

@@ -1,40 +1,40 @@
 """The `bench` options made into a run: `build_request`, the one translation of `BenchOptions`
-into a `BenchRequest` for every front end (the CLI and the Validate view), with each workload
-kind's `WorkloadSpec` fields and the defaults the CLI fills; and `bench`, which builds the
-request and runs it. The `slo_*_ms` options become seconds here.
+into a `BenchRequest` for every front end (the CLI and the Validate view): each `--workload`
+name's `core.load.LoadSpec`, built directly with the defaults the CLI fills, a missing option
+named by its flag; and `bench`, which builds the request and runs it. The `slo_*_ms` options
+become seconds here.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from core.errors import UsageError
+from core.load import Burst, ClosedLoop, FixedLengths, LoadSpec, Rate, TraceWindow
+from core.run_shape import DEFAULT_MAX_STEPS, DEFAULT_STEP_FACTOR, Boundary, Soak, Sweep
 from profiler.workspace import Workspace
 from runners.benchmark.analyses import SOAK_WINDOWS
 from runners.benchmark.bench import run_bench
 from runners.benchmark.bench_report import BenchReport
-from runners.benchmark.bench_request import DEFAULT_SWEEP_CAP, BenchRequest
+from runners.benchmark.bench_request import BenchRequest
 from runners.benchmark.options import BenchOptions, launch_spec
-from runners.load.workload_spec import WorkloadSpec
-from runners.load.workloads import BENCH_KINDS
+from runners.load.schedule import BENCH_KINDS
 
 if TYPE_CHECKING:
     from engines.config import EngineConfig
 
 DEFAULT_NUM_REQUESTS = 100
 DEFAULT_SWEEP_REQUESTS = 32
+DEFAULT_SWEEP_CAP = 64
 DEFAULT_GAMMA_CV = 2.0
 DEFAULT_PEAK_FACTOR = 4.0
 
-# WorkloadSpec field → the option that sets it, for error messages.
-_FLAGS = {"rate_rps": "--rate", "base_rate_rps": "--rate", "duration_s": "--duration-s",
-          "num_requests": "--num-requests", "prompt_tokens": "--prompt-tokens",
-          "output_tokens": "--output-tokens", "concurrency": "--concurrency",
-          "window_s": "--duration-s", "trace_path": "--trace"}
+# Where a trace is read: (the file ingested first, or None to replay what the workspace holds;
+# the workspace's path).
+TraceSource = tuple[str | None, str]
 
 
 def build_request(options: BenchOptions, *, workspace: str | None = None,
@@ -50,29 +50,21 @@ def build_request(options: BenchOptions, *, workspace: str | None = None,
     the view's process: its page reruns must not delay the sockets' reads).
 
     Raises:
-        UsageError: a missing field for the workload, an unreadable rec.json.
+        UsageError: a missing option for the workload, an unreadable rec.json.
     """
     launch = launch_spec(options, config) if options.launch else None
-    workload = _WORKLOAD_FIELDS[options.workload](options)
-    if workload["kind"] == "trace" or (workload["kind"] == "boundary" and options.trace):
-        workload["workspace"] = str(Workspace.resolve(workspace).path)
-        if replay_workspace:
-            workload["trace_path"] = None
+    source = (None if replay_workspace else options.trace, str(Workspace.resolve(workspace).path))
     try:
         return BenchRequest(
             endpoint_url=options.endpoint, launch=launch, model=options.model,
-            engine=options.engine,
-            workload=WorkloadSpec.model_validate(workload),
-            sweep_max_concurrency=(options.concurrency or DEFAULT_SWEEP_CAP)
-            if options.workload == "sweep" else None,
+            engine=options.engine, workload=_LOADS[options.workload](options, source),
             api=options.api, slo_ttft_p95_s=_s(options.slo_ttft_p95_ms),
             slo_tpot_p95_s=_s(options.slo_tpot_p95_ms), workers=options.workers,
             vocab_size=options.vocab_size,
             timeout_s=options.timeout_s, warmup_s=options.warmup_s, seed=options.seed,
             isolate_load=isolate_load, argv=argv or [])
-    except ValidationError as exc:
+    except ValidationError as exc:  # the load's own checks, already in the CLI's words
         msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
-        msg = re.sub(r"\b[a-z_]+\b", lambda m: _FLAGS.get(m.group(), m.group()), msg)
         raise UsageError(f"--workload {options.workload}: {msg}") from None
 
 
@@ -80,72 +72,111 @@ def _s(ms: float | None) -> float | None:
     return None if ms is None else ms / 1e3
 
 
-def _base(o: BenchOptions) -> dict[str, Any]:
-    return {"prompt_tokens": o.prompt_tokens, "output_tokens": o.output_tokens, "seed": o.seed}
+def _lengths(o: BenchOptions) -> FixedLengths:
+    if o.prompt_tokens is None or o.output_tokens is None:
+        missing = [flag for flag, v in (("--prompt-tokens", o.prompt_tokens),
+                                        ("--output-tokens", o.output_tokens)) if v is None]
+        raise UsageError(f"--workload {o.workload} needs {', '.join(missing)}")
+    return FixedLengths(input_tokens=o.prompt_tokens, output_tokens=o.output_tokens)
 
 
-def _trace(o: BenchOptions) -> dict[str, Any]:
-    return {**_base(o), "kind": "trace", "trace_path": o.trace, "time_scale": o.time_scale,
-            "num_requests": o.num_requests, "duration_s": o.duration_s,
-            "concurrency": o.concurrency}
+def _count(o: BenchOptions, default: int) -> int | None:
+    """--num-requests; the default only when --duration-s does not bound the run either."""
+    return o.num_requests if o.num_requests or o.duration_s else default
 
 
-def _rate(o: BenchOptions) -> dict[str, Any]:
-    n = o.num_requests if o.num_requests or o.duration_s else DEFAULT_NUM_REQUESTS
-    return {**_base(o), "kind": o.workload, "rate_rps": o.rate_rps, "num_requests": n,
-            "duration_s": o.duration_s, "concurrency": o.concurrency,
-            "gamma_cv": (o.gamma_cv or DEFAULT_GAMMA_CV) if o.workload == "gamma" else None}
+def _window(o: BenchOptions, source: TraceSource) -> TraceWindow:
+    """The trace from its start, --duration-s of it, at --time-scale; --prompt-tokens and
+    --output-tokens override its lengths."""
+    return TraceWindow(path=source[0], workspace=source[1], duration_s=o.duration_s,
+                       time_scale=o.time_scale, input_tokens=o.prompt_tokens,
+                       output_tokens=o.output_tokens)
 
 
-def _closed(o: BenchOptions) -> dict[str, Any]:
-    """A closed loop; a sweep is the closed loop at 1, 2, 4, … from level 1
+def _trace(o: BenchOptions, source: TraceSource) -> LoadSpec:
+    return LoadSpec(lengths=_window(o, source), num_requests=o.num_requests,
+                    max_in_flight=o.concurrency, seed=o.seed)
+
+
+def _rate(o: BenchOptions, source: TraceSource) -> LoadSpec:
+    """Poisson, or Gamma gaps (--gamma-cv, default 2), capped at --concurrency in flight."""
+    if o.rate_rps is None:
+        raise UsageError(f"--workload {o.workload} needs --rate")
+    gamma = o.workload == "gamma"
+    rate = Rate(rate_rps=o.rate_rps, process="gamma" if gamma else "poisson",
+                cv=(o.gamma_cv or DEFAULT_GAMMA_CV) if gamma else 1.0)
+    return LoadSpec(lengths=_lengths(o), arrival=rate, num_requests=_count(o, DEFAULT_NUM_REQUESTS),
+                    duration_s=o.duration_s, max_in_flight=o.concurrency, seed=o.seed)
+
+
+def _closed(o: BenchOptions, source: TraceSource) -> LoadSpec:
+    if o.concurrency is None:
+        raise UsageError("--workload concurrency needs --concurrency")
+    return LoadSpec(lengths=_lengths(o), arrival=ClosedLoop(concurrency=o.concurrency),
+                    num_requests=_count(o, DEFAULT_NUM_REQUESTS), duration_s=o.duration_s,
+                    seed=o.seed)
+
+
+def _sweep(o: BenchOptions, source: TraceSource) -> LoadSpec:
+    """The closed loop at 1, 2, 4, … up to --concurrency (default 64)
     (`runners.benchmark.bench_request.schedules_of`)."""
-    sweep = o.workload == "sweep"
-    default = DEFAULT_SWEEP_REQUESTS if sweep else DEFAULT_NUM_REQUESTS
-    n = o.num_requests if o.num_requests or o.duration_s else default
-    return {**_base(o), "kind": "concurrency", "num_requests": n, "duration_s": o.duration_s,
-            "concurrency": 1 if sweep else o.concurrency}
+    return LoadSpec(lengths=_lengths(o), arrival=ClosedLoop(concurrency=1),
+                    num_requests=_count(o, DEFAULT_SWEEP_REQUESTS), duration_s=o.duration_s,
+                    run=Sweep(max_concurrency=o.concurrency or DEFAULT_SWEEP_CAP), seed=o.seed)
 
 
-def _boundary(o: BenchOptions) -> dict[str, Any]:
-    """The trace (or Poisson at --rate) replayed at increasing compression, --num-requests
-    (default 100) or --duration-s per step."""
-    n = o.num_requests if o.num_requests or o.duration_s else DEFAULT_NUM_REQUESTS
-    return {**_base(o), "kind": "boundary", "trace_path": o.trace, "rate_rps": o.rate_rps,
-            "time_scale": o.time_scale, "num_requests": n, "duration_s": o.duration_s,
-            "concurrency": o.concurrency, "step_factor": o.step_factor,
-            "max_steps": o.max_steps}
-
-
-def _burst_fields(o: BenchOptions) -> dict[str, Any]:
-    return {**_base(o), "kind": "burst", **_burst(o)}
-
-
-def _soak(o: BenchOptions) -> dict[str, Any]:
-    # the windows the soak analysis splits the run into
-    window = o.duration_s / SOAK_WINDOWS if o.duration_s else None
-    return {**_base(o), "kind": "soak", "duration_s": o.duration_s, "window_s": window,
-            "rate_rps": o.rate_rps, "concurrency": o.concurrency}
-
-
-# WorkloadSpec fields of each bench kind (defaults filled where the CLI allows).
-_WORKLOAD_FIELDS: dict[str, Callable[[BenchOptions], dict[str, Any]]] = {
-    "trace": _trace, "poisson": _rate, "gamma": _rate, "concurrency": _closed,
-    "sweep": _closed, "burst": _burst_fields, "soak": _soak, "boundary": _boundary,
-}
-assert set(_WORKLOAD_FIELDS) == set(BENCH_KINDS)
-
-
-def _burst(o: BenchOptions) -> dict[str, Any]:
-    """--duration-s split steady / burst / steady in thirds unless --burst-s is given."""
+def _burst(o: BenchOptions, source: TraceSource) -> LoadSpec:
+    """--duration-s split steady / burst / steady in thirds unless --burst-s is given; the
+    peak --peak-rate, default 4 × --rate."""
     if o.duration_s is None or o.rate_rps is None:
         raise UsageError("--workload burst needs --rate (the steady rate) and --duration-s")
     burst = o.burst_s or o.duration_s / 3
     if burst >= o.duration_s:
         raise UsageError("--burst-s must be shorter than --duration-s")
-    return {"base_rate_rps": o.rate_rps,
-            "peak_rate_rps": o.peak_rate_rps or o.rate_rps * DEFAULT_PEAK_FACTOR,
-            "steady_s": (o.duration_s - burst) / 2, "burst_s": burst}
+    arrival = Burst(base_rate_rps=o.rate_rps,
+                    peak_rate_rps=o.peak_rate_rps or o.rate_rps * DEFAULT_PEAK_FACTOR,
+                    steady_s=(o.duration_s - burst) / 2, burst_s=burst)
+    return LoadSpec(lengths=_lengths(o), arrival=arrival, seed=o.seed)
+
+
+def _soak(o: BenchOptions, source: TraceSource) -> LoadSpec:
+    """--rate or --concurrency for --duration-s, in the windows the soak analysis splits the
+    run into."""
+    if o.duration_s is None:
+        raise UsageError("--workload soak needs --duration-s")
+    arrival: Rate | ClosedLoop
+    if o.concurrency is not None and o.rate_rps is None:
+        arrival = ClosedLoop(concurrency=o.concurrency)
+    elif o.rate_rps is not None and o.concurrency is None:
+        arrival = Rate(rate_rps=o.rate_rps)
+    else:
+        raise UsageError("--workload soak needs exactly one of --rate or --concurrency")
+    return LoadSpec(lengths=_lengths(o), arrival=arrival, duration_s=o.duration_s,
+                    run=Soak(window_s=o.duration_s / SOAK_WINDOWS), seed=o.seed)
+
+
+def _boundary(o: BenchOptions, source: TraceSource) -> LoadSpec:
+    """The trace (or Poisson at --rate) replayed at increasing compression, --num-requests
+    (default 100) or --duration-s per step."""
+    run = Boundary(step_factor=o.step_factor or DEFAULT_STEP_FACTOR,
+                   max_steps=o.max_steps or DEFAULT_MAX_STEPS)
+    n = _count(o, DEFAULT_NUM_REQUESTS)
+    if o.trace is not None:
+        return LoadSpec(lengths=_window(o, source), num_requests=n, max_in_flight=o.concurrency,
+                        run=run, seed=o.seed)
+    if o.rate_rps is None:
+        raise UsageError("--workload boundary needs --trace FILE, or --rate with "
+                         "--prompt-tokens and --output-tokens (Poisson)")
+    return LoadSpec(lengths=_lengths(o), arrival=Rate(rate_rps=o.rate_rps), num_requests=n,
+                    duration_s=o.duration_s, max_in_flight=o.concurrency, run=run, seed=o.seed)
+
+
+# The load of each `--workload` name (defaults filled where the CLI allows).
+_LOADS: dict[str, Callable[[BenchOptions, TraceSource], LoadSpec]] = {
+    "trace": _trace, "poisson": _rate, "gamma": _rate, "concurrency": _closed,
+    "sweep": _sweep, "burst": _burst, "soak": _soak, "boundary": _boundary,
+}
+assert set(_LOADS) == set(BENCH_KINDS)
 
 
 def bench(options: BenchOptions, *, workspace: str | None = None, argv: list[str] | None = None,

@@ -30,8 +30,8 @@ from engines.base import GpuSelection
 from engines.config import EngineKind
 from profiler.workspace import APP_HOME_ENV_VAR
 from runners.load.client import check_http_url
+from runners.load.schedule import BENCH_KINDS
 from runners.load.schemas import Api
-from runners.load.workloads import BENCH_KINDS
 
 if TYPE_CHECKING:
     from engines.config import EngineConfig

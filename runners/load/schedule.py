@@ -1,18 +1,39 @@
 """A workload's `Schedule`: the requests in send order (`ScheduledRequest`: an arrival offset,
 or None in a closed loop), the concurrency limit, the named phases of the run, and its offered
-rate. Which schedule a `WorkloadSpec` gives is `workloads`'s; sending it the load generator's.
+rate; and the short label of a load that reports and run ids carry (`kind_of`: `bench`'s
+`--workload` vocabulary, `BENCH_KINDS`). Which schedule a `core.load.LoadSpec` gives is
+`workloads`'s; sending it the load generator's.
 """
 
 from __future__ import annotations
 
 import bisect
+from typing import Literal, get_args
 
 from pydantic import Field
 
 from core.errors import RunnerError
-from core.load import ClosedLoop, LoadSpec, SentRequests
+from core.load import Burst, ClosedLoop, LoadSpec, Rate, SentRequests
 from core.records import Record
-from runners.load.workload_spec import WorkloadKind
+from core.run_shape import Single
+
+ScheduleKind = Literal["trace", "poisson", "gamma", "concurrency", "burst", "soak", "boundary",
+                       "sweep"]
+# What `bench --workload` runs, one name per label; front ends list these.
+BENCH_KINDS: tuple[str, ...] = get_args(ScheduleKind)
+
+
+def kind_of(load: LoadSpec) -> ScheduleKind:
+    """The label of `load`: its run shape (soak, sweep, boundary), else its arrival's
+    (a closed loop "concurrency", a rate its process, a burst), else a replay's ("trace":
+    a trace window or open-loop sent requests)."""
+    if not isinstance(load.run, Single):
+        return load.run.kind
+    if isinstance(load.arrival, Rate):
+        return load.arrival.process
+    if isinstance(load.arrival, (ClosedLoop, Burst)):
+        return "concurrency" if isinstance(load.arrival, ClosedLoop) else "burst"
+    return "trace"
 
 
 class ScheduledRequest(Record):
@@ -38,7 +59,7 @@ class Phase(Record):
 class Schedule(Record):
     """The requests in send order, the concurrency limit, and the phases of the run."""
 
-    kind: WorkloadKind
+    kind: ScheduleKind
     requests: list[ScheduledRequest]
     concurrency: int | None = Field(default=None,
                                     description="Most requests in flight; None = no cap.")

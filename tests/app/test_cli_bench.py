@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.run_shape import Sweep
 from profiler.workspace import Workspace
 from runners.benchmark.stored_runs import list_runs, load_run
 from tests.runners.fake_openai import FakeOpenAI, write_stand_in
@@ -230,7 +231,8 @@ def test_the_command_shown_builds_the_same_run(fields, tmp_path):
     direct = build_request(options, config=config if options.launch else None)
     assert build_request(parsed) == direct
     if options.launch is None:
-        assert direct.engine == fields["engine"] and direct.sweep_max_concurrency == 8
+        assert direct.engine == fields["engine"]
+        assert direct.workload.run == Sweep(max_concurrency=8)
     else:
         assert direct.launch is not None and direct.launch.config == config
     if options.launch == "docker":

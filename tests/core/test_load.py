@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from core.load import (
+    Burst,
     ClosedLoop,
     FixedLengths,
     LoadSpec,
@@ -17,6 +18,7 @@ from core.load import (
     TraceWindow,
     fixed,
 )
+from core.run_shape import Boundary, Single, Soak, Sweep
 
 LENGTHS = FixedLengths(input_tokens=512, output_tokens=128)
 
@@ -139,3 +141,94 @@ def test_sent_requests_are_their_own_count_and_open_loop_their_own_arrivals():
 def test_sent_requests_refuse_lists_that_do_not_line_up(fields):
     with pytest.raises(ValidationError):
         SentRequests(**fields)
+
+
+# --- what bench needs too (issue 29): a trace's source and overrides, a burst, a run's
+# duration and in-flight cap, and the run shapes; each impossible combination is one line.
+
+POISSON = Rate(rate_rps=2.0)
+BURST = Burst(base_rate_rps=2.0, peak_rate_rps=8.0, steady_s=10.0, burst_s=5.0)
+GAMMA = Rate(rate_rps=2.0, process="gamma", cv=2.0)
+
+
+def test_a_trace_window_is_a_file_a_workspace_or_both():
+    with pytest.raises(ValidationError, match="needs a trace file"):
+        TraceWindow()
+    both = TraceWindow(path="t.csv", workspace="w.duckdb", input_tokens=64,
+                       max_output_tokens=16)
+    assert (both.output_tokens, both.max_input_tokens) == (None, None)
+    assert TraceWindow(workspace="w.duckdb").path is None
+    with pytest.raises(ValidationError):
+        TraceWindow(path="t.csv", max_input_tokens=0)
+
+
+def test_a_burst_is_three_phases_of_its_two_rates():
+    assert BURST.phases() == [("steady", 0.0, 10.0, 2.0), ("burst", 10.0, 15.0, 8.0),
+                              ("recovery", 15.0, 25.0, 2.0)]
+    for bad in ({"steady_s": 0.0}, {"peak_rate_rps": float("inf")}, {"burst_s": -1.0}):
+        with pytest.raises(ValidationError):
+            Burst.model_validate({**BURST.model_dump(), **bad})
+
+
+@pytest.mark.parametrize("spec", [
+    LoadSpec(lengths=LENGTHS, arrival=BURST),
+    LoadSpec(lengths=LENGTHS, arrival=POISSON, duration_s=60.0, max_in_flight=8),
+    LoadSpec(lengths=LENGTHS, arrival=POISSON, duration_s=60.0, run=Soak(window_s=6.0)),
+    LoadSpec(lengths=LENGTHS, arrival=ClosedLoop(concurrency=1), num_requests=32,
+             run=Sweep(max_concurrency=64)),
+    LoadSpec(lengths=LENGTHS, arrival=POISSON, num_requests=100,
+             run=Boundary(step_factor=2.0, max_steps=3)),
+    LoadSpec(lengths=TraceWindow(workspace="w.duckdb", duration_s=30.0, time_scale=0.5),
+             max_in_flight=4, run=Boundary()),
+])
+def test_the_new_loads_round_trip_through_json(spec):
+    back = LoadSpec.model_validate_json(spec.model_dump_json())
+    assert back == spec and type(back.run) is type(spec.run)
+
+
+TRACE = TraceWindow(path="t.csv")
+SENT = SentRequests(at_s=[0.0, 0.5], input_tokens=[10, 20], output_tokens=[3, 4])
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    # a duration bounds a rate or a concurrency, nothing else
+    ({"lengths": TRACE, "duration_s": 5.0}, "a run's duration bounds a rate or a concurrency"),
+    ({"lengths": SENT, "duration_s": 5.0}, "a run's duration bounds a rate or a concurrency"),
+    ({"arrival": BURST, "duration_s": 5.0}, "a run's duration bounds a rate or a concurrency"),
+    ({"arrival": Offline(), "num_requests": 5, "duration_s": 5.0},
+     "a run's duration bounds a rate or a concurrency"),
+    ({"arrival": BURST, "num_requests": 5}, "a burst sends its rates over its phases"),
+    # a cap on requests in flight is an open loop's
+    ({"arrival": ClosedLoop(concurrency=2), "num_requests": 5, "max_in_flight": 2},
+     "a cap on requests in flight is an open loop's"),
+    ({"arrival": Offline(), "num_requests": 5, "max_in_flight": 2},
+     "a cap on requests in flight is an open loop's"),
+    # a soak: a duration, and a steady Poisson rate or concurrency
+    ({"arrival": POISSON, "run": Soak(window_s=1.0)}, "a soak runs for a duration"),
+    ({"arrival": GAMMA, "duration_s": 9.0, "run": Soak(window_s=1.0)},
+     "a soak holds a Poisson rate or a concurrency steady"),
+    ({"arrival": BURST, "run": Soak(window_s=1.0)}, "a soak runs for a duration"),
+    # a sweep: a closed loop at most its cap
+    ({"arrival": POISSON, "num_requests": 5, "run": Sweep(max_concurrency=8)},
+     "a sweep runs a closed loop"),
+    ({"arrival": ClosedLoop(concurrency=16), "num_requests": 5, "run": Sweep(max_concurrency=8)},
+     "above its cap"),
+    # a boundary: a trace or Poisson with fixed lengths, each step bounded
+    ({"arrival": ClosedLoop(concurrency=2), "num_requests": 5, "run": Boundary()},
+     "a boundary replays a trace, or a Poisson rate"),
+    ({"arrival": GAMMA, "num_requests": 5, "run": Boundary()},
+     "a boundary replays a trace, or a Poisson rate"),
+    ({"arrival": POISSON, "run": Boundary()}, "a request count or a duration"),
+    ({"lengths": TRACE, "run": Boundary()}, "a request count or a duration"),
+])
+def test_each_impossible_combination_is_one_line(fields, message):
+    with pytest.raises(ValidationError, match=message) as info:
+        LoadSpec(**{"lengths": LENGTHS, **fields})
+    assert len(info.value.errors()) == 1
+
+
+def test_a_trace_boundary_is_bounded_by_its_window_and_fixed_takes_a_duration():
+    window = TraceWindow(path="t.csv", duration_s=60.0)
+    assert LoadSpec(lengths=window, run=Boundary()).run == Boundary(step_factor=1.5, max_steps=8)
+    spec = fixed(10, 5, rate_rps=2.0, duration_s=30.0)
+    assert spec.duration_s == 30.0 and spec.num_requests is None and spec.run == Single()

@@ -12,7 +12,18 @@ import numpy as np
 import pytest
 
 from core.errors import UsageError
-from core.load import ClosedLoop, DatasetLengths, LoadSpec, SentRequests, TraceWindow, fixed
+from core.load import (
+    Burst,
+    ClosedLoop,
+    DatasetLengths,
+    FixedLengths,
+    LoadSpec,
+    Rate,
+    SentRequests,
+    TraceWindow,
+    fixed,
+)
+from core.run_shape import Boundary, Soak, Sweep
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.sim.predict import simulate_load
 from tests.recommender.deploy import deploy, steady
@@ -193,3 +204,49 @@ def test_sent_requests_no_deployment_can_serve_are_refused():
     sent = SentRequests(at_s=[0.0], input_tokens=[4000], output_tokens=[10])
     with pytest.raises(UsageError, match="every request refused"):
         simulate_load(cfg, MODEL, GPU, LoadSpec(lengths=sent))
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_a_burst_is_predicted_at_exactly_its_phases_rates(gpus):
+    """Steady 2 req/s for 5 s, 10 req/s for 3 s, 2 req/s for 5 s: each phase offers exactly
+    rate × length requests (as bench sends them), per replica the stream's 1/R share."""
+    cfg = deploy("vllm", MODEL)
+    burst = Burst(base_rate_rps=2.0, peak_rate_rps=10.0, steady_s=5.0, burst_s=3.0)
+    load = LoadSpec(lengths=FixedLengths(input_tokens=200, output_tokens=20), arrival=burst,
+                    seed=4)
+    got = simulate_load(cfg, MODEL, GPU, load, gpus=gpus)
+    per_replica = sum(round(rate / gpus * span) for rate, span in
+                      [(2.0, 5.0), (10.0, 3.0), (2.0, 5.0)])
+    assert got.mode == "burst" and got.replicas == gpus
+    assert got.requests == per_replica * gpus == 50 and got.completed == 50
+    assert got.makespan_s > 8.0  # the recovery phase starts at 5 + 3 s
+
+
+def test_an_open_loop_rate_over_a_duration_sends_rate_times_duration():
+    load = LoadSpec(lengths=FixedLengths(input_tokens=200, output_tokens=20),
+                    arrival=Rate(rate_rps=3.5), duration_s=20.0)
+    got = simulate_load(deploy("vllm", MODEL), MODEL, GPU, load)
+    assert got.requests == 70  # 3.5 req/s × 20 s
+
+
+def test_a_soak_is_predicted_as_its_steady_load():
+    lengths = FixedLengths(input_tokens=200, output_tokens=20)
+    steady = LoadSpec(lengths=lengths, arrival=Rate(rate_rps=3.0), duration_s=10.0, seed=2)
+    soak = steady.model_copy(update={"run": Soak(window_s=2.0)})
+    cfg = deploy("vllm", MODEL)
+    got, want = (simulate_load(cfg, MODEL, GPU, x) for x in (soak, steady))
+    assert got.requests == want.requests == 30 and got.ttft_s == want.ttft_s
+
+
+@pytest.mark.parametrize(("load", "message"), [
+    (fixed(200, 20, concurrency=1, num_requests=8).model_copy(
+        update={"run": Sweep(max_concurrency=8)}), "predict one level"),
+    (fixed(200, 20, rate_rps=1.0, num_requests=8).model_copy(
+        update={"run": Boundary()}), "predict one step"),
+    (fixed(200, 20, rate_rps=1.0, num_requests=8).model_copy(
+        update={"max_in_flight": 2}), "no cap on requests in flight"),
+    (fixed(200, 20, concurrency=2, duration_s=30.0), "give a request count"),
+])
+def test_what_one_prediction_cannot_hold_is_one_usage_error(load, message):
+    with pytest.raises(UsageError, match=message):
+        simulate_load(deploy("vllm", MODEL), MODEL, GPU, load)

@@ -12,13 +12,15 @@ import pytest
 
 import runners.benchmark.bench
 import runners.benchmark.live_run
+from core.load import LoadSpec
 from profiler.workspace import Workspace
 from runners.benchmark.bench import run_bench
 from runners.benchmark.bench_request import BenchRequest
 from runners.benchmark.live_run import ProgressSample
 from runners.benchmark.stored_runs import list_runs, load_run
-from runners.load.workload_spec import WorkloadSpec
+from tests.runners import loads
 from tests.runners.fake_openai import FakeOpenAI
+from tests.runners.loads import burst, closed, poisson, sweep
 
 
 @pytest.fixture
@@ -28,9 +30,8 @@ def fake():
     server.stop()
 
 
-def _poisson(n: int, rate: float, out: int = 4) -> WorkloadSpec:
-    return WorkloadSpec(kind="poisson", rate_rps=rate, num_requests=n, prompt_tokens=48,
-                        output_tokens=out, seed=3)
+def _poisson(n: int, rate: float, out: int = 4) -> LoadSpec:
+    return poisson(rate, num_requests=n, input_tokens=48, output_tokens=out, seed=3)
 
 
 def test_poisson_run_is_measured_scraped_and_stored(fake, tmp_path):
@@ -59,10 +60,8 @@ def test_poisson_run_is_measured_scraped_and_stored(fake, tmp_path):
 def test_sweep_stops_past_the_knee(tmp_path):
     server = FakeOpenAI(ttft_s=0.01, tpot_s=0.02, max_running=2).start()
     try:
-        spec = WorkloadSpec(kind="concurrency", concurrency=1, num_requests=8, prompt_tokens=32,
-                            output_tokens=6)
-        report = run_bench(BenchRequest(endpoint_url=server.url, workload=spec,
-                                        sweep_max_concurrency=32),
+        spec = sweep(32, num_requests=8, input_tokens=32, output_tokens=6)
+        report = run_bench(BenchRequest(endpoint_url=server.url, workload=spec),
                            workspace=Workspace(tmp_path / "w.duckdb"))
     finally:
         server.stop()
@@ -75,8 +74,7 @@ def test_sweep_stops_past_the_knee(tmp_path):
 def test_burst_spike_and_queue(tmp_path):
     server = FakeOpenAI(ttft_s=0.01, tpot_s=0.02, max_running=2).start()
     try:
-        spec = WorkloadSpec(kind="burst", base_rate_rps=4, peak_rate_rps=50, steady_s=1.5,
-                            burst_s=1.0, prompt_tokens=32, output_tokens=4, seed=1)
+        spec = burst(4, 50, 1.5, 1.0, input_tokens=32, output_tokens=4, seed=1)
         report = run_bench(BenchRequest(endpoint_url=server.url, workload=spec,
                                         scrape_interval_s=0.1),
                            workspace=Workspace(tmp_path / "w.duckdb"))
@@ -129,8 +127,7 @@ def test_server_dying_half_way_fails_the_run_and_keeps_rows(fake, tmp_path, monk
 
 
 def test_soak_windows_follow_the_phases(fake, tmp_path):
-    spec = WorkloadSpec(kind="soak", rate_rps=25, duration_s=2.0, window_s=0.5, prompt_tokens=16,
-                        output_tokens=2, seed=2)
+    spec = loads.soak(0.5, 2.0, rate_rps=25, input_tokens=16, output_tokens=2, seed=2)
     report = run_bench(BenchRequest(endpoint_url=fake.url, workload=spec),
                        workspace=Workspace(tmp_path / "w.duckdb"))
     soak = report.soak
@@ -144,8 +141,7 @@ def test_soak_windows_follow_the_phases(fake, tmp_path):
 
 def test_warmup_is_sent_first_and_not_measured(fake, tmp_path):
     ws = Workspace(tmp_path / "w.duckdb")
-    spec = WorkloadSpec(kind="poisson", rate_rps=20.0, num_requests=12, prompt_tokens=48,
-                        output_tokens=4, seed=3)
+    spec = poisson(20.0, num_requests=12, input_tokens=48, output_tokens=4, seed=3)
     report = run_bench(BenchRequest(endpoint_url=fake.url, workload=spec, warmup_s=0.5,
                                     scrape_interval_s=0.1), workspace=ws)
     warm = report.warmup_requests
@@ -246,8 +242,7 @@ def test_a_health_path_that_never_answered_is_not_a_server_that_stopped(tmp_path
     monkeypatch.setattr(runners.benchmark.bench, "healthy", slow_then_down)
     server = HostileServer("not_http").start()
     try:
-        spec = WorkloadSpec(kind="concurrency", concurrency=3, num_requests=3,
-                            prompt_tokens=8, output_tokens=2)
+        spec = closed(3, num_requests=3, input_tokens=8, output_tokens=2)
         request = BenchRequest(endpoint_url=server.url, workload=spec, model="m",
                                vocab_size=5000, timeout_s=2.0)
         report = run_bench(request, workspace=Workspace(tmp_path / "w.duckdb"))

@@ -8,19 +8,20 @@ from pathlib import Path
 
 import pytest
 
+from core.load import LoadSpec
 from profiler.workspace import Workspace
 from runners.benchmark.bench import run_bench
 from runners.benchmark.bench_request import BenchRequest
 from runners.benchmark.stored_runs import load_run
 from runners.load.schedule import offered_rps
-from runners.load.workload_spec import WorkloadSpec
 from runners.load.workloads import boundary_steps
 from tests.runners.fake_openai import FakeOpenAI
+from tests.runners.loads import boundary
 
 TTFT_S, TPOT_S, OUT, RUNNING = 0.01, 0.02, 4, 2
 
 
-def _stored_steps(ws: Workspace, run_id: str, spec: WorkloadSpec, steps_run: int) -> None:
+def _stored_steps(ws: Workspace, run_id: str, spec: LoadSpec, steps_run: int) -> None:
     """Every request of every step run is stored, in its step's phase, and nothing more."""
     record = load_run(ws, run_id)
     n = spec.num_requests
@@ -37,8 +38,8 @@ def test_boundary_on_a_server_with_a_fixed_capacity(tmp_path):
     # first step offers ~5 req/s (holds), the second twenty times that (a queue must build).
     capacity = RUNNING / (TTFT_S + (OUT - 1) * TPOT_S)
     server = FakeOpenAI(ttft_s=TTFT_S, tpot_s=TPOT_S, max_running=RUNNING).start()
-    spec = WorkloadSpec(kind="boundary", rate_rps=5.0, num_requests=9, prompt_tokens=32,
-                        output_tokens=OUT, step_factor=20.0, max_steps=3, seed=2)
+    spec = boundary(5.0, num_requests=9, step_factor=20.0, max_steps=3, input_tokens=32,
+                    output_tokens=OUT, seed=2)
     ws = Workspace(tmp_path / "w.duckdb")
     try:
         report = run_bench(BenchRequest(endpoint_url=server.url, workload=spec,
@@ -73,8 +74,8 @@ def test_boundary_on_real_vllm(tiny_model_dir, tmp_path):
     # Poisson from 1 req/s, doubling, at most 6 steps of 12 requests (64 output tokens each):
     # the tiny CPU engine running two sequences at a time breaks the 2 s p95 TTFT SLO, or
     # queues, well inside the bound; how far it gets moves with the shared CPUs.
-    spec = WorkloadSpec(kind="boundary", rate_rps=1.0, num_requests=12, prompt_tokens=64,
-                        output_tokens=64, step_factor=2.0, max_steps=6, seed=1)
+    spec = boundary(1.0, num_requests=12, step_factor=2.0, max_steps=6, input_tokens=64,
+                    output_tokens=64, seed=1)
     ws = Workspace(tmp_path / "w.duckdb")
     with launched(_two_seqs(tiny_model_dir, tmp_path)) as ep:
         report = run_bench(BenchRequest(endpoint_url=ep.url, workload=spec,

@@ -16,12 +16,11 @@ from runners.benchmark.stored_runs import list_runs, load_run
 from runners.load.generator import prepare
 from runners.load.process import LoadOptions
 from runners.load.schemas import RequestResult
-from runners.load.workload_spec import WorkloadSpec
 from runners.load.workloads import build_schedule
 from tests.runners.hostile import HostileServer
+from tests.runners.loads import closed
 
-SPEC = WorkloadSpec(kind="concurrency", concurrency=2, num_requests=4, prompt_tokens=8,
-                    output_tokens=2)
+SPEC = closed(2, num_requests=4, input_tokens=8, output_tokens=2)
 
 
 def _ok() -> RequestResult:

@@ -21,11 +21,12 @@ from runners.benchmark.bench import run_bench
 from runners.benchmark.bench_request import BenchRequest
 from runners.benchmark.live_run import ProgressSample
 from runners.benchmark.stored_runs import list_runs, load_run
-from runners.load.workload_spec import WorkloadSpec
 from runners.load.workloads import build_schedule
 from runners.server.launch import launched
 from runners.server.process_group import group_alive
 from tests.runners.conftest import vllm_spec
+from tests.runners.loads import poisson, sweep
+from tests.runners.loads import trace as replay_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -42,21 +43,20 @@ def _two_seqs(model_dir: Path, log_dir: Path):
 
 def test_trace_replay_and_sweep_on_real_vllm(tiny_model_dir, tmp_path):
     ws = Workspace(tmp_path / "w.duckdb")
-    trace = WorkloadSpec(kind="trace", trace_path=str(TRACE), workspace=str(ws.path),
-                         num_requests=N_TRACE, time_scale=0.01, max_prompt_tokens=600,
-                         max_output_tokens=4, concurrency=1)
+    trace = replay_of(path=str(TRACE), workspace=str(ws.path), num_requests=N_TRACE,
+                      time_scale=0.01, max_input_tokens=600, max_output_tokens=4,
+                      max_in_flight=1)
     # Enough requests per level that each lasts about a second on an idle CPU, so the 0.1 s
     # scrapes see requests running (a 0.3 s level could fall between scrapes). 64 output
     # tokens: with reads stamped by the kernel, a short request's latency no longer carries the
     # client's own CPU wait (the engine shares the two cores), and 16-token requests left the
     # engine too little work for a knee inside the cap.
-    sweep = WorkloadSpec(kind="concurrency", concurrency=1, num_requests=16, prompt_tokens=64,
-                         output_tokens=64)
+    swept_load = sweep(32, num_requests=16, input_tokens=64, output_tokens=64)
     with launched(_two_seqs(tiny_model_dir, tmp_path)) as ep:
         replay = run_bench(BenchRequest(endpoint_url=ep.url, workload=trace,
                                         scrape_interval_s=0.25), workspace=ws)
-        swept = run_bench(BenchRequest(endpoint_url=ep.url, workload=sweep,
-                                       sweep_max_concurrency=32, scrape_interval_s=0.1),
+        swept = run_bench(BenchRequest(endpoint_url=ep.url, workload=swept_load,
+                                       scrape_interval_s=0.1),
                           workspace=ws)
     assert not group_alive(ep.pid)
 
@@ -137,8 +137,7 @@ def test_engine_killed_mid_run(tiny_model_dir, tmp_path):
             killed.append(pid)
             os.killpg(pid, signal.SIGKILL)
 
-    spec = WorkloadSpec(kind="poisson", rate_rps=8, num_requests=200, prompt_tokens=32,
-                        output_tokens=8, seed=1)
+    spec = poisson(8, num_requests=200, input_tokens=32, output_tokens=8, seed=1)
     report = run_bench(BenchRequest(launch=vllm_spec(tiny_model_dir, tmp_path), workload=spec),
                        workspace=ws, progress=progress)
     assert report.status == "failed" and "health check" in (report.error or "")

@@ -21,10 +21,10 @@ import pytest
 from core.loop import run_outside_loop
 from runners.load.generator import run_workload, run_workload_sync
 from runners.load.process import LoadOptions
-from runners.load.workload_spec import WorkloadSpec
 from runners.load.workloads import build_schedule
 from tests.runners.load.test_prompts import _tokenizer
 from tests.runners.loadgen_server import LoadServer
+from tests.runners.loads import closed, poisson
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,8 +51,7 @@ def _once(condition: Callable[[], bool], action: Callable[[], None]) -> None:
 
 
 def test_open_loop_sends_every_request_over_real_sockets(server):
-    spec = WorkloadSpec(kind="poisson", rate_rps=600.0, num_requests=300, prompt_tokens=32,
-                        output_tokens=3, seed=4)
+    spec = poisson(600.0, num_requests=300, input_tokens=32, output_tokens=3, seed=4)
     out = run_workload_sync(build_schedule(spec), _options(server))
     assert out.sent == 300 and out.unsent == 0 and not out.interrupted
     assert out.indices == list(range(300)) and len(server.received) == 300
@@ -64,8 +63,7 @@ def test_open_loop_sends_every_request_over_real_sockets(server):
 
 def test_closed_loop_keeps_exactly_the_concurrency(server):
     server.itl_s = 0.002
-    spec = WorkloadSpec(kind="concurrency", concurrency=8, num_requests=120, prompt_tokens=16,
-                        output_tokens=5)
+    spec = closed(8, num_requests=120, input_tokens=16, output_tokens=5)
     seen: list[int] = []
     out = run_workload_sync(build_schedule(spec), _options(server),
                             on_result=lambda i, r: seen.append(i))
@@ -79,8 +77,7 @@ def test_closed_loop_keeps_exactly_the_concurrency(server):
 
 def test_open_loop_concurrency_cap(server):
     server.itl_s = 0.004
-    spec = WorkloadSpec(kind="poisson", rate_rps=2000.0, num_requests=80, concurrency=5,
-                        prompt_tokens=8, output_tokens=4)
+    spec = poisson(2000.0, num_requests=80, max_in_flight=5, input_tokens=8, output_tokens=4)
     out = run_workload_sync(build_schedule(spec), _options(server))
     assert server.max_inflight == 5 and out.sent == 80
     assert all(r.success for r in out.results)
@@ -88,8 +85,7 @@ def test_open_loop_concurrency_cap(server):
 
 def test_stop_keeps_finished_and_cancels_in_flight(server):
     server.itl_s = 0.05  # 10 tokens: about half a second per request
-    spec = WorkloadSpec(kind="concurrency", concurrency=4, duration_s=60.0, prompt_tokens=8,
-                        output_tokens=10)
+    spec = closed(4, duration_s=60.0, input_tokens=8, output_tokens=10)
     calls: list[int] = []
 
     async def go():
@@ -118,8 +114,7 @@ def test_stop_keeps_finished_and_cancels_in_flight(server):
 
 
 def test_thread_stop_in_open_loop_counts_unsent(server):
-    spec = WorkloadSpec(kind="poisson", rate_rps=20.0, num_requests=2000, prompt_tokens=8,
-                        output_tokens=2)
+    spec = poisson(20.0, num_requests=2000, input_tokens=8, output_tokens=2)
     stop = threading.Event()
     out = run_workload_sync(build_schedule(spec), _options(server), stop=stop,
                             on_result=lambda i, r: stop.set() if i >= 2 else None)
@@ -128,8 +123,7 @@ def test_thread_stop_in_open_loop_counts_unsent(server):
 
 
 def test_callback_error_stops_and_is_raised(server):
-    spec = WorkloadSpec(kind="concurrency", concurrency=2, num_requests=50, prompt_tokens=8,
-                        output_tokens=2)
+    spec = closed(2, num_requests=50, input_tokens=8, output_tokens=2)
 
     def boom(i, r):
         raise ValueError("store is full")
@@ -140,8 +134,7 @@ def test_callback_error_stops_and_is_raised(server):
 
 
 def test_sync_entry_inside_a_running_loop(server):
-    spec = WorkloadSpec(kind="concurrency", concurrency=2, num_requests=6, prompt_tokens=8,
-                        output_tokens=2)
+    spec = closed(2, num_requests=6, input_tokens=8, output_tokens=2)
 
     async def caller():  # e.g. Streamlit or Jupyter: a loop already runs in this thread
         return run_workload_sync(build_schedule(spec), _options(server, model="m"))
@@ -176,8 +169,7 @@ def test_run_outside_loop_moves_to_a_thread_only_under_a_running_loop():
 def test_chat_text_prompts_have_exact_lengths():
     srv = LoadServer(tokenizer=_tokenizer()).start()
     try:
-        spec = WorkloadSpec(kind="concurrency", concurrency=4, num_requests=12,
-                            prompt_tokens=50, output_tokens=3)
+        spec = closed(4, num_requests=12, input_tokens=50, output_tokens=3)
         out = run_workload_sync(build_schedule(spec), LoadOptions(url=srv.url, api="chat"))
     finally:
         srv.stop()
@@ -189,8 +181,7 @@ def test_chat_text_prompts_have_exact_lengths():
 def test_unreachable_server_is_one_clear_error():
     from core.errors import RunnerError
 
-    spec = WorkloadSpec(kind="concurrency", concurrency=1, num_requests=1, prompt_tokens=8,
-                        output_tokens=2)
+    spec = closed(1, num_requests=1, input_tokens=8, output_tokens=2)
     with pytest.raises(RunnerError, match=r"cannot connect to .*\(Connection refused\)"):
         run_workload_sync(build_schedule(spec), LoadOptions(url="http://127.0.0.1:9"))
 
@@ -199,20 +190,17 @@ def test_unreachable_server_is_one_clear_error():
 def test_token_id_prompts_are_exact_on_real_vllm(vllm_url):
     """No vocab size given: the id range is learnt from vLLM's /tokenize; the model name from
     /v1/models. vLLM's usage must count exactly the prompt and output we asked for."""
-    spec = WorkloadSpec(kind="poisson", rate_rps=20.0, num_requests=12, prompt_tokens=48,
-                        output_tokens=7, seed=1)
+    spec = poisson(20.0, num_requests=12, input_tokens=48, output_tokens=7, seed=1)
     out = run_workload_sync(build_schedule(spec), LoadOptions(url=vllm_url, timeout_s=120))
     assert out.sent == 12 and all(r.success for r in out.results), out.results[0].error
     assert {(r.prompt_tokens, r.output_tokens) for r in out.results} == {(48, 7)}
-    trace = WorkloadSpec(kind="concurrency", concurrency=2, num_requests=4, prompt_tokens=300,
-                         output_tokens=5)
+    trace = closed(2, num_requests=4, input_tokens=300, output_tokens=5)
     got = run_workload_sync(build_schedule(trace), LoadOptions(url=vllm_url, timeout_s=120))
     assert {(r.prompt_tokens, r.output_tokens) for r in got.results} == {(300, 5)}
 
 
 def test_workers_split_the_schedule_and_merge_results(server):
-    spec = WorkloadSpec(kind="poisson", rate_rps=300.0, num_requests=240, prompt_tokens=16,
-                        output_tokens=3, seed=9)
+    spec = poisson(300.0, num_requests=240, input_tokens=16, output_tokens=3, seed=9)
     seen: list[int] = []
     out = run_workload_sync(build_schedule(spec), _options(server, workers=2),
                             on_result=lambda i, r: seen.append(i))
@@ -225,8 +213,7 @@ def test_workers_split_the_schedule_and_merge_results(server):
 
 def test_workers_share_the_concurrency_and_stop(server):
     server.itl_s = 0.05
-    spec = WorkloadSpec(kind="concurrency", concurrency=5, duration_s=60.0, prompt_tokens=8,
-                        output_tokens=10)
+    spec = closed(5, duration_s=60.0, input_tokens=8, output_tokens=10)
     stop = threading.Event()
     # Stop once the second wave is in flight (the first 5 done): the workers started and
     # shared the 5 lanes, whatever spawning them took.
@@ -272,8 +259,7 @@ def test_isolated_load_is_sent_from_a_child_process(server, isolate):
     results still reach the caller's `on_result` as they finish, all of them."""
     import multiprocessing as mp
 
-    spec = WorkloadSpec(kind="concurrency", concurrency=4, num_requests=40, prompt_tokens=16,
-                        output_tokens=3, seed=2)
+    spec = closed(4, num_requests=40, input_tokens=16, output_tokens=3, seed=2)
     children: list[int] = []
     out = run_workload_sync(build_schedule(spec), _options(server, isolate=isolate),
                             on_result=lambda i, r: children.append(len(mp.active_children())))

@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from core.load import LoadSpec
 from runners.load.schedule import Schedule
-from runners.load.workload_spec import WorkloadSpec
 from runners.load.workloads import build_schedule
+from tests.runners import loads
+from tests.runners.loads import burst, poisson
 
 ALPHA = 1e-7  # false-failure probability spent on one exact (or rigorous) bound
 # For statistics that are only asymptotically normal (a sample CV): 6 standard errors have a
@@ -33,8 +35,9 @@ def _at(schedule: Schedule) -> np.ndarray:
     return np.array([r.at_s for r in schedule.requests])
 
 
-def _spec(**fields: Any) -> WorkloadSpec:
-    return WorkloadSpec(**{"prompt_tokens": 4, "output_tokens": 4, **fields})
+def _spec(kind: str, **fields: Any) -> LoadSpec:
+    """The load of `kind` (its `tests.runners.loads` helper; 4-token prompts and outputs)."""
+    return getattr(loads, kind)(**fields)
 
 
 def _gaps(at: np.ndarray) -> np.ndarray:
@@ -65,7 +68,7 @@ RATE_RPS, N = 40.0, 50_000
 def _count_mode(process: str, cv: float | None) -> np.ndarray:
     """Offsets of `N` arrivals at RATE_RPS (built once per process: a schedule of 50 k
     requests takes a third of a second)."""
-    extra = {} if cv is None else {"gamma_cv": cv}
+    extra = {} if cv is None else {"cv": cv}
     return _at(build_schedule(_spec(kind=process, rate_rps=RATE_RPS, num_requests=N, seed=7,
                                     **extra)))
 
@@ -100,7 +103,7 @@ def test_gaps_follow_their_law_and_dispersion(process, cv):
 
 def test_poisson_counts_over_a_duration_have_index_of_dispersion_one():
     rate, duration, bin_s = 200.0, 500.0, 0.5
-    at = _at(build_schedule(_spec(kind="poisson", rate_rps=rate, duration_s=duration, seed=5)))
+    at = _at(build_schedule(poisson(rate, duration_s=duration, seed=5)))
     assert len(at) == round(rate * duration)  # duration mode offers exactly rate × duration
     counts = np.bincount((at / bin_s).astype(int), minlength=round(duration / bin_s))
     bins, mean = len(counts), counts.mean()
@@ -115,8 +118,7 @@ def test_poisson_counts_over_a_duration_have_index_of_dispersion_one():
 
 
 def test_burst_offers_each_phase_its_rate_and_is_poisson_within():
-    spec = _spec(kind="burst", base_rate_rps=50.0, peak_rate_rps=500.0, steady_s=40.0,
-                 burst_s=40.0, seed=2)
+    spec = burst(50.0, 500.0, 40.0, 40.0, seed=2)
     sched = build_schedule(spec)
     at = _at(sched)
     phases = np.array([r.phase for r in sched.requests])
@@ -132,8 +134,8 @@ def test_burst_offers_each_phase_its_rate_and_is_poisson_within():
 SEEDED = [
     {"kind": "poisson", "rate_rps": 50.0, "num_requests": 500},
     {"kind": "poisson", "rate_rps": 50.0, "duration_s": 10.0},
-    {"kind": "gamma", "rate_rps": 50.0, "gamma_cv": 2.0, "num_requests": 500},
-    {"kind": "gamma", "rate_rps": 50.0, "gamma_cv": 0.5, "duration_s": 10.0},
+    {"kind": "gamma", "rate_rps": 50.0, "cv": 2.0, "num_requests": 500},
+    {"kind": "gamma", "rate_rps": 50.0, "cv": 0.5, "duration_s": 10.0},
     {"kind": "burst", "base_rate_rps": 20.0, "peak_rate_rps": 200.0, "steady_s": 2.0,
      "burst_s": 1.0},
 ]

@@ -36,8 +36,8 @@ from runners.load.process import (
 from runners.load.rawhttp import RawClient
 from runners.load.schedule import Schedule, ScheduledRequest
 from runners.load.schemas import RequestResult
-from runners.load.workload_spec import WorkloadSpec
 from runners.load.workloads import build_schedule
+from tests.runners.loads import burst, closed, poisson, soak
 
 START_S = 1000.0  # the virtual clock's reading when a loop starts: offsets are not stamps
 TOKEN_S = 1 / 64  # the fake engine's time per output token
@@ -191,8 +191,8 @@ def test_the_virtual_loop_jumps_to_timers_and_keeps_order():
 
 
 def test_open_loop_sends_each_request_at_its_offset_never_early():
-    sched = build_schedule(WorkloadSpec(kind="poisson", rate_rps=150.0, num_requests=300,
-                                        prompt_tokens=32, output_tokens=3, seed=4))
+    sched = build_schedule(poisson(150.0, num_requests=300, input_tokens=32, output_tokens=3,
+                                   seed=4))
     d = drive(sched, options=_options(timeout_s=42.0))
     out, at = d.out, _at(sched)
     assert out.sent == 300 and out.unsent == 0 and not out.interrupted
@@ -238,8 +238,7 @@ def test_a_warm_up_that_hangs_is_cut_at_its_bound():
 
 
 def test_a_worker_sends_its_share_from_the_shared_start_instant():
-    sched = build_schedule(WorkloadSpec(kind="poisson", rate_rps=100.0, num_requests=30,
-                                        prompt_tokens=8, output_tokens=2, seed=9))
+    sched = build_schedule(poisson(100.0, num_requests=30, input_tokens=8, output_tokens=2, seed=9))
     t0 = START_S + 0.5  # the parent's start instant, ahead of this worker's clock
     d = drive(sched, t0_s=t0, part=(1, 3))
     assert d.run.t0 == t0 and d.out.indices == list(range(1, 30, 3))
@@ -251,8 +250,8 @@ def test_a_worker_sends_its_share_from_the_shared_start_instant():
 
 
 def test_open_loop_concurrency_cap_delays_but_never_advances_a_send():
-    sched = build_schedule(WorkloadSpec(kind="poisson", rate_rps=2000.0, num_requests=80,
-                                        concurrency=5, prompt_tokens=8, output_tokens=4, seed=1))
+    sched = build_schedule(poisson(2000.0, num_requests=80, max_in_flight=5, input_tokens=8,
+                                   output_tokens=4, seed=1))
     d = drive(sched)
     assert d.engine.max_inflight == 5 and d.out.sent == 80
     assert all(r.success for r in d.out.results)
@@ -268,8 +267,7 @@ def test_open_loop_concurrency_cap_delays_but_never_advances_a_send():
 
 
 def test_closed_loop_keeps_exactly_the_concurrency():
-    sched = build_schedule(WorkloadSpec(kind="concurrency", concurrency=8, num_requests=120,
-                                        prompt_tokens=16, output_tokens=5))
+    sched = build_schedule(closed(8, num_requests=120, input_tokens=16, output_tokens=5))
     seen: list[int] = []
     d = drive(sched, on_result=lambda i, r: seen.append(i))
     assert d.engine.max_inflight == 8 and d.out.sent == 120
@@ -284,8 +282,7 @@ def test_closed_loop_keeps_exactly_the_concurrency():
 
 
 def test_closed_loop_stops_sending_at_the_duration():
-    sched = build_schedule(WorkloadSpec(kind="concurrency", concurrency=3, duration_s=0.625,
-                                        prompt_tokens=8, output_tokens=4))
+    sched = build_schedule(closed(3, duration_s=0.625, input_tokens=8, output_tokens=4))
     d = drive(sched)
     sent = d.engine.offsets(d.run.t0)
     # Requests of 1/16 s: each lane sends at 0, 1/16, …, 9/16; at 10/16 = 0.625 it stops.
@@ -296,8 +293,7 @@ def test_closed_loop_stops_sending_at_the_duration():
 
 
 def test_stop_ends_the_run_at_once_keeping_finished_and_cancelling_in_flight():
-    sched = build_schedule(WorkloadSpec(kind="concurrency", concurrency=4, duration_s=60.0,
-                                        prompt_tokens=8, output_tokens=40))
+    sched = build_schedule(closed(4, duration_s=60.0, input_tokens=8, output_tokens=40))
     calls: list[int] = []
     # Requests of 40/64 = 0.625 s: two waves done by 1.25 s, the third in flight at 1.5 s.
     d = drive(sched, stop_at_s=1.5, on_result=lambda i, r: calls.append(i))
@@ -315,8 +311,7 @@ def test_stop_ends_the_run_at_once_keeping_finished_and_cancelling_in_flight():
 
 
 def test_stop_in_open_loop_counts_unsent():
-    sched = build_schedule(WorkloadSpec(kind="poisson", rate_rps=20.0, num_requests=200,
-                                        prompt_tokens=8, output_tokens=2, seed=3))
+    sched = build_schedule(poisson(20.0, num_requests=200, input_tokens=8, output_tokens=2, seed=3))
     d = drive(sched, stop_at_s=1.0)
     before = int((_at(sched) < 1.0).sum())
     assert 0 < before < 200
@@ -326,8 +321,7 @@ def test_stop_in_open_loop_counts_unsent():
 
 
 def test_burst_phases_are_reported_and_sent_inside_their_windows():
-    spec = WorkloadSpec(kind="burst", base_rate_rps=20.0, peak_rate_rps=200.0, steady_s=0.5,
-                        burst_s=0.5, prompt_tokens=8, output_tokens=2)
+    spec = burst(20.0, 200.0, 0.5, 0.5, input_tokens=8, output_tokens=2)
     sched = build_schedule(spec)
     d = drive(sched)
     assert d.out.phases == [sched.requests[i].phase for i in d.out.indices]
@@ -339,8 +333,7 @@ def test_burst_phases_are_reported_and_sent_inside_their_windows():
 
 
 def test_soak_closed_loop_phases_by_send_time():
-    spec = WorkloadSpec(kind="soak", concurrency=2, duration_s=1.0, window_s=0.5,
-                        prompt_tokens=8, output_tokens=4)
+    spec = soak(0.5, 1.0, concurrency=2, input_tokens=8, output_tokens=4)
     d = drive(build_schedule(spec))
     offsets = [r.sent_at_s - d.out.started_at_s for r in d.out.results]
     for offset, phase in zip(offsets, d.out.phases, strict=True):
@@ -351,8 +344,7 @@ def test_soak_closed_loop_phases_by_send_time():
 
 
 def test_a_failing_callback_stops_sending():
-    sched = build_schedule(WorkloadSpec(kind="concurrency", concurrency=2, num_requests=50,
-                                        prompt_tokens=8, output_tokens=2))
+    sched = build_schedule(closed(2, num_requests=50, input_tokens=8, output_tokens=2))
     calls: list[int] = []
 
     def boom(i: int, r: RequestResult) -> None:

@@ -462,8 +462,8 @@ def test_closed_loop_run_opens_its_connections_before_the_clock_starts(wire, mon
     from runners.load import rawhttp
     from runners.load.generator import run_workload_sync
     from runners.load.process import LoadOptions
-    from runners.load.workload_spec import WorkloadSpec
     from runners.load.workloads import build_schedule
+    from tests.runners.loads import closed
 
     opened = rawhttp.open_stamped
     opens: list[float] = []  # perf_counter when each connection was open
@@ -476,8 +476,7 @@ def test_closed_loop_run_opens_its_connections_before_the_clock_starts(wire, mon
 
     monkeypatch.setattr(rawhttp, "open_stamped", slow_open)
     wire.response = HEAD_CHUNKED + _chunked(_sse("a", usage=(1, 1)))
-    spec = WorkloadSpec(kind="concurrency", concurrency=4, duration_s=0.3, prompt_tokens=8,
-                        output_tokens=1)
+    spec = closed(4, duration_s=0.3, input_tokens=8, output_tokens=1)
     out = run_workload_sync(build_schedule(spec), LoadOptions(
         url=wire.url, model="m", vocab_size=32000))
     assert out.results and all(r.success for r in out.results)

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from core.load import FixedLengths, LoadSpec, Offline, Rate
 from runners.benchmark.boundary import analyze_boundary, judge_step, should_stop
 from runners.load.schedule import offered_rps
 from runners.load.schemas import RequestResult
-from runners.load.workload_spec import WorkloadSpec
-from runners.load.workloads import WORKLOADS, boundary_steps
+from runners.load.workloads import boundary_steps, build_schedule
+from tests.runners.loads import boundary
 
 
-def _spec(**kw) -> WorkloadSpec:
-    fields = {"kind": "boundary", "rate_rps": 4.0, "num_requests": 30, "prompt_tokens": 16,
-              "output_tokens": 4, "step_factor": 2.0, "max_steps": 4, "seed": 5} | kw
-    return WorkloadSpec(**fields)
+def _spec() -> LoadSpec:
+    return boundary(4.0, num_requests=30, input_tokens=16, output_tokens=4, step_factor=2.0,
+                    max_steps=4, seed=5)
 
 
 def test_steps_compress_the_same_poisson_requests():
@@ -32,14 +32,15 @@ def test_steps_compress_the_same_poisson_requests():
         assert offered_rps(schedule) == pytest.approx(m * offered_rps(steps[0][1]))
         assert len(schedule.requests) == 30  # each step bounded by num_requests
     # the plug-in builds the first step
-    assert [r.at_s for r in WORKLOADS["boundary"](_spec()).requests] == list(first)
+    assert [r.at_s for r in build_schedule(_spec()).requests] == list(first)
 
 
 def test_a_boundary_needs_a_load_and_a_bound():
-    with pytest.raises(ValidationError, match="trace_path or workspace, or rate_rps"):
-        WorkloadSpec(kind="boundary", num_requests=10)
-    with pytest.raises(ValidationError, match="num_requests or duration_s"):
-        WorkloadSpec(kind="boundary", rate_rps=1.0, prompt_tokens=4, output_tokens=4)
+    lengths = FixedLengths(input_tokens=4, output_tokens=4)
+    with pytest.raises(ValidationError, match="a boundary replays a trace, or a Poisson rate"):
+        LoadSpec(lengths=lengths, arrival=Offline(), num_requests=10, run={"kind": "boundary"})
+    with pytest.raises(ValidationError, match="a request count or a duration"):
+        LoadSpec(lengths=lengths, arrival=Rate(rate_rps=1.0), run={"kind": "boundary"})
 
 
 def _result(sent: float, ttft: float, *, ok: bool = True) -> RequestResult:
