@@ -246,6 +246,9 @@ class KernelSettings:
     unit_tokens: int
     hash_block_tokens: int
     reserve_output: bool
+    # Decode-only stretches in one pass (`kernel.decode_run`); False: every step through the
+    # loop, the reference the tests hold the stretches to.
+    decode_runs: bool = True
 
     def array(self) -> np.ndarray:
         from recommender.sim.kernel.settings import ICFG_FIELDS

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 # The loop's integer settings (`simulator.KernelSettings`, named there), in this order.
 ICFG_FIELDS = ("max_seqs", "budget", "chunked", "static", "closed_concurrency", "cap_units",
-               "unit_tokens", "hash_block_tokens", "reserve_output")
-(I_SEQS, I_BUDGET, I_CHUNKED, I_STATIC, I_CLOSED, I_CAP, I_UNIT, I_HASH, I_RESERVE) = range(
-    len(ICFG_FIELDS))
+               "unit_tokens", "hash_block_tokens", "reserve_output", "decode_runs")
+(I_SEQS, I_BUDGET, I_CHUNKED, I_STATIC, I_CLOSED, I_CAP, I_UNIT, I_HASH, I_RESERVE,
+ I_DECODE_RUNS) = range(len(ICFG_FIELDS))
 # The scheduler policy's floats (`simulator.policy_settings`, named in
 # `policies.SchedulerPolicy`), in this order: SGLang-style admission reserve (a running
 # request holds back reserve × its remaining output, up to RES_CLIP tokens; the reserve

@@ -137,3 +137,15 @@ def step_seconds(  # noqa: PLR0917
     total = _roof(compute, memory, p)
     total += coef[COMM_TOK] * tokens + coef[COMM_FIX] + coef[A2A_TOK] * tokens + coef[A2A_FIX]
     return total + _overheads(coef, decode_seqs, decode_ctx_sum, sampled_prefills, p)
+
+
+@numba.njit(cache=True, nogil=True)
+def priced_step(coef, table, prefill_tokens, decode_seqs, decode_ctx_sum,  # noqa: PLR0917
+                prefill_ctx_sum, sampled_prefills):
+    """One step's seconds with the measured table when there is one (`table` non-empty),
+    else on the roofline."""
+    if table.shape[0] > 0:
+        return measured_step_seconds(coef, table, prefill_tokens, decode_seqs, decode_ctx_sum,
+                                     prefill_ctx_sum, sampled_prefills)
+    return step_seconds(coef, prefill_tokens, decode_seqs, decode_ctx_sum, prefill_ctx_sum,
+                        sampled_prefills)
