@@ -151,7 +151,7 @@ def recommendation_text(rec: Recommendation) -> str:
 
 
 def _capacity_lines(capacity: Capacity) -> list[str]:
-    from core.capacity import boundary_text, day_gpus_text, day_text, growth_table
+    from core.capacity_text import boundary_text, day_gpus_text, day_text, growth_table
 
     lines = [f"Holds     up to {boundary_text(capacity.pick)} (today "
              f"{capacity.today_rps:,.3g} req/s)",

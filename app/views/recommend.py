@@ -208,7 +208,7 @@ def _others(rec) -> None:
 
 
 def _capacity(rec) -> None:
-    from core.capacity import LIMIT_TEXT, boundary_text, day_text, growth_table
+    from core.capacity_text import LIMIT_TEXT, boundary_text, day_text, growth_table
 
     cap = rec.capacity
     if cap is None:

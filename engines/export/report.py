@@ -9,7 +9,8 @@ import json
 import re
 from pathlib import PurePath
 
-from core.capacity import LIMIT_TEXT, Capacity, boundary_text, day_text, growth_table
+from core.capacity import Capacity
+from core.capacity_text import LIMIT_TEXT, boundary_text, day_text, growth_table
 from core.figures import LATENCIES, Band, ServingFigures
 from engines.base import EnginePlugin
 from engines.config import EngineConfig

@@ -122,7 +122,8 @@ def _prices_are_gpu_hours_over_tokens(printed: dict, report: str) -> None:
 def _capacity_is_carried_and_reported(printed: dict, report: str) -> None:
     """`capacity` in the JSON: the pick's boundary with its band, multiples of the trace's
     mean and peak, the growth table; REPORT.md states the same boundary and table."""
-    from core.capacity import Capacity, boundary_text, day_text, growth_table
+    from core.capacity import Capacity
+    from core.capacity_text import boundary_text, day_text, growth_table
 
     cap = Capacity.model_validate(printed["capacity"])
     b, predicted = cap.pick, _pick(printed)["predicted"]

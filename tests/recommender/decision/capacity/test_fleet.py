@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.capacity import Boundary, day_gpus_text, day_text
+from core.capacity import Boundary
+from core.capacity_text import day_gpus_text, day_text
 from profiler.analysis.profile import profile_trace
 from profiler.schema import RateSeries
 from profiler.workspace import Workspace
