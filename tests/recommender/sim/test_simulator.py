@@ -15,13 +15,15 @@ import numpy as np
 import pytest
 
 from engines.config import EngineConfig, SpeculativeConfig
-from recommender.catalog.lookup import get_gpu, get_model
 from recommender.model.memory import plan_memory
 from recommender.model.params import EngineParams, PerfParams, load_params
 from recommender.model.perf import Batch
 from recommender.model.resolve import resolve
 from recommender.model.steptime import DEFAULT_KIND
 from recommender.sim.simulator import SimOptions, SimRequests, simulate
+from tests.recommender.sim.configs import GPU, MODEL
+from tests.recommender.sim.configs import engine_config as _cfg
+from tests.recommender.sim.configs import small_kv as _small
 
 PARAMS = EngineParams(
     compute_efficiency=0.5,
@@ -34,14 +36,6 @@ PARAMS = EngineParams(
 # computed from; the measured tables' path through the simulator is checked in
 # test_steptime.py.
 ROOFLINE = PerfParams(engines={"vllm": PARAMS, "trtllm": PARAMS}, step_time="roofline")
-GPU = get_gpu("H100-SXM")
-MODEL = get_model("llama-3.1-8b")
-
-
-def _cfg(engine: str = "vllm", **kw) -> EngineConfig:
-    kw.setdefault("max_batched_tokens", 1024)
-    kw.setdefault("chunked_prefill", True)
-    return EngineConfig(engine=engine, model=MODEL.name, **kw)  # type: ignore[arg-type]
 
 
 def _reqs(inp, out, arrival=None, **kw) -> SimRequests:
@@ -59,15 +53,6 @@ def _step(cfg: EngineConfig, batch: Batch, acceptance: float | None = None) -> f
     res = resolve(cfg, GPU, MODEL, ROOFLINE, acceptance=acceptance)
     assert res.step_time == "roofline"
     return res.step_seconds(batch)
-
-
-def _small(target: int, engine: str = "vllm", **kw) -> EngineConfig:
-    """A config whose KV pool holds just >= target tokens (max_model_len = target)."""
-    for f in np.arange(0.2, 0.6, 0.002):
-        cfg = _cfg(engine=engine, gpu_memory_fraction=float(f), max_model_len=target, **kw)
-        if plan_memory(cfg, GPU, MODEL).kv_capacity_tokens >= target:
-            return cfg
-    raise AssertionError("no fraction found")
 
 
 @pytest.mark.parametrize(("inp", "out"), [(500, 20), (3000, 7)])

@@ -10,35 +10,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines.config import EngineConfig
-from recommender.catalog.lookup import get_gpu, get_model
-from recommender.model.memory import plan_memory
 from recommender.model.params import EngineParams, PerfParams, load_params
 from recommender.sim.kernel import loop
 from recommender.sim.kernel.record import ITL_BINS
 from recommender.sim.kernel.settings import I_DECODE_RUNS
 from recommender.sim.simulator import SimOptions, SimRequests, simulate
+from tests.recommender.sim.configs import GPU, MODEL, engine_config, small_kv
 
-GPU = get_gpu("H100-SXM")
-MODEL = get_model("llama-3.1-8b")
 ROOFLINE = PerfParams(engines={e: EngineParams(compute_efficiency=0.5, bandwidth_efficiency=0.8,
                                                step_overhead_s=0.001, per_seq_overhead_s=2e-5)
                                for e in ("vllm", "trtllm")}, step_time="roofline")
-
-
-def _cfg(engine: str = "vllm", **kw) -> EngineConfig:
-    kw.setdefault("max_batched_tokens", 2048)
-    kw.setdefault("chunked_prefill", True)
-    return EngineConfig(engine=engine, model=MODEL.name, **kw)  # type: ignore[arg-type]
-
-
-def _small(target: int, engine: str = "vllm", **kw) -> EngineConfig:
-    """A config whose KV pool holds just >= target tokens."""
-    for f in np.arange(0.2, 0.6, 0.002):
-        cfg = _cfg(engine=engine, gpu_memory_fraction=float(f), max_model_len=target, **kw)
-        if plan_memory(cfg, GPU, MODEL).kv_capacity_tokens >= target:
-            return cfg
-    raise AssertionError("no fraction found")
 
 
 def _shared_prefixes(rng: np.random.Generator, n: int = 300) -> SimRequests:
@@ -65,19 +46,19 @@ def _lengths(n: int, rng: np.random.Generator, rate: float | None) -> SimRequest
 CASES = {
     "closed loop of fixed lengths, roofline": (
         lambda rng: SimRequests(np.zeros(400), np.full(400, 300), np.full(400, 500)),
-        _cfg(), ROOFLINE, {"arrival": "closed_loop", "concurrency": 48}),
+        engine_config(), ROOFLINE, {"arrival": "closed_loop", "concurrency": 48}),
     "Poisson arrivals, measured tables": (
-        lambda rng: _lengths(500, rng, rate=12.0), _cfg(), None, {}),
+        lambda rng: _lengths(500, rng, rate=12.0), engine_config(), None, {}),
     "offline burst preempted in a tiny KV pool": (
-        lambda rng: _lengths(200, rng, rate=None), _small(12_000, max_num_seqs=64), ROOFLINE,
+        lambda rng: _lengths(200, rng, rate=None), small_kv(12_000, max_num_seqs=64), ROOFLINE,
         {"arrival": "offline"}),
     "shared prefixes evicted under pressure": (
-        _shared_prefixes, _small(20_000, prefix_caching=True), ROOFLINE, {}),
+        _shared_prefixes, small_kv(20_000, prefix_caching=True), ROOFLINE, {}),
     "whole output reserved (TensorRT-LLM)": (
-        lambda rng: _lengths(200, rng, rate=None), _small(30_000, engine="trtllm"), ROOFLINE,
+        lambda rng: _lengths(200, rng, rate=None), small_kv(30_000, engine="trtllm"), ROOFLINE,
         {"arrival": "offline"}),
     "static batches": (
-        lambda rng: _lengths(150, rng, rate=None), _cfg(max_num_seqs=32), ROOFLINE,
+        lambda rng: _lengths(150, rng, rate=None), engine_config(max_num_seqs=32), ROOFLINE,
         {"arrival": "offline", "batching": "static"}),
 }
 
@@ -138,7 +119,7 @@ def test_a_closed_loop_of_fixed_lengths_is_mostly_decode_runs(monkeypatch) -> No
         return out
 
     monkeypatch.setattr(loop, "run", recording)
-    simulate(req, _cfg(), GPU, MODEL, params=ROOFLINE,
+    simulate(req, engine_config(), GPU, MODEL, params=ROOFLINE,
              options=SimOptions(arrival="closed_loop", concurrency=48))
     [stats] = calls
     assert stats[4] > 0.9 * stats[0]
