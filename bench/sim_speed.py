@@ -6,6 +6,10 @@ arrival mode, plain and with speculative decoding, after one warm-up (numba comp
 load) and prints requests/s simulated. DESIGN §5 budget: 100 k requests < 2 s; a full
 recommendation over all candidates < 30 s (`recommend_time`: the bundled sample).
 
+Each mode is timed twice in the same run: as the simulator runs it, and against the baseline of
+the step-by-step loop (`KernelSettings.decode_runs` off in every kernel call: decode-only
+stretches not taken in one pass), with the ratio and whether the two answers agree.
+
 `--step-time measured` runs the same modes with the measured-kernel provider
 (`recommender.model.steptime`; its table is built once, before the timings, and the numba loop
 reads it without calling Python).
@@ -19,6 +23,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +59,26 @@ def make_requests(n: int, rate: float, prefix: bool, seed: int = 0) -> SimReques
             k, dtype=np.uint64
         )
     return SimRequests(arrival, inp, out, hashes, offsets, 16)
+
+
+@contextmanager
+def step_by_step() -> Iterator[None]:
+    """The baseline: every kernel call with decode runs off (the loop takes each step)."""
+    from recommender.sim.kernel import loop
+    from recommender.sim.kernel.settings import I_DECODE_RUNS
+
+    real = loop.run
+
+    def run(req, icfg, *rest):
+        icfg = icfg.copy()
+        icfg[I_DECODE_RUNS] = 0
+        return real(req, icfg, *rest)
+
+    loop.run = run
+    try:
+        yield
+    finally:
+        loop.run = real
 
 
 def main() -> None:
@@ -99,12 +125,20 @@ def simulations(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         res = simulate(req, cfg, gpu, model, params=params, options=options)
         dt = time.perf_counter() - t0
+        with step_by_step():
+            t0 = time.perf_counter()
+            base = simulate(req, cfg, gpu, model, params=params, options=options)
+            dt_base = time.perf_counter() - t0
         s = res.summary
+        same = (np.array_equal(res.ttft_s, base.ttft_s, equal_nan=True)
+                and np.array_equal(res.e2e_s, base.e2e_s, equal_nan=True))
         print(
             f"{name:15s} {args.requests} requests in {dt:.2f} s "
             f"({args.requests / dt:,.0f} req/s simulated; budget < 2 s: "
-            f"{'met' if dt < 2 else 'NOT met'}) | steps {s.steps:,} preemptions "
-            f"{s.preemptions:,} | {s.request_throughput_rps:.1f} rps, "
+            f"{'met' if dt < 2 else 'NOT met'}) | step by step {dt_base:.2f} s, "
+            f"x{dt_base / dt:.2f}, {'same' if same else 'DIFFERENT'} TTFT and E2E | "
+            f"steps {s.steps:,} preemptions {s.preemptions:,} | "
+            f"{s.request_throughput_rps:.1f} rps, "
             f"TTFT p50 {s.ttft_s.p50 * 1e3:.0f} ms, TPOT p50 {s.tpot_s.p50 * 1e3:.1f} ms"
         )
 
