@@ -37,6 +37,7 @@ from recommender.model.speculative import SpecDraft, draft_for
 from recommender.model.steptime import DEFAULT_KIND, KernelModel, StepCell, kernels_for
 from recommender.sim.kernel import step_time as kernel_step_time
 from recommender.sim.kernel.coefficients import COEF_FIELDS
+from recommender.sim.kernel.freshness import ensure_fresh
 from recommender.sim.kernel.spec_coefficients import SPEC_Q
 
 # The roofline blend: (compute^p + memory^p)^(1/p). p = 4 stays within 19 % of max() at the
@@ -272,6 +273,7 @@ def step_seconds(coefficients: StepCoefficients | np.ndarray, table: np.ndarray,
     sums = (float(batch.prefill_tokens), float(batch.decode_seqs),
             float(batch.decode_seqs * batch.decode_context),
             float(batch.prefill_tokens * batch.prefill_context), float(batch.prefill_seqs))
+    ensure_fresh()  # before the process's first kernel call
     if table.shape[0]:
         return float(kernel_step_time.measured_step_seconds(coef, table, *sums))
     return float(kernel_step_time.step_seconds(coef, *sums))

@@ -376,8 +376,10 @@ def _run_kernel(
     table: np.ndarray, policy: np.ndarray,
 ) -> None:
     from recommender.sim.kernel import loop
+    from recommender.sim.kernel.freshness import ensure_fresh
     from recommender.sim.kernel.record import SERIES_CAP
 
+    ensure_fresh()  # before the process's first kernel call
     series = np.zeros((SERIES_CAP, 4))
     requests = loop.Requests(prep.arrival, prep.inp, prep.out, prep.hoff, prep.hid,
                              prep.nfull, int(prep.n_ids))
