@@ -7,8 +7,8 @@ load) and prints requests/s simulated. DESIGN §5 budget: 100 k requests < 2 s; 
 recommendation over all candidates < 30 s (`recommend_time`: the bundled sample).
 
 Each mode is timed twice in the same run: as the simulator runs it, and against the baseline of
-the step-by-step loop (`KernelSettings.decode_runs` off in every kernel call: decode-only
-stretches not taken in one pass), with the ratio and whether the two answers agree.
+the step-by-step loop (`step_by_step`: decode-only stretches not taken in one pass), with the
+ratio and whether the two answers agree.
 
 `--step-time measured` runs the same modes with the measured-kernel provider
 (`recommender.model.steptime`; its table is built once, before the timings, and the numba loop
@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from step_by_step import step_by_step
 
 from engines.config import EngineConfig, SpeculativeConfig
 from recommender.catalog.lookup import get_gpu, get_model
@@ -59,26 +60,6 @@ def make_requests(n: int, rate: float, prefix: bool, seed: int = 0) -> SimReques
             k, dtype=np.uint64
         )
     return SimRequests(arrival, inp, out, hashes, offsets, 16)
-
-
-@contextmanager
-def step_by_step() -> Iterator[None]:
-    """The baseline: every kernel call with decode runs off (the loop takes each step)."""
-    from recommender.sim.kernel import loop
-    from recommender.sim.kernel.settings import I_DECODE_RUNS
-
-    real = loop.run
-
-    def run(req, icfg, *rest):
-        icfg = icfg.copy()
-        icfg[I_DECODE_RUNS] = 0
-        return real(req, icfg, *rest)
-
-    loop.run = run
-    try:
-        yield
-    finally:
-        loop.run = real
 
 
 def main() -> None:
@@ -147,7 +128,6 @@ def recommend_time(args: argparse.Namespace) -> None:
     """The full search over all candidates for the bundled sample (bench/recommend_speed.py),
     against the < 30 s budget."""
     del args
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from recommend_speed import timed_recommendation
 
     timed_recommendation()
