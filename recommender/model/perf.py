@@ -4,9 +4,9 @@ Owns `Deployment` (the shapes and hardware peaks one step is priced with), `depl
 (building it: memory plan, speculative draft, step-time provider), `StepCoefficients` (the
 step formula's constants, named, with the engine's fitted parameters folded in) and
 `step_seconds` (evaluating that record for one batch). The formula itself is written once,
-in `recommender.sim.kernel.step_time` (`step_seconds` / `measured_step_seconds`, compiled): the
-simulator's loop and every Python caller (the steady-state algebra, the fit, benches)
-evaluate the same record through it. No I/O; no simulation.
+in `recommender.sim.kernel.step_time` (`step_seconds` / `measured_step_seconds`, compiled;
+`priced_step` picks one by the table): the simulator's loop and every Python caller (the
+steady-state algebra, the fit, benches) evaluate the same record through it. No I/O; no simulation.
 
 The formula, per DP rank, per step (decode tokens = decode_seqs · q, q = k + 1 with
 speculative decoding, else 1; tokens = prefill tokens + decode tokens):
@@ -274,9 +274,7 @@ def step_seconds(coefficients: StepCoefficients | np.ndarray, table: np.ndarray,
             float(batch.decode_seqs * batch.decode_context),
             float(batch.prefill_tokens * batch.prefill_context), float(batch.prefill_seqs))
     ensure_fresh()  # before the process's first kernel call
-    if table.shape[0]:
-        return float(kernel_step_time.measured_step_seconds(coef, table, *sums))
-    return float(kernel_step_time.step_seconds(coef, *sums))
+    return float(kernel_step_time.priced_step(coef, table, *sums))
 
 
 def weight_quantization(precision: str) -> WeightQuantization:

@@ -32,10 +32,9 @@ from recommender.sim.kernel.state import (
 from recommender.sim.kernel.step_time import priced_step
 
 # decode_run's memory between calls, an int64 array in the loop (`new_looks`): steps to let
-# pass before
-# the next look, the wait after the next failed look (doubling up to MAX_WAIT: with a finish
-# every few steps, a look at every running request each step costs more than the stretches
-# save), and the steps taken in stretches so far.
+# pass before the next look, the wait after the next failed look (doubling up to MAX_WAIT:
+# with a finish every few steps, a look at every running request each step costs more than
+# the stretches save), the steps taken in stretches so far, and whether stretches are on.
 LOOK_WAIT, LOOK_BACKOFF, LOOK_STEPS, LOOK_ON = 0, 1, 2, 3
 MAX_WAIT = 64
 # Below this many steps left before the first finish, a stretch is not worth its set-up.
