@@ -52,8 +52,16 @@ from recommender.model.steptime import DEFAULT_KIND, FALLBACK_KIND
 PRIOR_WEIGHT = 0.1
 LOSS, F_SCALE = "soft_l1", math.log(1.5)
 SIM_ROUNDS = 2  # simulator corrections after the steady-state start
+# Where each least_squares solve stops: the cost, the step and the gradient all relative
+# (scipy's ftol, xtol, gtol). At scipy's default 1e-8 the solves crept along flat valleys:
+# with Lambda held out, the measured tables' shared stage took 64 evaluations to a cost of
+# 219.77 where 1e-4 stops after 21 at 221.59 (0.8 % higher), and its per-engine stage was
+# still running after 12 minutes where 1e-4 took 7.5 s; that fold's whole fit took 7,003 s,
+# and 296 s at 1e-4. The parameters mean something to a percent, the rows to tens of percent.
+TOLERANCE = 1e-4
 PROCEDURE = (f"least_squares on log(pred/measured), loss {LOSS} f_scale log 1.5, prior weight "
-             f"{PRIOR_WEIGHT}, shared then per-engine stage, steady-state start on the rows "
+             f"{PRIOR_WEIGHT}, tolerance {TOLERANCE:g} (cost, step, gradient), shared then "
+             f"per-engine stage, steady-state start on the rows "
              f"it describes, then {SIM_ROUNDS} simulator corrections over every row "
              "(space mapping: the simulator's answers are what is fitted)")
 
@@ -127,7 +135,8 @@ def _solve(rows: list[CalRow], base: PerfParams, layout: Layout, prior: np.ndarr
 
     jac = _jacobian(errs, rows, layout, free, weight=weight, bounds=(lo, hi))
     result = least_squares(residuals, x0[free], jac=lambda v: jac(full(v)),
-                           bounds=(lo[free], hi[free]), loss=LOSS, f_scale=F_SCALE)
+                           bounds=(lo[free], hi[free]), loss=LOSS, f_scale=F_SCALE,
+                           ftol=TOLERANCE, xtol=TOLERANCE, gtol=TOLERANCE)
     return layout.params(base, full(result.x))
 
 
