@@ -242,6 +242,14 @@ class EnginePlugin(Protocol):
         with); None: the same as today's."""
         ...
 
+    def release_scheduler_defaults(self, release: tuple[int, int], max_model_len: int | None
+                                   ) -> dict[str, int | bool]:
+        """The scheduler knobs an older (major, minor) release chose itself where they differ
+        from today's (`scheduler_defaults`, `defaults`), as `EngineConfig` fields
+        (max_num_seqs, max_batched_tokens, chunked_prefill, prefix_caching); {}: today's.
+        `max_model_len` is the served one where a release's choice depends on it."""
+        ...
+
     def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
         """Whether this (major, minor) release (None: the one the plug-in was read from)
         serves the KV-cache format a checkpoint declares (`ModelSpec.checkpoint_kv_dtype`,

@@ -94,6 +94,12 @@ class SglangEngine:
         del release
         return None
 
+    def release_scheduler_defaults(self, release: tuple[int, int], max_model_len: int | None
+                                   ) -> dict[str, int | bool]:
+        """No release measured is known to choose other scheduler knobs ({})."""
+        del release, max_model_len
+        return {}
+
     def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
         """ModelRunner.configure_kv_cache_dtype: under auto, a quant config whose
         kv_cache_quant_algo is FP8 gets an fp8_e4m3 cache (read in the 0.5 releases)."""

@@ -106,6 +106,12 @@ class TrtllmEngine:
         del release
         return None
 
+    def release_scheduler_defaults(self, release: tuple[int, int], max_model_len: int | None
+                                   ) -> dict[str, int | bool]:
+        """No release measured is known to choose other scheduler knobs ({})."""
+        del release, max_model_len
+        return {}
+
     def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
         """kv_cache_config.dtype auto keeps the checkpoint's quant_config.kv_cache_quant_algo
         (the PyTorch backend reads hf_quant_config.json; `engines.trtllm.settings` renders

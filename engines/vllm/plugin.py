@@ -68,6 +68,11 @@ _QUANTIZED_ON_LOAD = frozenset({"fp8", "mxfp4"})
 # is the on-load alternative offered (`check` says whether the GPU runs it).
 _CHECKPOINT_FIXES = ("name one as the model, leave weight_quantization unset, or use fp8 "
                      "(vLLM quantizes it on load)")
+# The V0 engine (the default before 0.8, `release_scheduler_defaults`): its batch defaults.
+V1_DEFAULT_RELEASE = (0, 8)
+V0_MAX_NUM_SEQS = 256
+V0_CHUNKED_ABOVE_LEN = 32768  # chunked prefill switched on for longer contexts (CUDA)
+V0_MIN_BUDGET = 2048
 _IMAGE_TAG = re.compile(r"^(latest|nightly|v?\d+\.\d+\.\d+([.+-][0-9A-Za-z.]+)?)$")
 
 
@@ -101,6 +106,23 @@ class VllmEngine:
         gpu_memory_utilization was 0.9 (0.92 in the releases this plug-in was read from; the
         release of the change is not pinned here, so only ≤ 0.11 is claimed)."""
         return 0.9 if release <= (0, 11) else None
+
+    def release_scheduler_defaults(self, release: tuple[int, int], max_model_len: int | None
+                                   ) -> dict[str, int | bool]:
+        """The V0 engine's choices, the default before 0.8 (read in the 0.5.4, 0.6.6 and
+        0.7.3 sdists: EngineArgs and SchedulerConfig): max_num_seqs 256 on every GPU, prefix
+        caching off, chunked prefill only for a max_model_len over 32,768 (then a budget of
+        512 tokens in 0.5, 2,048 from 0.6), else a budget of max(max_model_len, 2,048) so a
+        whole prompt fits one step. From 0.8 (V1) today's choices apply ({})."""
+        if release >= V1_DEFAULT_RELEASE:
+            return {}
+        knobs: dict[str, int | bool] = {"max_num_seqs": V0_MAX_NUM_SEQS, "prefix_caching": False}
+        if max_model_len is None:
+            return knobs
+        chunked = max_model_len > V0_CHUNKED_ABOVE_LEN
+        budget = ((512 if release < (0, 6) else 2048) if chunked
+                  else max(max_model_len, V0_MIN_BUDGET))
+        return {**knobs, "chunked_prefill": chunked, "max_batched_tokens": budget}
 
     def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
         """`--kv-cache-dtype auto` takes a ModelOpt checkpoint's kv_cache_quant_algo (and a

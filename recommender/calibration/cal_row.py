@@ -61,6 +61,8 @@ class CalRow:
     # Poisson arrivals at this rate (MLPerf's Server scenario, `vllm bench serve
     # --request-rate R`): an open loop, neither closed-loop concurrency nor offline.
     rate_rps: float | None = None
+    max_model_len: int | None = None  # the served context where the row states it
+
 
     def engine_config(self, model: ModelSpec) -> EngineConfig:
         """The measured deployment as an `EngineConfig` of `model` (the row's model spec).
@@ -73,7 +75,7 @@ class CalRow:
                 engine=self.engine, model=model.name, tp=self.tp,  # type: ignore[arg-type]
                 dp=self.dp, ep=self.ep, max_num_seqs=self.max_num_seqs,
                 max_batched_tokens=self.max_batched_tokens,
-                gpu_memory_fraction=self.gpu_memory_fraction,
+                gpu_memory_fraction=self.gpu_memory_fraction, max_model_len=self.max_model_len,
                 kv_cache_dtype=self.kv_cache_dtype,  # type: ignore[arg-type]
                 weight_quantization=weight_quantization(self.precision))
         except ValidationError as exc:
@@ -103,6 +105,7 @@ class CalRow:
                  else ["--offline"])
         optional = {"--num-requests": self.num_requests, "--max-num-seqs": self.max_num_seqs,
                     "--max-batched-tokens": self.max_batched_tokens,
+                    "--max-model-len": self.max_model_len,
                     "--gpu-memory-fraction": self.gpu_memory_fraction,
                     "--engine-version": self.engine_version, "--lengths": self.dataset}
         if self.dp > 1:

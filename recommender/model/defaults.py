@@ -104,25 +104,45 @@ def scheduler_caps(config: EngineConfig, gpu: GPU, longest_tokens: int | None = 
 
 
 def fill(config: EngineConfig, gpu: GPU, model: ModelSpec, *,
-         longest_tokens: int | None = None) -> Filled:
-    """`config` with every scheduler knob the engine would choose written in, and
+         longest_tokens: int | None = None, engine_version: str | None = None) -> Filled:
+    """`config` with every scheduler knob the engine would choose written in (the choices of
+    `engine_version`'s release where they differ from today's, `release_knobs`), and
     `max_model_len` sized to the workload's longest request when unset
     (`size_max_model_len`, said in `warnings`).
 
     Raises:
         UsageError: the config's max_model_len exceeds the model's context.
     """
+    warnings: tuple[str, ...] = ()
+    if longest_tokens is not None:
+        config, sized = size_max_model_len(config, model, longest_tokens)
+        warnings = (sized,) if sized else ()
+    released = release_knobs(config, engine_version)
+    if released != config:
+        chosen = ", ".join(f"{k} {getattr(released, k)}"
+                           for k in sorted(type(released).model_fields)
+                           if getattr(released, k) != getattr(config, k))
+        warnings += (f"{config.engine} {engine_version} runs its own defaults where they differ "
+                     f"from today's: {chosen}",)
+    config = released
     caps = scheduler_caps(config, gpu, longest_tokens)
     seqs_default, _ = ENGINES[config.engine].scheduler_defaults(gpu.name, gpu.memory_gb)
     update = {"max_batched_tokens": caps.budget_tokens, "chunked_prefill": caps.chunked_prefill,
               "prefix_caching": caps.prefix_caching,
               "max_num_seqs": config.max_num_seqs or seqs_default}
-    filled = config.model_copy(update=update)
-    warnings: tuple[str, ...] = ()
-    if longest_tokens is not None:
-        filled, sized = size_max_model_len(filled, model, longest_tokens)
-        warnings = (sized,) if sized else ()
-    return Filled(filled, caps, warnings)
+    return Filled(config.model_copy(update=update), caps, warnings)
+
+
+def release_knobs(config: EngineConfig, engine_version: str | None) -> EngineConfig:
+    """`config` with the scheduler knobs it leaves unset set as `engine_version`'s release
+    chose them where that differs from today's (`release_scheduler_defaults` of the engine's
+    plug-in, e.g. vLLM's V0 engine before 0.8); knobs the config sets are kept."""
+    release = release_of(engine_version)
+    if release is None:
+        return config
+    chosen = ENGINES[config.engine].release_scheduler_defaults(release, config.max_model_len)
+    update = {k: v for k, v in chosen.items() if getattr(config, k) is None}
+    return config.model_copy(update=update) if update else config
 
 
 def workload_max_model_len(longest_tokens: int, model: ModelSpec) -> int:
@@ -173,6 +193,7 @@ __all__ = [
     "fill",
     "memory_fraction",
     "release_key",
+    "release_knobs",
     "release_of",
     "scheduler_caps",
     "size_max_model_len",

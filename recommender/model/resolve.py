@@ -119,7 +119,8 @@ def prepare(
         CapabilityError: expert or attention data parallelism asked of a dense model.
     """
     check_moe_layout(config, is_moe=model.is_moe)
-    filled = fill(config, gpu, model, longest_tokens=longest_tokens)
+    filled = fill(config, gpu, model, longest_tokens=longest_tokens,
+                  engine_version=engine_version)
     memory = plan_memory(filled.config, gpu, model, block_size_tokens=kv_block_tokens,
                          engine_version=engine_version)
     if not memory.fits:

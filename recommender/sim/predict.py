@@ -328,7 +328,7 @@ def simulate_load(
     replicas = scheduler_replicas(config, gpus)
     mode, batches, mean = _batches(load, replicas)
     longest = max(int((b.input_tokens + b.output_tokens).max()) for b, _, _ in batches)
-    filled = fill(config, gpu, model, longest_tokens=longest)
+    filled = fill(config, gpu, model, longest_tokens=longest, engine_version=engine_version)
     config, warnings = filled.config, list(filled.warnings)
     reason = None if mean is None else refusal_reason(
         config, gpu, model, *mean, kv_block_tokens=SimOptions().kv_block_tokens)

@@ -91,6 +91,16 @@ def dataset_of(raw: Raw) -> Dataset | None:
     return None
 
 
+def max_model_len_of(raw: Raw) -> int | None:
+    """The served max_model_len where the row states it: Lambda's result files name it
+    (`..._tp4_len16000.json`; the notes say "max_model_len per filename (_lenN)" or
+    "max_model_len 16000 per filename")."""
+    if not re.search(r"max_model_len (\d+ )?per filename", str(raw["notes"])):
+        return None
+    found = re.search(r"_len(\d+)\.json", str(raw["source"]))
+    return int(found.group(1)) if found else None
+
+
 def version_of(text: object) -> str | None:
     """The engine release a row states ("0.10.1", "1.0"), None when it states none."""
     found = re.search(r"\d+\.\d+(\.\d+)?", str(text))

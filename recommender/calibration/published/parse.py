@@ -19,6 +19,7 @@ from recommender.calibration.published.columns import (
     dataset_of,
     length_of,
     load_of,
+    max_model_len_of,
     parallelism_of,
     rate_of,
     version_of,
@@ -95,6 +96,7 @@ def parse_row(index: int, raw: Raw) -> CalRow:
         harness="in_process" if any(k in str(raw["notes"]) for k in IN_PROCESS_MARKS)
         else "served",
         engine_version=version,  # None for NIM: it states its own release, not its engine's
+        max_model_len=max_model_len_of(raw),
     )
 
 

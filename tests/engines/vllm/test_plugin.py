@@ -609,6 +609,27 @@ def test_scheduler_defaults_follow_vllm_usage_context():
     assert PLUGIN.scheduler_defaults("L4", 24.0) == (256, 2048)
 
 
+@pytest.mark.parametrize(("release", "max_model_len", "expected"), [
+    # V0 (before 0.8): 256 seqs, no prefix caching; a whole prompt per step up to 32,768
+    ((0, 5), 16000, {"max_num_seqs": 256, "prefix_caching": False,
+                     "chunked_prefill": False, "max_batched_tokens": 16000}),
+    ((0, 6), 1000, {"max_num_seqs": 256, "prefix_caching": False,
+                    "chunked_prefill": False, "max_batched_tokens": 2048}),
+    ((0, 7), 32768, {"max_num_seqs": 256, "prefix_caching": False,
+                     "chunked_prefill": False, "max_batched_tokens": 32768}),
+    # past 32,768 chunked prefill, 512 tokens a step in 0.5, 2,048 from 0.6
+    ((0, 5), 64000, {"max_num_seqs": 256, "prefix_caching": False,
+                     "chunked_prefill": True, "max_batched_tokens": 512}),
+    ((0, 7), 40000, {"max_num_seqs": 256, "prefix_caching": False,
+                     "chunked_prefill": True, "max_batched_tokens": 2048}),
+    ((0, 5), None, {"max_num_seqs": 256, "prefix_caching": False}),
+    ((0, 8), 16000, {}), ((0, 33), 16000, {}),  # V1: today's choices
+])
+def test_releases_before_v1_choose_the_v0_engine_batch_defaults(release, max_model_len,
+                                                                 expected):
+    assert PLUGIN.release_scheduler_defaults(release, max_model_len) == expected
+
+
 @pytest.mark.parametrize(("extra", "fragment"), [
     ({"tokenizr": "t"}, "has no flag --tokenizr (did you mean 'tokenizer'?)"),
     ({"enforce-eager": "yes"}, "--enforce-eager is a switch; give true or false"),

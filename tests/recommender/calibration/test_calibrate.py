@@ -424,6 +424,34 @@ def test_rows_run_with_their_releases_memory_fraction(published):
     assert ENGINES["vllm"].defaults.gpu_memory_fraction == 0.92
 
 
+def test_lambda_rows_serve_the_max_model_len_their_file_names(published):
+    # Lambda's result files name the server's max_model_len (`..._tp4_len16000.json`); the
+    # row passes it to predict (--max-model-len), and vLLM 0.5.4's V0 engine ran 256
+    # sequences, prompts whole up to 32,768 tokens, chunked in 512-token steps past it.
+    rows, _ = published
+    frame = pd.read_csv(DEFAULT_CSV)
+    lambda_rows = [r for r in rows if "LambdaLabsML" in str(frame.loc[r.index, "source"])]
+    assert lambda_rows
+    params = load_params()
+    seen: set[tuple[str, int | None]] = set()
+    for r in lambda_rows:
+        named = int(frame.loc[r.index, "source"].split("_len")[1].split(".json")[0])
+        assert r.max_model_len == named
+        assert ["--max-model-len", str(named)] == r.predict_argv()[
+            r.predict_argv().index("--max-model-len"):][:2]
+        key = (r.engine_version or "", min(named, 40000))
+        if r.engine_version == "0.5.4" and key not in seen and named <= get_model(
+                r.model).max_context_tokens:
+            seen.add(key)
+            res = resolve(r.engine_config(get_model(r.model)), get_gpu(r.gpu),
+                          get_model(r.model), params, longest_tokens=r.isl + r.osl,
+                          engine_version=r.engine_version)
+            assert res.caps.max_running == 256
+            assert res.caps.chunked_prefill == (named > 32768)
+            assert res.caps.budget_tokens == (512 if named > 32768 else max(named, 2048))
+    assert any(n > 32768 for _, n in seen) and any(n <= 32768 for _, n in seen)
+
+
 def test_per_gpu_and_per_node_throughput_are_scaled_to_all_gpus():
     base = {"engine": "tensorrt-llm", "model": "Llama-3.1-8B-Instruct", "gpu": "H200 SXM 141GB",
             "num_gpus": 8, "tp": "1", "precision": "FP8", "isl": 1024, "osl": 1024,
