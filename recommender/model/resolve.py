@@ -28,7 +28,7 @@ from core.errors import UsageError
 from engines.capability import check_moe_layout
 from engines.config import EngineConfig
 from recommender.catalog.specs import GPU, ModelSpec
-from recommender.model.defaults import Filled, SchedulerCaps, fill
+from recommender.model.defaults import Filled, SchedulerCaps, fill, release_of
 from recommender.model.memory import MemoryPlan, plan_memory
 from recommender.model.params import EngineParams, PerfParams
 from recommender.model.perf import (
@@ -162,7 +162,8 @@ def resolve(
     kernels = step.kernels
     return Resolved(
         config=ready.config, caps=ready.filled.caps,
-        policy=policy_for(ready.config), memory=ready.memory, step=step, params=engine,
+        policy=policy_for(ready.config, release_of(engine_version)), memory=ready.memory,
+        step=step, params=engine,
         coefficients=step_coefficients(step, engine),
         table=kernels.table() if kernels is not None else np.zeros(0),
         step_time=kernels.kind if kernels is not None else FALLBACK_KIND,

@@ -6,7 +6,9 @@ read the policy's named fields; no code branches on the engine's name.
 
 - vLLM (V1 scheduler): FCFS, a request claims the KV blocks of its first chunk at
   admission and grows block by block; when none is free the newest running request is
-  preempted and recomputed later.
+  preempted and recomputed later. The V0 scheduler (releases before 0.8) without chunked
+  prefill puts prompts first: a step that can start waiting prompts runs only them, and the
+  running requests decode in the steps between (`prefill_first`).
 - SGLang: FCFS (the default schedule policy since 0.5; `--schedule-policy lpm` in
   extra_args orders the waiting queue by longest cached prefix while it holds at most 128
   requests, as SGLang does), admission by new-token ratio (a running request holds back
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from engines.config import EngineConfig, EngineKind
+from engines.vllm.plugin import V1_DEFAULT_RELEASE
 
 Admission = Literal["grow", "reserve_full"]
 
@@ -45,6 +48,9 @@ class SchedulerPolicy:
     reserve_decay: float = 0.0
     reserve_clip_tokens: int = 4096
     lpm_max_queue: int = 0  # longest-prefix-match ordering up to this queue length; 0 FCFS
+    # A step that can admit waiting prompts runs only prompts (the running requests decode
+    # in the steps between), rather than decodes first and prompts in the budget left.
+    prefill_first: bool = False
 
     @property
     def reserves_output(self) -> bool:
@@ -62,12 +68,16 @@ SGLANG_RATIO = (0.7, 0.7 * 0.14, 600)  # SGLANG_INIT_NEW_TOKEN_RATIO, x MIN_FACT
 SGLANG_LPM_MAX_QUEUE = 128  # SchedulePolicy: past this queue length LPM falls back to FCFS
 
 
-def _vllm(config: EngineConfig) -> SchedulerPolicy:
-    del config
+def _vllm(config: EngineConfig, release: tuple[int, int] | None) -> SchedulerPolicy:
+    # V0's Scheduler._schedule_default: prefills first, decodes only in a step with none;
+    # with chunked prefill V0 schedules decodes first, as V1 always does.
+    if release is not None and release < V1_DEFAULT_RELEASE and config.chunked_prefill is False:
+        return SchedulerPolicy("vllm-v0-prefill-first", "grow", prefill_first=True)
     return SchedulerPolicy("vllm-v1-fcfs", "grow")
 
 
-def _sglang(config: EngineConfig) -> SchedulerPolicy:
+def _sglang(config: EngineConfig, release: tuple[int, int] | None) -> SchedulerPolicy:
+    del release
     init, floor, steps = SGLANG_RATIO
     lpm = str(config.extra_args.get("schedule-policy", "fcfs")) == "lpm"
     return SchedulerPolicy(
@@ -76,19 +86,20 @@ def _sglang(config: EngineConfig) -> SchedulerPolicy:
         lpm_max_queue=SGLANG_LPM_MAX_QUEUE if lpm else 0)
 
 
-def _trtllm(config: EngineConfig) -> SchedulerPolicy:
-    del config
+def _trtllm(config: EngineConfig, release: tuple[int, int] | None) -> SchedulerPolicy:
+    del config, release
     return SchedulerPolicy("trtllm-guaranteed-no-evict", "reserve_full")
 
 
-POLICIES: dict[EngineKind, Callable[[EngineConfig], SchedulerPolicy]] = {
+POLICIES: dict[EngineKind, Callable[[EngineConfig, tuple[int, int] | None], SchedulerPolicy]] = {
     "vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm,
 }
 
 
-def policy_for(config: EngineConfig) -> SchedulerPolicy:
-    """The scheduler policy `config`'s engine runs it with."""
-    return POLICIES[config.engine](config)
+def policy_for(config: EngineConfig, release: tuple[int, int] | None = None) -> SchedulerPolicy:
+    """The scheduler policy `config`'s engine runs it with, in its (major, minor) `release`
+    (None: the plug-in's)."""
+    return POLICIES[config.engine](config, release)
 
 
 __all__ = ["POLICIES", "Admission", "SchedulerPolicy", "policy_for"]

@@ -17,7 +17,7 @@ from recommender.sim.kernel.cache import (
     unlink,
 )
 from recommender.sim.kernel.queues import Q_NRUN, Q_WH, Q_WL, RUNNING, WAITING
-from recommender.sim.kernel.settings import LPM_MAX_QUEUE, RES_CLIP
+from recommender.sim.kernel.settings import LPM_MAX_QUEUE, PREFILL_FIRST, RES_CLIP
 from recommender.sim.kernel.state import (
     S_COMPUTED,
     S_HELD,
@@ -177,14 +177,31 @@ def _admit(S, ca, qu, budget, settings, reserve_tokens, ratio, clip):  # noqa: P
     return budget, pt, cp, sp, reserve_tokens
 
 
+@numba.njit(cache=True, nogil=True)
+def _running_reserve(S, qu, clip):
+    """The running requests' remaining outputs, up to `clip` tokens each (the admission
+    reserve's base, as `_schedule_running` sums it over the requests it schedules)."""
+    total = 0.0
+    for i in range(qu.q[Q_NRUN]):
+        r = qu.run[i]
+        total += min(S[r, S_OUT] - S[r, S_ODONE], clip)
+    return total
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def batch(S, ca, qu, budget_cap, admit, qi, pcfg, ratio):  # noqa: PLR0917
     """This step's batch: the running requests scheduled, then (if none was preempted) the
-    waiting ones ordered by the policy and admitted. Returns (prefill tokens, decodes, decode
+    waiting ones ordered by the policy and admitted; under a prefill-first policy, a step
+    that can admit waiting prompts runs only them. Returns (prefill tokens, decodes, decode
     context sum, prefill context sum, prompts sampled, preemptions)."""
     _, chunked, static, u, hbs, hu, _ = admit
     q = qu.q
     clip = np.int64(pcfg[RES_CLIP])
+    if pcfg[PREFILL_FIRST] > 0.0 and q[Q_WL] > 0 and not static:
+        resv = _running_reserve(S, qu, clip) if ratio > 0.0 else 0.0
+        _, pt, cp, sp, _ = _admit(S, ca, qu, budget_cap, admit, resv, ratio, clip)
+        if pt > 0.0:
+            return pt, 0.0, 0.0, cp, sp, 0
     budget, pt, dn, cd, cp, sp, pre, resv = _schedule_running(
         S, ca, qu, budget_cap, chunked, u, hbs, hu, qi, clip)
     if pre == 0 and pcfg[LPM_MAX_QUEUE] > 0 and 1 < q[Q_WL] <= pcfg[LPM_MAX_QUEUE] and hbs > 0:

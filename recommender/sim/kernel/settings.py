@@ -15,7 +15,8 @@ ICFG_FIELDS = ("max_seqs", "budget", "chunked", "static", "closed_concurrency", 
 # request holds back reserve × its remaining output, up to RES_CLIP tokens; the reserve
 # starts at RES_INIT, falls by RES_DECAY per step to RES_MIN, and returns to RES_INIT on a
 # preemption), and longest-prefix-match ordering of the waiting queue while it holds at
-# most LPM_MAX_QUEUE requests (0: FCFS).
+# most LPM_MAX_QUEUE requests (0: FCFS); PREFILL_FIRST 1: a step that can admit waiting
+# prompts runs only them.
 PCFG_FIELDS = ("reserve_init", "reserve_min", "reserve_decay", "reserve_clip_tokens",
-               "lpm_max_queue")
-RES_INIT, RES_MIN, RES_DECAY, RES_CLIP, LPM_MAX_QUEUE = range(len(PCFG_FIELDS))
+               "lpm_max_queue", "prefill_first")
+RES_INIT, RES_MIN, RES_DECAY, RES_CLIP, LPM_MAX_QUEUE, PREFILL_FIRST = range(len(PCFG_FIELDS))

@@ -91,3 +91,32 @@ def test_sglang_running_cap_is_the_instances_split_over_dp_ranks():
     vllm = sglang.model_copy(update={"engine": "vllm"})
     assert scheduler_caps(sglang, h200).max_running == 32
     assert scheduler_caps(vllm, h200).max_running == 256
+
+
+def _v0_or_v1(version: str, *, chunked: bool) -> object:
+    # prompts of 1,000 tokens arriving every 50 ms while earlier ones decode 200 tokens
+    n = 20
+    req = SimRequests(np.arange(n) * 0.05, np.full(n, 1000), np.full(n, 200))
+    config = EngineConfig(engine="vllm", model=MODEL.name, max_model_len=8192,
+                          chunked_prefill=chunked, max_batched_tokens=8192, max_num_seqs=256)
+    return simulate(req, config, GPU, MODEL, params=ROOFLINE,
+                    options=SimOptions(arrival="trace", engine_version=version)).summary
+
+
+def test_vllm_v0_without_chunked_prefill_starts_prompts_in_steps_of_their_own():
+    # V0's scheduler (before 0.8) schedules waiting prompts first and decodes only in steps
+    # without any; V1, and V0 with chunked prefill, decode first and add prompts beside.
+    v0 = policy_for(EngineConfig(engine="vllm", model=MODEL.name, chunked_prefill=False),
+                    (0, 5))
+    assert v0.prefill_first and v0.name == "vllm-v0-prefill-first"
+    for release, chunked in (((0, 8), False), ((0, 5), True), (None, False)):
+        config = EngineConfig(engine="vllm", model=MODEL.name, chunked_prefill=chunked)
+        assert not policy_for(config, release).prefill_first
+    old, new = _v0_or_v1("0.5.4", chunked=False), _v0_or_v1("0.10.0", chunked=False)
+    assert old.completed == new.completed == 20
+    # a prompt's step decodes nothing: the running requests wait a prompt step + a decode
+    # step for their next token, where V1's mixed step gives them one
+    assert old.itl_max_s > 1.2 * new.itl_max_s
+    assert old.tpot_s.mean > new.tpot_s.mean
+    chunked_old, chunked_new = _v0_or_v1("0.5.4", chunked=True), _v0_or_v1("0.10.0", chunked=True)
+    assert (chunked_old.steps, chunked_old.itl_max_s) == (chunked_new.steps, chunked_new.itl_max_s)
