@@ -196,6 +196,9 @@ def _add_predict(sub: Any) -> None:
                    help="longest sequence (prompt + output) the engine serves (default: sized "
                         "to the workload, ISL + OSL + 10 %% in 1024s, never the model's full "
                         "context)")
+    p.add_argument("--chunked-prefill", action=argparse.BooleanOptionalAction, default=None,
+                   help="prompts split over steps within the token budget, or each whole in one "
+                        "step (default: the engine release's)")
     p.add_argument("--step-time", choices=list(PROVIDERS), default=DEFAULT_KIND,
                    help="where step kernel times come from: NVIDIA's measured per-operation "
                         "tables (aiconfigurator-core, the default; cells they lack fall back to "
@@ -246,7 +249,7 @@ def predict_request(args: argparse.Namespace) -> Any:
             engine=args.engine, model=args.model, tp=args.tp, dp=args.dp, ep=args.ep,
             max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens,
             gpu_memory_fraction=args.gpu_memory_fraction, kv_cache_dtype=args.kv_cache_dtype,
-            max_model_len=args.max_model_len,
+            max_model_len=args.max_model_len, chunked_prefill=args.chunked_prefill,
             weight_quantization=weight_quantization(args.precision), speculative=spec)
         load = fixed(args.isl, args.osl, concurrency=args.concurrency, rate_rps=args.rate,
                      offline=args.offline, num_requests=args.num_requests, seed=args.seed,

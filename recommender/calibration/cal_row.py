@@ -62,6 +62,7 @@ class CalRow:
     # --request-rate R`): an open loop, neither closed-loop concurrency nor offline.
     rate_rps: float | None = None
     max_model_len: int | None = None  # the served context where the row states it
+    chunked_prefill: bool | None = None  # where the row's command sets it
 
 
     def engine_config(self, model: ModelSpec) -> EngineConfig:
@@ -76,6 +77,7 @@ class CalRow:
                 dp=self.dp, ep=self.ep, max_num_seqs=self.max_num_seqs,
                 max_batched_tokens=self.max_batched_tokens,
                 gpu_memory_fraction=self.gpu_memory_fraction, max_model_len=self.max_model_len,
+                chunked_prefill=self.chunked_prefill,
                 kv_cache_dtype=self.kv_cache_dtype,  # type: ignore[arg-type]
                 weight_quantization=weight_quantization(self.precision))
         except ValidationError as exc:
@@ -115,6 +117,8 @@ class CalRow:
         for flag, value in optional.items():
             if value is not None:
                 argv += [flag, str(value)]
+        if self.chunked_prefill is not None:
+            argv.append("--chunked-prefill" if self.chunked_prefill else "--no-chunked-prefill")
         return argv
 
     def request(self, step_time: str = DEFAULT_KIND) -> PredictRequest:

@@ -180,6 +180,21 @@ def test_given_max_model_len_is_kept_and_unwarned(run):
     assert not any("max_model_len" in w for w in got["warnings"])
 
 
+def test_chunked_prefill_off_runs_whole_prompts_in_the_step_budget(run):
+    # --no-chunked-prefill: a 4,000-token prompt must fit one step (with its output, should
+    # it be recomputed), so a 2,048-token budget refuses it (one line) and 8,192 serves it;
+    # --chunked-prefill splits it over 2,048-token steps.
+    args = [*BASE, "--isl", "4000", "--osl", "100", "--offline", "--num-requests", "1"]
+    out = run(*args, "--max-batched-tokens", "2048", "--no-chunked-prefill")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    whole = run(*args, "--max-batched-tokens", "8192", "--no-chunked-prefill", "--json")
+    chunked = run(*args, "--max-batched-tokens", "2048", "--chunked-prefill", "--json")
+    assert whole.returncode == chunked.returncode == 0, whole.stderr + chunked.stderr
+    # one request alone: two 2,048-token steps take longer to its first token than one
+    assert (json.loads(chunked.stdout)["ttft_ms"]["mean"]
+            > json.loads(whole.stdout)["ttft_ms"]["mean"])
+
+
 @pytest.mark.parametrize(("length", "says"), [
     ("1500", "exceeds max_model_len 1500"),  # shorter than one 2000-token request
     ("40960", "fewer than one max_model_len (40960)"),  # the context: the pool cannot hold it

@@ -94,11 +94,34 @@ def dataset_of(raw: Raw) -> Dataset | None:
 def max_model_len_of(raw: Raw) -> int | None:
     """The served max_model_len where the row states it: Lambda's result files name it
     (`..._tp4_len16000.json`; the notes say "max_model_len per filename (_lenN)" or
-    "max_model_len 16000 per filename")."""
-    if not re.search(r"max_model_len (\d+ )?per filename", str(raw["notes"])):
-        return None
-    found = re.search(r"_len(\d+)\.json", str(raw["source"]))
-    return int(found.group(1)) if found else None
+    "max_model_len 16000 per filename"), a vLLM command in the notes sets it."""
+    if re.search(r"max_model_len (\d+ )?per filename", str(raw["notes"])):
+        found = re.search(r"_len(\d+)\.json", str(raw["source"]))
+        return int(found.group(1)) if found else None
+    return vllm_flags_of(raw).get("max_model_len")  # type: ignore[return-value]
+
+
+# vLLM flags a row's notes quote in its server or benchmark command (`vllm serve … --max-model-len
+# 32768`, AMD's benchmark_throughput.py line): the knobs the measured run set.
+_VLLM_FLAGS = {"max_model_len": r"--max-model-len[ =](\d+)\b",
+               "max_batched_tokens": r"--max-num-batched-tokens[ =](\d+)\b"}
+_VLLM_UNCHUNKED = r"--enable-chunked-prefill[ =](False|false)\b|--no-enable-chunked-prefill\b"
+
+
+def vllm_flags_of(raw: Raw) -> dict[str, int | bool]:
+    """{EngineConfig field: value} of the vLLM flags the notes of a vLLM row quote (one
+    value each; a flag quoted with two values is ambiguous and left out)."""
+    if not str(raw["engine"]).startswith("vllm"):  # "vllm", "vllm (ROCm build)"
+        return {}
+    notes = str(raw["notes"])
+    flags: dict[str, int | bool] = {}
+    for field, pattern in _VLLM_FLAGS.items():
+        values = set(re.findall(pattern, notes))
+        if len(values) == 1:
+            flags[field] = int(values.pop())
+    if re.search(_VLLM_UNCHUNKED, notes):
+        flags["chunked_prefill"] = False
+    return flags
 
 
 def version_of(text: object) -> str | None:

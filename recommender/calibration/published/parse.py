@@ -23,6 +23,7 @@ from recommender.calibration.published.columns import (
     parallelism_of,
     rate_of,
     version_of,
+    vllm_flags_of,
 )
 from recommender.calibration.published.labels import ENGINE_NAMES, gpu_of, metric_of, precision_of
 from recommender.calibration.published.runs import chunk_gap_itl, one_throughput_per_run
@@ -85,6 +86,7 @@ def parse_row(index: int, raw: Raw) -> CalRow:
     version = None if nim else version_of(raw["engine_version"])
     if kv == "auto":
         kv = checkpoint_kv_of(raw, engine, version) or kv
+    stated = vllm_flags_of(raw)
     return CalRow(
         index=index, engine=engine, model=model, gpu=gpu, rate_rps=rate_of(raw),
         gpus=int(raw["num_gpus"]), tp=tp, dp=dp, ep=ep, precision=precision, kv_cache_dtype=kv,
@@ -97,6 +99,8 @@ def parse_row(index: int, raw: Raw) -> CalRow:
         else "served",
         engine_version=version,  # None for NIM: it states its own release, not its engine's
         max_model_len=max_model_len_of(raw),
+        max_batched_tokens=stated.get("max_batched_tokens"),  # type: ignore[arg-type]
+        chunked_prefill=stated.get("chunked_prefill"),  # type: ignore[arg-type]
     )
 
 

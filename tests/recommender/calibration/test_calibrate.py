@@ -452,6 +452,47 @@ def test_lambda_rows_serve_the_max_model_len_their_file_names(published):
     assert any(n > 32768 for _, n in seen) and any(n <= 32768 for _, n in seen)
 
 
+def test_the_vllm_flags_a_rows_command_quotes_are_its_deployment():
+    notes = ("README's example command: python3 benchmark_throughput.py --enable-chunked-prefill "
+             "False --model $MODEL --max-model-len 8192 --max-num-batched-tokens 131072")
+    row = parse_row(9, _row(engine="vllm (ROCm build)", model="Llama-3.1-70B-Instruct",
+                            gpu="MI300X 192GB", num_gpus=8, tp="8", precision="FP8",
+                            isl="128", osl="2048", concurrency="batch 64",
+                            metric="end_to_end_batch_latency", value=20.0, unit="s",
+                            notes=notes))
+    assert (row.max_model_len, row.max_batched_tokens, row.chunked_prefill) == (8192, 131072,
+                                                                                False)
+    argv = row.predict_argv()
+    assert "--no-chunked-prefill" in argv
+    assert argv[argv.index("--max-batched-tokens") + 1] == "131072"
+    assert argv[argv.index("--max-model-len") + 1] == "8192"
+    # another engine's row keeps its own flags out of it; two values of one flag: neither
+    sglang = parse_row(9, _row(engine="sglang", model="Llama-3.1-70B-Instruct",
+                               gpu="H100 SXM 80GB", num_gpus=8, tp="8", precision="FP8",
+                               isl="128", osl="2048", concurrency="batch 64",
+                               metric="end_to_end_batch_latency", value=20.0, unit="s",
+                               notes=notes))
+    assert (sglang.max_model_len, sglang.max_batched_tokens, sglang.chunked_prefill) == (
+        None, None, None)
+    twice = parse_row(9, _row(engine="vllm", model="Llama-3.1-70B-Instruct",
+                              gpu="H100 SXM 80GB", num_gpus=8, tp="8", precision="FP8",
+                              isl="128", osl="2048", concurrency="batch 64",
+                              metric="end_to_end_batch_latency", value=20.0, unit="s",
+                              notes="--max-model-len 8192 ... later --max-model-len 4096"))
+    assert twice.max_model_len is None
+
+
+def test_the_csvs_quoted_vllm_flags_reach_their_rows(published):
+    rows, _ = published
+    frame = pd.read_csv(DEFAULT_CSV)
+    by_index = {r.index: r for r in rows}
+    quoted = frame[frame.engine.str.startswith("vllm") & frame.notes.str.contains(
+        "--max-num-batched-tokens 16384", regex=False)]
+    usable = [i for i in quoted.index if i in by_index]
+    assert len(usable) >= 10  # GPUStack's gpt-oss pages
+    assert all(by_index[i].max_batched_tokens == 16384 for i in usable)
+
+
 def test_per_gpu_and_per_node_throughput_are_scaled_to_all_gpus():
     base = {"engine": "tensorrt-llm", "model": "Llama-3.1-8B-Instruct", "gpu": "H200 SXM 141GB",
             "num_gpus": 8, "tp": "1", "precision": "FP8", "isl": 1024, "osl": 1024,
