@@ -35,8 +35,8 @@ CSV's hash, fit procedure, provider and grouping they came from, and `--rows-in 
 on such a file without fitting again (with --write-bands only when all four are today's: a
 change to how intervals are built from the same held-out predictions). The file is written
 after each fold, so `--resume FILE` goes on from the folds it holds (a killed run loses one
-fold at most; the 4,213-row file's nine folds took 7-56 minutes each, two at a time beside
-other work on a 2-core machine).
+fold at most; the 4,213-row file's nine folds took 4-11 minutes each, two at a time on a
+2-core machine: 34 minutes in all).
 
 Run: .venv/bin/python bench/predict_accuracy.py [--quiet] [--write-bands]
      [--group family|source] [--step-time measured|roofline] [--only SUBSTR,...]

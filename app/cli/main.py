@@ -187,8 +187,9 @@ def _add_predict(sub: Any) -> None:
                         "bench throughput, SGLang's offline throughput bench: no HTTP, "
                         "tokenisation or streaming costs)")
     p.add_argument("--engine-version", metavar="X.Y",
-                   help="the engine release asked about (its memory-fraction default where "
-                        "it differs from the plug-in's release)")
+                   help="the engine release asked about (its memory-fraction and scheduler "
+                        "defaults where they differ from the plug-in's release, e.g. vLLM's V0 "
+                        "engine before 0.8)")
     p.add_argument("--fit", metavar="FIT_JSON",
                    help="fitted parameters to answer with (default: the shipped "
                         "data/calibration/fit.json; e.g. a refit of your own runs)")

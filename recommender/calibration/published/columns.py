@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -98,7 +99,7 @@ def max_model_len_of(raw: Raw) -> int | None:
     if re.search(r"max_model_len (\d+ )?per filename", str(raw["notes"])):
         found = re.search(r"_len(\d+)\.json", str(raw["source"]))
         return int(found.group(1)) if found else None
-    return vllm_flags_of(raw).get("max_model_len")  # type: ignore[return-value]
+    return vllm_flags_of(raw).max_model_len
 
 
 # vLLM flags a row's notes quote in its server or benchmark command (`vllm serve … --max-model-len
@@ -108,20 +109,25 @@ _VLLM_FLAGS = {"max_model_len": r"--max-model-len[ =](\d+)\b",
 _VLLM_UNCHUNKED = r"--enable-chunked-prefill[ =](False|false)\b|--no-enable-chunked-prefill\b"
 
 
-def vllm_flags_of(raw: Raw) -> dict[str, int | bool]:
-    """{EngineConfig field: value} of the vLLM flags the notes of a vLLM row quote (one
-    value each; a flag quoted with two values is ambiguous and left out)."""
+@dataclass(frozen=True, slots=True)
+class VllmFlags:
+    """The knobs a vLLM row's quoted command sets (None: not quoted, or quoted twice with two
+    values, which is ambiguous)."""
+
+    max_model_len: int | None = None
+    max_batched_tokens: int | None = None
+    chunked_prefill: bool | None = None
+
+
+def vllm_flags_of(raw: Raw) -> VllmFlags:
+    """The vLLM flags the notes of a vLLM row quote (`VllmFlags`)."""
     if not str(raw["engine"]).startswith("vllm"):  # "vllm", "vllm (ROCm build)"
-        return {}
+        return VllmFlags()
     notes = str(raw["notes"])
-    flags: dict[str, int | bool] = {}
-    for field, pattern in _VLLM_FLAGS.items():
-        values = set(re.findall(pattern, notes))
-        if len(values) == 1:
-            flags[field] = int(values.pop())
-    if re.search(_VLLM_UNCHUNKED, notes):
-        flags["chunked_prefill"] = False
-    return flags
+    values = {field: set(re.findall(pattern, notes)) for field, pattern in _VLLM_FLAGS.items()}
+    one = {field: int(v.pop()) if len(v) == 1 else None for field, v in values.items()}
+    unchunked = re.search(_VLLM_UNCHUNKED, notes) is not None
+    return VllmFlags(**one, chunked_prefill=False if unchunked else None)
 
 
 def version_of(text: object) -> str | None:

@@ -99,8 +99,7 @@ def parse_row(index: int, raw: Raw) -> CalRow:
         else "served",
         engine_version=version,  # None for NIM: it states its own release, not its engine's
         max_model_len=max_model_len_of(raw),
-        max_batched_tokens=stated.get("max_batched_tokens"),  # type: ignore[arg-type]
-        chunked_prefill=stated.get("chunked_prefill"),  # type: ignore[arg-type]
+        max_batched_tokens=stated.max_batched_tokens, chunked_prefill=stated.chunked_prefill,
     )
 
 
