@@ -64,7 +64,6 @@ class CalRow:
     max_model_len: int | None = None  # the served context where the row states it
     chunked_prefill: bool | None = None  # where the row's command sets it
 
-
     def engine_config(self, model: ModelSpec) -> EngineConfig:
         """The measured deployment as an `EngineConfig` of `model` (the row's model spec).
 

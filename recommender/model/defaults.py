@@ -117,14 +117,12 @@ def fill(config: EngineConfig, gpu: GPU, model: ModelSpec, *,
     if longest_tokens is not None:
         config, sized = size_max_model_len(config, model, longest_tokens)
         warnings = (sized,) if sized else ()
-    released = release_knobs(config, engine_version)
-    if released != config:
-        chosen = ", ".join(f"{k} {getattr(released, k)}"
-                           for k in sorted(type(released).model_fields)
-                           if getattr(released, k) != getattr(config, k))
+    chosen = release_knobs(config, engine_version)
+    if chosen:
+        said = ", ".join(f"{k} {v}" for k, v in sorted(chosen.items()))
         warnings += (f"{config.engine} {engine_version} runs its own defaults where they differ "
-                     f"from today's: {chosen}",)
-    config = released
+                     f"from today's: {said}",)
+        config = config.model_copy(update=chosen)
     caps = scheduler_caps(config, gpu, longest_tokens)
     seqs_default, _ = ENGINES[config.engine].scheduler_defaults(gpu.name, gpu.memory_gb)
     update = {"max_batched_tokens": caps.budget_tokens, "chunked_prefill": caps.chunked_prefill,
@@ -133,16 +131,15 @@ def fill(config: EngineConfig, gpu: GPU, model: ModelSpec, *,
     return Filled(config.model_copy(update=update), caps, warnings)
 
 
-def release_knobs(config: EngineConfig, engine_version: str | None) -> EngineConfig:
-    """`config` with the scheduler knobs it leaves unset set as `engine_version`'s release
-    chose them where that differs from today's (`release_scheduler_defaults` of the engine's
-    plug-in, e.g. vLLM's V0 engine before 0.8); knobs the config sets are kept."""
+def release_knobs(config: EngineConfig, engine_version: str | None) -> dict[str, int | bool]:
+    """The scheduler knobs `config` leaves unset that `engine_version`'s release chose
+    otherwise than today's (`release_scheduler_defaults` of the engine's plug-in, e.g. vLLM's
+    V0 engine before 0.8), as `EngineConfig` fields; knobs the config sets are kept."""
     release = release_of(engine_version)
     if release is None:
-        return config
+        return {}
     chosen = ENGINES[config.engine].release_scheduler_defaults(release, config.max_model_len)
-    update = {k: v for k, v in chosen.items() if getattr(config, k) is None}
-    return config.model_copy(update=update) if update else config
+    return {k: v for k, v in chosen.items() if getattr(config, k) is None}
 
 
 def workload_max_model_len(longest_tokens: int, model: ModelSpec) -> int:
