@@ -250,6 +250,13 @@ class EnginePlugin(Protocol):
         `max_model_len` is the served one where a release's choice depends on it."""
         ...
 
+    def serial_host_loop(self, release: tuple[int, int] | None) -> bool:
+        """Whether this (major, minor) release (None: the plug-in's) runs its engine loop's
+        host work (scheduling, input preparation, output processing) between GPU steps, per
+        running sequence and on the critical path, so a step's wall time adds that host
+        time to the kernels' (`EngineParams.serial_loop_seq_s` prices it)."""
+        ...
+
     def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
         """Whether this (major, minor) release (None: the one the plug-in was read from)
         serves the KV-cache format a checkpoint declares (`ModelSpec.checkpoint_kv_dtype`,

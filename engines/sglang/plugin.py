@@ -100,6 +100,13 @@ class SglangEngine:
         del release, max_model_len
         return {}
 
+    def serial_host_loop(self, release: tuple[int, int] | None) -> bool:
+        """No: detokenisation runs in its own process, and the overlap scheduler (default
+        since 0.4, older than any release measured) prepares the next batch while the GPU
+        runs this one."""
+        del release
+        return False
+
     def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
         """ModelRunner.configure_kv_cache_dtype: under auto, a quant config whose
         kv_cache_quant_algo is FP8 gets an fp8_e4m3 cache (read in the 0.5 releases)."""

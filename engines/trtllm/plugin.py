@@ -112,6 +112,13 @@ class TrtllmEngine:
         del release, max_model_len
         return {}
 
+    def serial_host_loop(self, release: tuple[int, int] | None) -> bool:
+        """No release measured is priced with one: the C++ batch manager (the TensorRT
+        backend) schedules in C++ per step; the per-step framework time is
+        EngineParams.step_overhead_s and per_seq_overhead_s for every release alike."""
+        del release
+        return False
+
     def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
         """kv_cache_config.dtype auto keeps the checkpoint's quant_config.kv_cache_quant_algo
         (the PyTorch backend reads hf_quant_config.json; `engines.trtllm.settings` renders

@@ -124,6 +124,13 @@ class VllmEngine:
                   else max(max_model_len, V0_MIN_BUDGET))
         return {**knobs, "chunked_prefill": chunked, "max_batched_tokens": budget}
 
+    def serial_host_loop(self, release: tuple[int, int] | None) -> bool:
+        """The V0 engine (the default before 0.8): LLMEngine.step schedules, builds the
+        model inputs, runs the forward and the sampler and then processes and detokenises
+        each sequence's output, one after another in one process, every step. V1 (0.8+)
+        keeps a persistent batch and detokenises in the front-end process."""
+        return release is not None and release < V1_DEFAULT_RELEASE
+
     def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
         """`--kv-cache-dtype auto` takes a ModelOpt checkpoint's kv_cache_quant_algo (and a
         kv_cache_scheme) since PR #29980 (vllm/utils/torch_utils.py

@@ -17,7 +17,8 @@ from recommender.catalog.lookup import get_gpu
 from recommender.model.params import GpuScales, PerfParams
 
 FITTED = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "per_seq_overhead_s",
-          "request_overhead_s", "prefill_kernel_scale", "prefill_kernel_scale_tp8")
+          "serial_loop_seq_s", "request_overhead_s", "prefill_kernel_scale",
+          "prefill_kernel_scale_tp8")
 # Not fitted: EngineParams.closed_loop_gap_s. With it fitted the full leave-one-family-out run
 # scored the same (21.8 % median, TTFT 42.3 % against 42.2 %, throughput 11.4 % against 10.8 %;
 # data/calibration/README.md), so the model keeps the parameters it had.
@@ -28,6 +29,8 @@ BOUNDS = {  # (low, high) of each fitted parameter
     # overhead on what it cannot explain (SGLang's held-out 4-user TPOT came out 8x too slow).
     "step_overhead_s": (1e-5, 0.01),
     "per_seq_overhead_s": (1e-8, 1e-3),
+    # 2 ms per sequence per step: 0.5 s a step at 256 sequences, past any release's Python.
+    "serial_loop_seq_s": (1e-7, 2e-3),
     "request_overhead_s": (1e-4, 0.5),
     # Measured tables only (the roofline ignores it): an engine release's prefill GEMMs from
     # twice as fast as the table's to three times as slow.

@@ -41,6 +41,14 @@ class EngineParams(Record):
         description="Framework time per sampled position per step (one per running "
         "sequence; k + 1 per sequence under speculative decoding).",
     )
+    serial_loop_seq_s: float = Field(
+        default=4e-5,
+        ge=0,
+        description="Releases whose engine loop does its host work between steps "
+        "(EnginePlugin.serial_host_loop: vLLM's V0 engine, before 0.8): host time per "
+        "running sequence per step (scheduling, input preparation, output processing), "
+        "in-process and served alike; added to per_seq_overhead_s for those releases.",
+    )
     interconnect_efficiency: float = Field(
         default=0.7, gt=0, le=1, description="Achieved share of one-way GPU-GPU bandwidth."
     )

@@ -27,6 +27,7 @@ import numpy as np
 from core.errors import UsageError
 from engines.capability import check_moe_layout
 from engines.config import EngineConfig
+from engines.registry import get_engine
 from recommender.catalog.specs import GPU, ModelSpec
 from recommender.model.defaults import Filled, SchedulerCaps, fill, release_of
 from recommender.model.memory import MemoryPlan, plan_memory
@@ -58,6 +59,16 @@ HARNESSES: dict[str, Callable[[EngineParams], EngineParams]] = {
     "served": _served,
     "in_process": _in_process,
 }
+
+
+def _serial_loop(params: EngineParams, engine: str, release: tuple[int, int] | None
+                 ) -> EngineParams:
+    """`params` with a serial-loop release's host time per sequence added to the
+    per-sequence overhead (whatever the harness: the loop runs in-process too)."""
+    if not get_engine(engine).serial_host_loop(release):
+        return params
+    return params.model_copy(update={
+        "per_seq_overhead_s": params.per_seq_overhead_s + params.serial_loop_seq_s})
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +169,8 @@ def resolve(
     ready = prepared or prepare(config, gpu, model, longest_tokens=longest_tokens,
                                 engine_version=engine_version, kv_block_tokens=kv_block_tokens)
     step, used = _step(ready.config, gpu, model, perf_params, acceptance, ready.memory)
-    engine = HARNESSES[harness](used.engines[config.engine])
+    engine = _serial_loop(HARNESSES[harness](used.engines[config.engine]), config.engine,
+                          release_of(engine_version))
     kernels = step.kernels
     return Resolved(
         config=ready.config, caps=ready.filled.caps,

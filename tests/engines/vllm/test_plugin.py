@@ -630,6 +630,14 @@ def test_releases_before_v1_choose_the_v0_engine_batch_defaults(release, max_mod
     assert PLUGIN.release_scheduler_defaults(release, max_model_len) == expected
 
 
+@pytest.mark.parametrize(("release", "serial"), [
+    ((0, 5), True), ((0, 7), True),  # V0: host work between steps
+    ((0, 8), False), ((0, 11), False), (None, False),  # V1, and the plug-in's own release
+])
+def test_only_the_v0_engine_runs_its_host_work_between_steps(release, serial: bool) -> None:
+    assert PLUGIN.serial_host_loop(release) is serial
+
+
 @pytest.mark.parametrize(("extra", "fragment"), [
     ({"tokenizr": "t"}, "has no flag --tokenizr (did you mean 'tokenizer'?)"),
     ({"enforce-eager": "yes"}, "--enforce-eager is a switch; give true or false"),

@@ -4,10 +4,14 @@ today's."""
 
 from __future__ import annotations
 
+import pytest
+
 from core.load import fixed
 from engines.config import EngineConfig
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.model.defaults import fill
+from recommender.model.params import load_params
+from recommender.model.resolve import resolve
 from recommender.sim.predict import PredictRequest, predict
 
 H100 = get_gpu("H100-SXM")
@@ -69,3 +73,23 @@ def test_predict_of_a_v0_release_runs_at_most_256_sequences():
     assert old.ttft_s.p95 > 1.3 * new.ttft_s.p95  # the 344 late ones wait for free slots
     assert old.tpot_s.mean < new.tpot_s.mean  # ... and 256 decode faster than 600
     assert old.output_throughput_tok_s < new.output_throughput_tok_s
+
+
+def _coefficients(version: str | None, harness: str):
+    params = load_params()
+    return resolve(_vllm(max_model_len=4096), H100, LLAMA8, params, longest_tokens=2000,
+                   engine_version=version, harness=harness).coefficients, params
+
+
+@pytest.mark.parametrize("harness", ["served", "in_process"])
+def test_a_v0_release_pays_its_serial_host_loop_per_sequence(harness: str):
+    # V0 prices each running sequence's host work on top of what the harness leaves; V1
+    # releases and an unstated release do not, and nothing else in the step changes.
+    v0, params = _coefficients("0.6.1", harness)
+    v1, _ = _coefficients("0.10.1", harness)
+    today, _ = _coefficients(None, harness)
+    loop = params.engines["vllm"].serial_loop_seq_s
+    assert loop > 0
+    assert v0.seq_overhead_s == pytest.approx(v1.seq_overhead_s + loop, rel=1e-12)
+    assert v1.seq_overhead_s == today.seq_overhead_s
+    assert v0.step_overhead_s == v1.step_overhead_s and v0.dense_flop_s == v1.dense_flop_s
