@@ -15,8 +15,10 @@ from recommender.sim.simulator import SimOptions, SimRequests, simulate
 
 GPU = get_gpu("H100-SXM")
 MODEL = get_model("llama-3.1-8b")
+# No serial host loop: a V0 release here differs from V1 by its scheduling policy alone (the
+# loop's per-sequence time is tests/recommender/model/test_release_knobs.py's).
 PARAMS = EngineParams(compute_efficiency=0.5, bandwidth_efficiency=0.8, step_overhead_s=0.001,
-                      per_seq_overhead_s=2e-5)
+                      per_seq_overhead_s=2e-5, serial_loop_seq_s=0.0)
 ROOFLINE = PerfParams(engines={"vllm": PARAMS, "sglang": PARAMS, "trtllm": PARAMS},
                       step_time="roofline")
 
