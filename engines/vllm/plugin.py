@@ -73,6 +73,12 @@ V1_DEFAULT_RELEASE = (0, 8)
 V0_MAX_NUM_SEQS = 256
 V0_CHUNKED_ABOVE_LEN = 32768  # chunked prefill switched on for longer contexts (CUDA)
 V0_MIN_BUDGET = 2048
+
+
+def runs_v0(release: tuple[int, int] | None) -> bool:
+    """Whether the (major, minor) `release` (None: the plug-in's own) runs the V0 engine, the
+    default before 0.8: its batch defaults, its prompts-first scheduler and its serial loop."""
+    return release is not None and release < V1_DEFAULT_RELEASE
 _IMAGE_TAG = re.compile(r"^(latest|nightly|v?\d+\.\d+\.\d+([.+-][0-9A-Za-z.]+)?)$")
 
 
@@ -114,7 +120,7 @@ class VllmEngine:
         caching off, chunked prefill only for a max_model_len over 32,768 (then a budget of
         512 tokens in 0.5, 2,048 from 0.6), else a budget of max(max_model_len, 2,048) so a
         whole prompt fits one step. From 0.8 (V1) today's choices apply ({})."""
-        if release >= V1_DEFAULT_RELEASE:
+        if not runs_v0(release):
             return {}
         knobs: dict[str, int | bool] = {"max_num_seqs": V0_MAX_NUM_SEQS, "prefix_caching": False}
         if max_model_len is None:
@@ -129,7 +135,7 @@ class VllmEngine:
         model inputs, runs the forward and the sampler and then processes and detokenises
         each sequence's output, one after another in one process, every step. V1 (0.8+)
         keeps a persistent batch and detokenises in the front-end process."""
-        return release is not None and release < V1_DEFAULT_RELEASE
+        return runs_v0(release)
 
     def serves_checkpoint_kv_dtype(self, release: tuple[int, int] | None) -> bool:
         """`--kv-cache-dtype auto` takes a ModelOpt checkpoint's kv_cache_quant_algo (and a

@@ -169,12 +169,13 @@ def resolve(
     ready = prepared or prepare(config, gpu, model, longest_tokens=longest_tokens,
                                 engine_version=engine_version, kv_block_tokens=kv_block_tokens)
     step, used = _step(ready.config, gpu, model, perf_params, acceptance, ready.memory)
+    release = release_of(engine_version)
     engine = _serial_loop(HARNESSES[harness](used.engines[config.engine]), config.engine,
-                          release_of(engine_version))
+                          release)
     kernels = step.kernels
     return Resolved(
         config=ready.config, caps=ready.filled.caps,
-        policy=policy_for(ready.config, release_of(engine_version)), memory=ready.memory,
+        policy=policy_for(ready.config, release), memory=ready.memory,
         step=step, params=engine,
         coefficients=step_coefficients(step, engine),
         table=kernels.table() if kernels is not None else np.zeros(0),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from engines.config import EngineConfig, EngineKind
-from engines.vllm.plugin import V1_DEFAULT_RELEASE
+from engines.vllm.plugin import runs_v0
 
 Admission = Literal["grow", "reserve_full"]
 
@@ -71,7 +71,7 @@ SGLANG_LPM_MAX_QUEUE = 128  # SchedulePolicy: past this queue length LPM falls b
 def _vllm(config: EngineConfig, release: tuple[int, int] | None) -> SchedulerPolicy:
     # V0's Scheduler._schedule_default: prefills first, decodes only in a step with none;
     # with chunked prefill V0 schedules decodes first, as V1 always does.
-    if release is not None and release < V1_DEFAULT_RELEASE and config.chunked_prefill is False:
+    if runs_v0(release) and config.chunked_prefill is False:
         return SchedulerPolicy("vllm-v0-prefill-first", "grow", prefill_first=True)
     return SchedulerPolicy("vllm-v1-fcfs", "grow")
 
