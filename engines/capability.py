@@ -23,31 +23,38 @@ def require_own(kind: str, config: EngineConfig) -> None:
         raise CapabilityError(f"config is for engine {config.engine!r}, not {kind!r}")
 
 
-def check_moe_layout(config: EngineConfig, *, is_moe: bool) -> None:
-    """Expert and attention data parallelism only for MoE models (the rule every engine and
-    the performance model share).
+def check_moe_layout(config: EngineConfig, *, is_moe: bool, num_experts: int | None = None
+                     ) -> None:
+    """Expert and attention data parallelism only for MoE models, and never over more GPUs
+    than the model has experts (the rules every engine and the performance model share).
 
     Raises:
-        CapabilityError: TEP or DEP asked of a dense model.
+        CapabilityError: TEP or DEP asked of a dense model, or ep above `num_experts`.
     """
     if (config.ep > 1 or config.dp > 1) and not is_moe:
         raise CapabilityError(
             f"{parallel_layout(config)} (ep={config.ep}, dp={config.dp}) splits MoE experts "
             "over GPUs; the model is dense (not mixture-of-experts)"
         )
+    if num_experts is not None and config.ep > num_experts:
+        raise CapabilityError(
+            f"ep={config.ep} exceeds the model's {num_experts} experts: every "
+            "expert-parallel rank must hold at least one expert"
+        )
 
 
 def check_parallelism(config: EngineConfig, hardware: HardwareFacts, model: ModelFacts, *,
                       kv_heads_must_divide: bool) -> None:
     """GPU count (`gpus_per_instance` per instance), expert/attention data parallelism only
-    for MoE models, attention-head and layer divisibility (and KV heads when the engine shards
-    them: shard when tp divides them, replicate when they divide tp).
+    for MoE models and never over more GPUs than experts, attention-head and layer
+    divisibility (and KV heads when the engine shards them: shard when tp divides them,
+    replicate when they divide tp).
 
     Raises:
         CapabilityError: the first problem found.
     """
     _check_gpu_count(config, hardware)
-    check_moe_layout(config, is_moe=model.is_moe)
+    check_moe_layout(config, is_moe=model.is_moe, num_experts=model.num_experts)
     if model.num_attention_heads % config.tp:
         raise CapabilityError(
             f"tp={config.tp} must divide the model's {model.num_attention_heads} attention heads"

@@ -31,6 +31,9 @@ _NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")  # argparse reads these a
 # argv element may not exceed Linux's MAX_ARG_STRLEN, or exec fails ("Argument list too long").
 MAX_MODEL_BYTES = 4096
 MAX_ARG_BYTES = 128 * 1024 - 1
+# Draft tokens per step: engines take a handful (vLLM's examples 2-7, SGLang's trees up to
+# 64 draft tokens); 100,000,000 was exported as a launch flag.
+MAX_SPEC_TOKENS = 64
 
 
 def unsafe_character(value: str) -> str | None:
@@ -65,11 +68,21 @@ class SpeculativeConfig(Record):
         description="Draft proposer: ngram (prompt lookup), eagle/eagle3 (draft heads), "
         "draft_model (a small model of the same family), mtp (the model's own MTP layers).",
     )
-    num_tokens: int = Field(ge=1, description="Speculative tokens proposed per decode step.")
+    num_tokens: int = Field(ge=1, le=MAX_SPEC_TOKENS,
+                            description="Speculative tokens proposed per decode step.")
     draft_model: str | None = Field(
         default=None,
         description="HF id or local path of the draft (eagle, eagle3, draft_model only).",
     )
+
+    @field_validator("draft_model")
+    @classmethod
+    def _draft_is_one_safe_token(cls, value: str | None) -> str | None:
+        # Rendered as the value of a flag (SGLang's --speculative-draft-model-path): a leading
+        # dash made `--trust-remote-code` a flag of its own.
+        if value is not None and (problem := model_problem(value)) is not None:
+            raise ValueError(f"draft_model {problem}")
+        return value
 
     @model_validator(mode="after")
     def _draft_matches_method(self) -> Self:

@@ -18,6 +18,41 @@ from engines.config import EngineConfig
 from engines.errors import EngineError
 
 CONTAINER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# Docker's image reference grammar (distribution/reference): [registry[:port]/]path[:tag]
+# [@digest], path components lower-case. Anything else was passed to the daemon, and shown
+# as the `docker run` command, unchecked ('--privileged', 'a; rm -rf /', a line break).
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"(?::[0-9]+)?/)?" + _PATH_PART + r"(?:/" + _PATH_PART + r")*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+MAX_IMAGE_CHARS = 512  # Docker caps the repository name at 255, the tag at 128
+# A named docker volume (Docker's own rule); any other relative source is resolved nowhere.
+VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]+")
+
+
+def image_problem(image: str) -> str | None:
+    """Why `image` is not a Docker image reference (the reason reads after the image), or
+    None."""
+    if len(image) > MAX_IMAGE_CHARS:
+        return f"is {len(image):,} characters; an image reference has at most {MAX_IMAGE_CHARS}"
+    if not _IMAGE.fullmatch(image):
+        return ("is not a Docker image reference ([registry/]name[:tag][@digest], e.g. "
+                "vllm/vllm-openai:v0.10.1)")
+    return None
+
+
+def cache_dir_problem(path: str) -> str | None:
+    """Why `path` cannot be mounted as a container's model cache, or None: an absolute host
+    path (no ':' or ',', not a system folder) or a docker volume name, on one line."""
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in path):
+        return "model_cache_dir must be one line without control characters"
+    is_path = path.startswith("/") and ":" not in path and "," not in path
+    if not (is_path or VOLUME_NAME.fullmatch(path)):
+        return (f"model_cache_dir {path[:200]!r} must be an absolute path (no ':' or ',') or "
+                "a docker volume name")
+    return system_path_reason(path) if is_path else None
 
 
 def docker_gpus(gpus: GpuSelection) -> str | None:

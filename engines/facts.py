@@ -50,6 +50,9 @@ class ModelFacts(Record):
         description="Longest context the model supports (max_position_embeddings).",
     )
     is_moe: bool = Field(default=False, description="Mixture-of-experts model.")
+    num_experts: int | None = Field(
+        default=None, ge=1, description="Routed experts per MoE layer; None when unknown or "
+        "dense.")
     weights_dtype: Literal["fp32", "bf16", "fp16"] | None = Field(
         default=None,
         description="Unquantized dtype of the checkpoint (torch_dtype); None when unknown.",

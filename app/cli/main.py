@@ -242,6 +242,8 @@ def predict_request(args: argparse.Namespace) -> Any:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if not args.speculative and (args.spec_acceptance is not None or args.draft_model):
+        raise UsageError("--spec-acceptance and --draft-model need --speculative METHOD")
     spec = None
     if args.speculative:
         spec = speculative_config(args.speculative, args.spec_tokens, args.draft_model)
@@ -305,7 +307,7 @@ def _ingest_options(args: argparse.Namespace) -> Any:
             synthesize_arrivals_rps=args.synthesize_arrivals,
             seed=args.seed,
             max_decompressed_bytes=(args.max_decompressed_mb << 20)
-            if args.max_decompressed_mb else None,
+            if args.max_decompressed_mb is not None else None,
         )
     except ValidationError as exc:
         raise usage_error(exc, option=True, flags={

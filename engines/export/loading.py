@@ -47,6 +47,8 @@ def load_request(path: str | os.PathLike[str], *,
     except json.JSONDecodeError as exc:
         raise ExportError(f"{path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
                           ) from None
+    except RecursionError:  # `[[[[…` a hundred thousand deep: no record is that deep
+        raise ExportError(f"{path}: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise ExportError(f"{path}: expected a JSON object (EngineConfig or {{\"config\": …}})")
     saved = "candidates" in data or "export" in data

@@ -49,8 +49,8 @@ def _detect_table(
             return TABLE_FORMATS["generic"], fm
     for fmt in TABLE_FORMATS.values():
         fm = fmt.match(columns)
-        if fm is not None:
-            return fmt, fm
+        if fm is not None:  # --map still names its fields' columns (it was dropped here)
+            return fmt, _apply_map(fm, options.column_map)
     raise FormatDetectionError(
         f"unknown columns {show_columns(columns)}: no known trace format matches",
         path=opened.source,

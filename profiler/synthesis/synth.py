@@ -17,6 +17,7 @@ from pydantic import Field
 
 from core.atomic import atomic_path
 from core.errors import UsageError
+from core.load import MAX_RATE_RPS
 from core.records import Record
 from profiler.schema import Profile
 from profiler.synthesis.arrivals import CHUNK_ROWS, arrival_stream, rechunk
@@ -36,6 +37,9 @@ from profiler.synthesis.prefix import (
 from profiler.synthesis.sessions import DEFAULT_MEAN_TURNS, Sessions, draw_sessions, session_model
 
 # CHUNK_ROWS (above) also sets the rows per written chunk: `_plans` reads it from this module.
+# The profile's rate times this at most: the envelope's first windows grow with the scale
+# (1e5 took 2 GB and minutes for 10 requests, 1e300 overflowed and hung).
+MAX_RATE_SCALE = 1000.0
 MAX_CHUNK_BLOCKS = 1 << 22  # prompt blocks per written chunk on the block-hash path
 
 
@@ -116,8 +120,12 @@ def _check_args(
         raise UsageError(f"--requests must be a whole number >= 1, not {n!r}")
     if not _positive(rate_scale):
         raise UsageError(f"rate_scale must be a finite number > 0, not {rate_scale!r}")
+    if rate_scale > MAX_RATE_SCALE:
+        raise UsageError(f"rate_scale must be at most {MAX_RATE_SCALE:,.0f}, not {rate_scale!r}")
     if rate_rps is not None and not _positive(rate_rps):
         raise UsageError(f"--rate must be a finite number of req/s > 0, not {rate_rps!r}")
+    if rate_rps is not None and rate_rps > MAX_RATE_RPS:
+        raise UsageError(f"--rate must be at most {MAX_RATE_RPS:,.0f} req/s, not {rate_rps!r}")
     if not _positive(mean_turns) or mean_turns < 2:
         raise UsageError(f"mean_turns must be a finite number >= 2, not {mean_turns!r}")
     parent = Path(out_path).parent

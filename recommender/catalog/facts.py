@@ -47,6 +47,7 @@ def model_facts(model: ModelSpec) -> ModelFacts:
         num_layers=model.num_layers,
         max_context_tokens=model.max_context_tokens,
         is_moe=model.num_experts is not None,
+        num_experts=model.num_experts,
         weights_dtype=unquantized,
         quantized_checkpoints={quant: checkpoint.name
                                for quant, checkpoint in model.quantized_checkpoints.items()},

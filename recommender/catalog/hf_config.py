@@ -94,6 +94,8 @@ def _read_json(file: Path, what: str) -> dict[str, Any]:
         raise CatalogError(f"{file}: cannot read {what} ({exc.strerror})") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CatalogError(f"{file}: not valid JSON ({exc})") from exc
+    except RecursionError:  # `[[[[…` a hundred thousand deep: no config.json is
+        raise CatalogError(f"{file}: JSON nested too deeply") from None
     if not isinstance(raw, dict):
         raise CatalogError(f"{file}: expected a JSON object at the top level")
     return raw

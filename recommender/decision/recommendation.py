@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from core.capacity import Capacity
 from core.errors import UsageError
 from core.figures import ServingFigures
+from core.load import MAX_RATE_RPS, MIN_RATE_RPS
 from core.records import MutableRecord, Record
 from engines.config import EngineConfig, SpeculativeMethod
 from recommender.catalog.specs import GpuPrice
@@ -35,15 +36,18 @@ class RecommendRequest(Record):
     gpu: str = Field(min_length=1, description="Catalog GPU name, e.g. 'H100-SXM'.")
     gpus: int = Field(default=1, ge=1, le=1024, description="GPUs available in total.")
     model: str = Field(min_length=1, description="Catalog model name or config.json path.")
-    slo_ttft_p95_s: float | None = Field(default=None, gt=0, description="p95 TTFT SLO, s.")
-    slo_tpot_p95_s: float | None = Field(default=None, gt=0, description="p95 TPOT SLO, s.")
+    slo_ttft_p95_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                         description="p95 TTFT SLO, s.")
+    slo_tpot_p95_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                         description="p95 TPOT SLO, s.")
     objective: Objective = Field(default="goodput", description="What the ranking maximises.")
     max_requests: int = Field(
         default=20_000, ge=100, description="Cap on requests in the simulated window."
     )
     seed: int = Field(default=0, description="Seed of every random choice.")
     arrival_rate_rps: float | None = Field(
-        default=None, gt=0, description="Poisson arrivals at this rate for a source without "
+        default=None, ge=MIN_RATE_RPS, le=MAX_RATE_RPS, allow_inf_nan=False,
+        description="Poisson arrivals at this rate for a source without "
         "timestamps (ShareGPT-style traces, profiles without arrival times); else unused.")
     gpu_price_per_hour_usd: float | None = Field(
         default=None, gt=0, le=10_000, description="USD per GPU-hour for the $/Mtok figures "

@@ -12,7 +12,7 @@ import json
 import math
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from core.errors import UsageError
 from core.records import Record
@@ -165,10 +165,12 @@ def load_params(path: str | Path = FIT_FILE, step_time: str = DEFAULT_KIND) -> P
     Raises:
         UsageError: the file is missing or does not hold a valid `params` record.
     """
+    kind = check_kind(step_time)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        by_kind = data.get("params_by_step_time", {})
-        kind = check_kind(step_time)
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object at the top level")
+        by_kind = data.get("params_by_step_time") or {}
         params = PerfParams.model_validate(
             {**(by_kind.get(kind) or data["params"]), "step_time": kind})
         if kind != FALLBACK_KIND and FALLBACK_KIND in by_kind and params.fallback is None:
@@ -176,8 +178,22 @@ def load_params(path: str | Path = FIT_FILE, step_time: str = DEFAULT_KIND) -> P
                 {**by_kind[FALLBACK_KIND], "step_time": FALLBACK_KIND})
             params = params.model_copy(update={"fallback": fallback})
         return params
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except RecursionError:  # `[[[[…` a hundred thousand deep: no fit file is that deep
+        raise UsageError(f"{path}: cannot load performance-model parameters (JSON nested "
+                         "too deeply)") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageError(
-            f"{path}: cannot load performance-model parameters ({exc}); "
+            f"{path}: cannot load performance-model parameters ({_first_line(exc)}); "
             "regenerate with `python -m recommender.calibration.calibrate`"
-        ) from exc
+        ) from None
+
+
+def _first_line(exc: Exception) -> str:
+    """One line for the user: a validation error's first problem (pydantic lists every field
+    over many lines), else the exception's text."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    text = str(exc)
+    return text.splitlines()[0][:300] if text else type(exc).__name__

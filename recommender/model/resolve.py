@@ -127,9 +127,10 @@ def prepare(
     Raises:
         UsageError: a config that does not fit in memory, or a max_model_len beyond the
             model's context.
-        CapabilityError: expert or attention data parallelism asked of a dense model.
+        CapabilityError: expert or attention data parallelism asked of a dense model,
+            or ep above the model's experts.
     """
-    check_moe_layout(config, is_moe=model.is_moe)
+    check_moe_layout(config, is_moe=model.is_moe, num_experts=model.num_experts)
     filled = fill(config, gpu, model, longest_tokens=longest_tokens,
                   engine_version=engine_version)
     memory = plan_memory(filled.config, gpu, model, block_size_tokens=kv_block_tokens,
@@ -161,7 +162,8 @@ def resolve(
     Raises:
         UsageError: an unknown harness, a config that does not fit in memory, or a
             max_model_len beyond the model's context.
-        CapabilityError: expert or attention data parallelism asked of a dense model.
+        CapabilityError: expert or attention data parallelism asked of a dense model,
+            or ep above the model's experts.
     """
     if harness not in HARNESSES:
         raise UsageError(f"unknown harness {harness!r}; use one of {', '.join(HARNESSES)}")

@@ -27,7 +27,8 @@ from core.load import (
 )
 from core.records import Record
 from engines.base import GpuSelection
-from engines.config import EngineKind
+from engines.config import MAX_GPUS_PER_INSTANCE, EngineKind
+from engines.containers import cache_dir_problem, image_problem
 from profiler.workspace import APP_HOME_ENV_VAR
 from runners.load.client import check_http_url
 from runners.load.schedule import BENCH_KINDS
@@ -105,7 +106,27 @@ class BenchOptions(Record):
     @classmethod
     def _gpus(cls, value: str) -> str:
         if not re.fullmatch(_DOCKER_GPUS, value):
-            raise ValueError(f"{value!r}: expected all, none, a count (2) or device=0,1")
+            raise ValueError(f"{value[:40]!r}: expected all, none, a count (2) or device=0,1")
+        numbers = [int(n) for n in re.findall(r"[0-9]+", value)]
+        if len(numbers) > len(set(numbers)):
+            raise ValueError(f"{value[:40]!r} names a GPU twice")
+        if any(n > MAX_GPUS_PER_INSTANCE for n in numbers):
+            raise ValueError(f"{value[:40]!r}: at most {MAX_GPUS_PER_INSTANCE:,} GPUs (the "
+                             "largest instance a config may span)")
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        if value is not None and (problem := image_problem(value)) is not None:
+            raise ValueError(f"{value[:60]!r} {problem}")
+        return value
+
+    @field_validator("model_cache_dir")
+    @classmethod
+    def _cache_dir(cls, value: str | None) -> str | None:
+        if value is not None and (problem := cache_dir_problem(value)) is not None:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
@@ -153,12 +174,18 @@ def launch_spec(o: BenchOptions, config: EngineConfig | None) -> LaunchSpec:
     if venv is not None and not (venv / "bin").is_dir():
         raise UsageError(f"--engine-venv {venv}: no bin/ folder there (give a virtual "
                          "environment holding the engine)")
-    if o.launch != "docker":
-        return LaunchSpec(mode=o.launch or "local", config=config, log_dir=log_dir, venv=venv)
-    cache: dict[str, Any] = {"model_cache_dir": o.model_cache_dir} if o.model_cache_dir else {}
-    return LaunchSpec(mode="docker", config=config, log_dir=log_dir, image=o.image,
-                      gpus=gpu_selection(o.docker_gpus), docker_network=o.docker_network,
-                      pull=o.pull, **cache)
+    try:
+        if o.launch != "docker":
+            return LaunchSpec(mode=o.launch or "local", config=config, log_dir=log_dir,
+                              venv=venv)
+        cache: dict[str, Any] = ({"model_cache_dir": o.model_cache_dir} if o.model_cache_dir
+                                 else {})
+        return LaunchSpec(mode="docker", config=config, log_dir=log_dir, image=o.image,
+                          gpus=gpu_selection(o.docker_gpus), docker_network=o.docker_network,
+                          pull=o.pull, **cache)
+    except ValidationError as exc:  # e.g. a default cache folder ($HOME) that cannot be one
+        first = exc.errors()[0]
+        raise UsageError(str(first["msg"]).removeprefix("Value error, ")) from None
 
 
 def default_log_dir() -> Path:

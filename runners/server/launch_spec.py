@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from core.errors import RunnerError
 from core.records import Record
 from engines.base import GpuSelection, ReadinessProbe
 from engines.config import EngineConfig
+from engines.containers import cache_dir_problem, image_problem
 from runners.server.docker_image import PullPolicy
 
 LaunchMode = Literal["local", "docker", "endpoint"]
@@ -102,6 +103,20 @@ class LaunchSpec(Record):
     pull: PullPolicy = Field(default="missing", description="docker: pull the image when it is "
                              "missing, always, or never.")
     pull_timeout_s: float = Field(default=3600.0, gt=0, description="docker: bound on a pull.")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        if value is not None and (problem := image_problem(value)) is not None:
+            raise ValueError(f"image {value[:60]!r} {problem}")
+        return value
+
+    @field_validator("model_cache_dir")
+    @classmethod
+    def _cache_dir(cls, value: str) -> str:
+        if (problem := cache_dir_problem(value)) is not None:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _check_mode(self) -> Self:

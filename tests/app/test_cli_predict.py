@@ -236,3 +236,10 @@ def test_goodput_counts_the_requests_within_the_slos_as_bench_does(run):
     assert 0.5 <= share <= 0.9
     none = json.loads(run(*args, "--slo-ttft-p95-ms", "0.001").stdout)
     assert none["goodput_rps"] == 0.0
+
+
+@pytest.mark.parametrize("extra", [["--spec-acceptance", "0.5"], ["--draft-model", "org/d"]])
+def test_speculation_options_without_speculative_are_refused(run, extra):
+    # they were silently ignored: the prediction was plain decoding
+    result = run(*BASE, "--isl", "64", "--osl", "8", "--concurrency", "1", *extra)
+    assert result.returncode == 2 and "need --speculative" in result.stderr

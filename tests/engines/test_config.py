@@ -127,3 +127,15 @@ def test_hardware_facts_serialize_their_dtypes_in_one_order():
                           gpu_count=1, memory_per_gpu_gib=74.5)
     assert facts.model_dump(mode="json")["native_dtypes"] == ["bf16", "fp8", "int8"]
     assert HardwareFacts.model_validate_json(facts.model_dump_json()) == facts
+
+
+@pytest.mark.parametrize("spec", [
+    {"method": "eagle", "num_tokens": 3, "draft_model": "--trust-remote-code"},
+    {"method": "draft_model", "num_tokens": 3, "draft_model": "org/d\nx"},
+    {"method": "ngram", "num_tokens": 65},  # 100,000,000 reached SGLang's flags
+])
+def test_a_draft_that_reads_as_a_flag_or_a_huge_k_is_refused(spec: dict) -> None:
+    # SGLang renders `--speculative-draft-model-path VALUE`: a leading dash was a new flag.
+    with pytest.raises(ValidationError):
+        SpeculativeConfig.model_validate(spec)
+    assert SpeculativeConfig(method="ngram", num_tokens=64).num_tokens == 64

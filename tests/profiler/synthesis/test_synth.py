@@ -296,7 +296,10 @@ def test_output_path_that_is_a_directory(profiles, tmp_path):
     {"rate_scale": -1.0},
     {"rate_scale": float("nan")},
     {"rate_scale": float("inf")},
+    {"rate_scale": 1e300},  # overflowed the envelope and hung
+    {"rate_scale": 1001.0},  # past the cap: 1e5 took minutes and 2 GB for 10 requests
     {"rate_rps": 0.0},
+    {"rate_rps": 2e6},
     {"mean_turns": 1.5},
 ])
 def test_bad_arguments_raise_usage_error(profiles, tmp_path, kwargs):

@@ -152,3 +152,12 @@ def test_predict_refuses_expert_parallelism_of_a_dense_model_in_one_line(capsys,
                  *layout]) == 2
     err = capsys.readouterr().err
     assert "the model is dense" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_predict_refuses_more_expert_ranks_than_the_model_has_experts(capsys):
+    # Mixtral-8x7B has 8 routed experts: 16 expert-parallel ranks would leave 8 holding none.
+    assert main(["predict", "--engine", "vllm", "--model", "Mixtral-8x7B", "--gpu", "H100-SXM",
+                 "--gpus", "16", "--tp", "16", "--ep", "16", "--isl", "100", "--osl", "10",
+                 "--concurrency", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "ep=16 exceeds the model's 8 experts" in err and err.count("\n") == 1

@@ -412,12 +412,17 @@ def test_a_local_engine_that_is_not_installed_is_said_before_a_run(tmp_path, mon
 @pytest.mark.parametrize("source", ["relative/dir", "./cache", "x", "../up"])
 def test_a_mount_source_the_daemon_cannot_place_is_refused_before_it_is_asked(tmp_path,
                                                                              source):
+    from engines.base import Bind
     from runners.server.docker_container import create
     from runners.server.docker_engine import DockerError
 
-    spec = LaunchSpec(mode="docker", config=EngineConfig(engine="vllm", model="m"),
-                      log_dir=tmp_path, model_cache_dir=source)
+    config = EngineConfig(engine="vllm", model="m")
+    with pytest.raises(ValidationError, match="absolute path"):  # the spec refuses it first
+        LaunchSpec(mode="docker", config=config, log_dir=tmp_path, model_cache_dir=source)
+    spec = LaunchSpec(mode="docker", config=config, log_dir=tmp_path)
+    container = container_of(spec, 5000, "c").model_copy(update={"binds": [
+        Bind(source=source, target="/root/.cache/huggingface")]})
     # No client is needed (None): the refusal comes first, whatever the daemon would say.
     with pytest.raises(DockerError, match=f"mount source '{re.escape(source)}' must be an "
                                           "absolute host path or a volume name"):
-        create(None, container_of(spec, 5000, "c"), {})
+        create(None, container, {})

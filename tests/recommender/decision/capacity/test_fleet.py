@@ -16,7 +16,7 @@ from core.capacity_text import day_gpus_text, day_text
 from profiler.analysis.profile import profile_trace
 from profiler.schema import RateSeries
 from profiler.workspace import Workspace
-from recommender.decision.capacity.fleet import FEW_WINDOWS, plan_day
+from recommender.decision.capacity.fleet import FEW_WINDOWS, MAX_WINDOWS, plan_day
 
 ROOT = Path(__file__).resolve().parents[4]
 SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
@@ -79,3 +79,16 @@ def test_no_series_or_no_boundary_makes_no_plan():
     assert plan_day(None, 10.0, _boundary(1.0)) is None
     assert plan_day(series, None, _boundary(1.0)) is None
     assert plan_day(series, 10.0, _boundary(0.0)) is None
+
+
+def test_a_trace_spanning_decades_gets_at_most_a_month_of_windows():
+    # Two requests 30 years apart made one window per hour: 262,945 windows, a 48 MB plan.
+    span = 30 * 365.25 * 86400.0
+    series = RateSeries(window_s=60.0, t_s=[0.0, span - 60.0], requests=[1, 1],
+                        input_tokens=[1, 1], output_tokens=[1, 1])
+    day = plan_day(series, span, _boundary(1.0))
+    assert day is not None and MAX_WINDOWS == 744
+    hours = math.ceil(span / 3600 / 744)  # whole hours per window: 354
+    assert day.window_s == hours * 3600.0
+    assert len(day.windows) == math.ceil(span / (hours * 3600.0)) <= 744
+    assert sum(w.duration_s for w in day.windows) == pytest.approx(span)
