@@ -46,7 +46,7 @@ def test_fp8_kv_doubles_offline_batch_when_kv_bound():
                  load, params=ALL)
     assert bf16.batch_limit == fp8.batch_limit == "kv_capacity"
     assert fp8.kv_capacity_tokens == pytest.approx(2 * bf16.kv_capacity_tokens, rel=0.001)
-    assert fp8.batch == pytest.approx(2 * bf16.batch, rel=0.01)
+    assert 2 * bf16.batch <= fp8.batch <= 2 * bf16.batch + 1  # whole sequences each
     assert fp8.output_throughput_tok_s > 1.2 * bf16.output_throughput_tok_s
 
 
