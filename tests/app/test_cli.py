@@ -110,6 +110,15 @@ def test_a_bad_option_value_is_named_as_the_flag_typed(cli, tmp_path):
                                        "greater than 0"), out.stderr
 
 
+def test_a_decompression_cap_of_zero_is_refused_not_read_as_no_cap(cli, tmp_path):
+    # 0 was falsy: the CLI passed no cap and the default applied in silence.
+    trace = str(ref.TRACES / "BurstGPT_1.head400.csv")
+    out = cli("profile", trace, "--max-decompressed-mb", "0", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().endswith("error: --max-decompressed-mb: Input should be "
+                                       "greater than 0"), out.stderr
+
+
 def test_profile_then_synth_from_the_saved_profile(cli, tmp_path):
     trace = ref.TRACES / "BurstGPT_3.head400.csv"
     assert cli("profile", str(trace), "-o", "p.json", cwd=tmp_path).returncode == 0
