@@ -1,6 +1,7 @@
-"""What a model's weights and KV cache take: bytes per stored parameter and per cached KV
-element by format, the formats a config serves (`weight_format`, `served_kv_dtype`), and
-their bytes on one GPU under TP, PP and attention DP.
+"""What a model's weights, KV cache and activations take: bytes per stored parameter and per
+cached KV element by format, the formats a config serves (`weight_format`, `served_kv_dtype`),
+their bytes on one GPU under TP, PP and attention DP, and a step token's peak activations
+on one GPU under TP (`activation_bytes_per_token`).
 
 Where the rest of a GPU's memory goes, and whether the deployment fits, is `memory`'s. Shapes
 only: no timing, no engine launches, no I/O.
@@ -109,3 +110,27 @@ def kv_token_bytes_per_gpu(config: EngineConfig, model: ModelSpec, dtype_bytes: 
     heads_per_gpu = math.ceil(model.num_kv_heads / config.tp)
     per_gpu = layers * per_layer * heads_per_gpu / model.num_kv_heads
     return per_gpu, heads_per_gpu * config.tp / model.num_kv_heads
+
+
+# Activations at the profiling peak, per token of the step budget, in bf16: the hidden-wide
+# tensors every TP rank holds whole (residual, normed input, attention output, MLP output) and,
+# split over tp, the projections Megatron-style TP shards (Q, K, V; the MLP's gate, up and
+# their product). For Llama-3.1-8B at tp 1 that is 32 B x hidden, the flat figure it replaces;
+# the flat figure was not divided by tp and refused runs that served (Llama-3.1-405B FP8 on 8
+# H100s at a 32,000-token budget: 16.8 GB a GPU of activations, where this count gives 5.6 GB).
+ACTIVATION_DTYPE_BYTES = 2
+REPLICATED_HIDDEN_TENSORS = 4
+MLP_TENSORS = 3  # gate, up, and the activated product, each MLP-wide
+
+
+def activation_bytes_per_token(model: ModelSpec, tp: int) -> float:
+    """Peak activation bytes one token of a step holds on one GPU of a `tp`-way group: the
+    replicated hidden-wide tensors plus the TP-sharded Q/K/V and MLP projections (an MoE
+    token's MLP is its k routed experts and the shared ones, or the dense MLP where wider)."""
+    qkv = (model.num_attention_heads + 2 * model.num_kv_heads) * model.head_dim
+    mlp = model.intermediate_size
+    if model.is_moe:
+        experts = (model.experts_per_token or 1) + model.num_shared_experts
+        mlp = max(mlp, (model.moe_intermediate_size or 0) * experts)
+    elements = REPLICATED_HIDDEN_TENSORS * model.hidden_size + (qkv + MLP_TENSORS * mlp) / tp
+    return ACTIVATION_DTYPE_BYTES * elements

@@ -21,6 +21,7 @@ from recommender.catalog.specs import GPU, ModelSpec
 from recommender.model.defaults import memory_fraction, scheduler_caps
 from recommender.model.footprint import (
     KV_DTYPE_BYTES,
+    activation_bytes_per_token,
     kv_token_bytes_per_gpu,
     served_kv_dtype,
     weight_bytes,
@@ -31,18 +32,10 @@ GIB = 2**30
 
 # Framework reserve per GPU — calibration candidates, not measurements. Fixed: CUDA context
 # (~0.5 GiB) + cuBLAS workspaces and CUDA-graph pools (~1 GiB); NCCL buffers add 0.5 GiB when
-# the group spans more than one GPU. Activations at the profiling peak, per token of the step
-# budget, in bf16 (`activation_bytes_per_token`): the hidden-wide tensors every TP rank holds
-# whole (residual, normed input, attention output, MLP output) and, split over tp, the
-# projections Megatron-style TP shards (Q, K, V; the MLP's gate, up and their product). For
-# Llama-3.1-8B at tp 1 that is 32 B x hidden, the flat figure it replaces; the flat figure
-# was not divided by tp and refused runs that served (Llama-3.1-405B FP8 on 8 H100s at a
-# 32,000-token budget: 16.8 GB a GPU of activations, where the sharded count gives 5.6 GB).
+# the group spans more than one GPU. Activations at the profiling peak: the step budget's
+# tokens × `footprint.activation_bytes_per_token` (sharded by tp where TP shards them).
 FIXED_RESERVE_BYTES = int(1.5 * GIB)
 NCCL_RESERVE_BYTES = int(0.5 * GIB)
-ACTIVATION_DTYPE_BYTES = 2
-REPLICATED_HIDDEN_TENSORS = 4
-MLP_TENSORS = 3  # gate, up, and the activated product, each MLP-wide
 
 SAFE_FRACTION_MAX = 0.90  # DESIGN §4.9: 0.85–0.90 is the safe band
 LOW_HEADROOM_FRACTION = 0.05
@@ -123,19 +116,6 @@ def _reserve(config: EngineConfig, gpu: GPU, model: ModelSpec) -> tuple[int, flo
     fixed = float(FIXED_RESERVE_BYTES + (NCCL_RESERVE_BYTES if config.gpus_per_instance > 1
                                          else 0))
     return tokens, activation, fixed
-
-
-def activation_bytes_per_token(model: ModelSpec, tp: int) -> float:
-    """Peak activation bytes one token of a step holds on one GPU of a `tp`-way group: the
-    replicated hidden-wide tensors plus the TP-sharded Q/K/V and MLP projections (an MoE
-    token's MLP is its k routed experts and the shared ones, or the dense MLP where wider)."""
-    qkv = (model.num_attention_heads + 2 * model.num_kv_heads) * model.head_dim
-    mlp = model.intermediate_size
-    if model.is_moe:
-        experts = (model.experts_per_token or 1) + model.num_shared_experts
-        mlp = max(mlp, (model.moe_intermediate_size or 0) * experts)
-    elements = REPLICATED_HIDDEN_TENSORS * model.hidden_size + (qkv + MLP_TENSORS * mlp) / tp
-    return ACTIVATION_DTYPE_BYTES * elements
 
 
 def _kv_room(
