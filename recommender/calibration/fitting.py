@@ -37,7 +37,9 @@ from recommender.calibration.answers import (
 )
 from recommender.calibration.cal_row import LATENCY_METRICS, CalRow
 from recommender.calibration.parameters import (
+    FITTED,
     REFERENCE_ARCH,
+    SCALES,
     Layout,
     arch_of,
     dependents,
@@ -63,7 +65,10 @@ PROCEDURE = (f"least_squares on log(pred/measured), loss {LOSS} f_scale log 1.5,
              f"{PRIOR_WEIGHT}, tolerance {TOLERANCE:g} (cost, step, gradient), shared then "
              f"per-engine stage, steady-state start on the rows "
              f"it describes, then {SIM_ROUNDS} simulator corrections over every row "
-             "(space mapping: the simulator's answers are what is fitted)")
+             "(space mapping: the simulator's answers are what is fitted); fitted per engine: "
+             f"{', '.join(FITTED)}; per GPU architecture: {', '.join(SCALES)}")
+# The parameter names are part of it: bands.json and fit.json from a model with other fitted
+# parameters then fail the check that they come from this procedure (tests/.../test_bands.py).
 
 
 def _transient(row: CalRow) -> bool:

@@ -25,6 +25,7 @@ from recommender.calibration.bands_file import (
     load_bands,
 )
 from recommender.calibration.cells import cell_of, regime_of
+from recommender.calibration.fitting import PROCEDURE
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.model.params import load_params
 from recommender.sim.predict import simulate_load
@@ -153,6 +154,9 @@ def test_shipped_bands_match_the_calibration_csv():
     fit = json.loads((ROOT / "data" / "calibration" / "fit.json").read_text())
     assert fit["provenance"]["csv_sha256"] == bands.csv_sha256
     assert fit["provenance"]["fit_procedure"] == bands.fit_procedure
+    # ... and of today's procedure, which names the fitted parameters: a model that fits
+    # other parameters fails here until both files are written again.
+    assert bands.fit_procedure == PROCEDURE
 
 
 # ---------------------------------------------------------------------------------------------
