@@ -55,6 +55,28 @@ def cache_dir_problem(path: str) -> str | None:
     return system_path_reason(path) if is_path else None
 
 
+def check_image(value: str | None) -> str | None:
+    """A pydantic field validator: `value` unless it is not an image reference.
+
+    Raises:
+        ValueError: `image_problem`'s reason.
+    """
+    if value is not None and (problem := image_problem(value)) is not None:
+        raise ValueError(f"image {value[:60]!r} {problem}")
+    return value
+
+
+def check_cache_dir(value: str | None) -> str | None:
+    """A pydantic field validator: `value` unless it cannot be a container's model cache.
+
+    Raises:
+        ValueError: `cache_dir_problem`'s reason.
+    """
+    if value is not None and (problem := cache_dir_problem(value)) is not None:
+        raise ValueError(problem)
+    return value
+
+
 def docker_gpus(gpus: GpuSelection) -> str | None:
     """The `--gpus` value: `all`, a count, or `"device=0,1"` (quotes are part of the value,
     because docker parses it as CSV and would split the bare list at the comma); None for

@@ -28,7 +28,7 @@ from core.load import (
 from core.records import Record
 from engines.base import GpuSelection
 from engines.config import MAX_GPUS_PER_INSTANCE, EngineKind
-from engines.containers import cache_dir_problem, image_problem
+from engines.containers import check_cache_dir, check_image
 from profiler.workspace import APP_HOME_ENV_VAR
 from runners.load.client import check_http_url
 from runners.load.schedule import BENCH_KINDS
@@ -115,19 +115,8 @@ class BenchOptions(Record):
                              "largest instance a config may span)")
         return value
 
-    @field_validator("image")
-    @classmethod
-    def _image(cls, value: str | None) -> str | None:
-        if value is not None and (problem := image_problem(value)) is not None:
-            raise ValueError(f"{value[:60]!r} {problem}")
-        return value
-
-    @field_validator("model_cache_dir")
-    @classmethod
-    def _cache_dir(cls, value: str | None) -> str | None:
-        if value is not None and (problem := cache_dir_problem(value)) is not None:
-            raise ValueError(problem)
-        return value
+    _image = field_validator("image")(check_image)
+    _cache_dir = field_validator("model_cache_dir")(check_cache_dir)
 
     @model_validator(mode="after")
     def _check(self) -> Self:

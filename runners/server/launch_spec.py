@@ -14,7 +14,7 @@ from core.errors import RunnerError
 from core.records import Record
 from engines.base import GpuSelection, ReadinessProbe
 from engines.config import EngineConfig
-from engines.containers import cache_dir_problem, image_problem
+from engines.containers import check_cache_dir, check_image
 from runners.server.docker_image import PullPolicy
 
 LaunchMode = Literal["local", "docker", "endpoint"]
@@ -104,19 +104,8 @@ class LaunchSpec(Record):
                              "missing, always, or never.")
     pull_timeout_s: float = Field(default=3600.0, gt=0, description="docker: bound on a pull.")
 
-    @field_validator("image")
-    @classmethod
-    def _image(cls, value: str | None) -> str | None:
-        if value is not None and (problem := image_problem(value)) is not None:
-            raise ValueError(f"image {value[:60]!r} {problem}")
-        return value
-
-    @field_validator("model_cache_dir")
-    @classmethod
-    def _cache_dir(cls, value: str) -> str:
-        if (problem := cache_dir_problem(value)) is not None:
-            raise ValueError(problem)
-        return value
+    _image = field_validator("image")(check_image)
+    _cache_dir = field_validator("model_cache_dir")(check_cache_dir)
 
     @model_validator(mode="after")
     def _check_mode(self) -> Self:
