@@ -102,21 +102,15 @@ def test_usage_errors_exit_2(cli, tmp_path):
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
-def test_a_bad_option_value_is_named_as_the_flag_typed(cli, tmp_path):
+# --max-decompressed-mb 0 was falsy: the CLI passed no cap and the default applied in silence.
+@pytest.mark.parametrize(("flag", "value"), [("--synthesize-arrivals", "-3"),
+                                             ("--max-decompressed-mb", "0")])
+def test_a_bad_option_value_is_named_as_the_flag_typed(cli, tmp_path, flag, value):
     trace = str(ref.TRACES / "BurstGPT_1.head400.csv")
-    out = cli("profile", trace, "--synthesize-arrivals", "-3", cwd=tmp_path)
+    out = cli("profile", trace, flag, value, cwd=tmp_path)
     assert out.returncode == 2
-    assert out.stderr.strip().endswith("error: --synthesize-arrivals: Input should be "
-                                       "greater than 0"), out.stderr
-
-
-def test_a_decompression_cap_of_zero_is_refused_not_read_as_no_cap(cli, tmp_path):
-    # 0 was falsy: the CLI passed no cap and the default applied in silence.
-    trace = str(ref.TRACES / "BurstGPT_1.head400.csv")
-    out = cli("profile", trace, "--max-decompressed-mb", "0", cwd=tmp_path)
-    assert out.returncode == 2
-    assert out.stderr.strip().endswith("error: --max-decompressed-mb: Input should be "
-                                       "greater than 0"), out.stderr
+    assert out.stderr.strip().endswith(f"error: {flag}: Input should be greater than 0"), \
+        out.stderr
 
 
 def test_profile_then_synth_from_the_saved_profile(cli, tmp_path):
