@@ -11,6 +11,10 @@ boundary. Each package raises the family that names its stage: `TraceError` and
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only its type: pydantic is imported by whoever validates
+    from pydantic import ValidationError
 
 # C0 controls but tab/newline/CR, DEL and C1: an escape sequence in a server's message or a
 # file name would drive the user's terminal (colours, cursor moves, a fake prompt).
@@ -20,6 +24,15 @@ _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 def printable(text: str) -> str:
     """`text` with every terminal control character shown as its escape (`\x1b`)."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def first_problem(exc: ValidationError) -> tuple[str, str]:
+    """A validation error's first problem for a one-line message: its field path, dotted
+    ("" at the top level), and pydantic's message without the "Value error, " it puts before
+    a validator's own text (pydantic lists every problem over many lines)."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return where, str(first["msg"]).removeprefix("Value error, ")
 
 
 class ServeFitError(Exception):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
-from core.errors import UsageError
+from core.errors import UsageError, first_problem
 from core.records import Record
 from engines.config import EngineKind
 from recommender.catalog.specs import GPU
@@ -192,8 +192,7 @@ def _first_line(exc: Exception) -> str:
     """One line for the user: a validation error's first problem (pydantic lists every field
     over many lines), else the exception's text."""
     if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        return f"{where}: {first['msg']}" if where else str(first["msg"])
+        where, message = first_problem(exc)
+        return f"{where}: {message}" if where else message
     text = str(exc)
     return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self, get_args
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from core.errors import UsageError
+from core.errors import UsageError, first_problem
 from core.load import (
     MAX_CONCURRENCY,
     MAX_RATE_RPS,
@@ -138,10 +138,9 @@ def parse_options(fields: dict[str, Any]) -> BenchOptions:
     try:
         return BenchOptions.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = "_".join(str(p) for p in first["loc"])
+        path, msg = first_problem(exc)
+        field = path.replace(".", "_")
         where = _OPTION_FLAGS.get(field, "--" + field.replace("_", "-")) if field else ""
-        msg = first["msg"].removeprefix("Value error, ")
         raise UsageError(f"{where}: {msg}" if where else msg) from None
 
 
@@ -173,8 +172,7 @@ def launch_spec(o: BenchOptions, config: EngineConfig | None) -> LaunchSpec:
                           gpus=gpu_selection(o.docker_gpus), docker_network=o.docker_network,
                           pull=o.pull, **cache)
     except ValidationError as exc:  # e.g. a default cache folder ($HOME) that cannot be one
-        first = exc.errors()[0]
-        raise UsageError(str(first["msg"]).removeprefix("Value error, ")) from None
+        raise UsageError(first_problem(exc)[1]) from None
 
 
 def default_log_dir() -> Path:
