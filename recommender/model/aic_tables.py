@@ -83,8 +83,16 @@ def _bundled_dir(hf_id: str) -> str | None:
     return directory
 
 
+# aiconfigurator's Rust core loads a system's measured tables for a backend on an engine's
+# first query (~0.3-1 s) and frees them with the last engine that holds them: a table built
+# after the previous cell's engine was dropped loads them again. One engine per (system,
+# backend) is held for the life of the process (tens of MB), so each pair loads once.
+_HELD: dict[tuple[str, str], Any] = {}
+
+
 def handle(key: tuple[str, ...]) -> Any:  # aiconfigurator's EngineHandle
-    """aiconfigurator's compiled engine for `key` (quantization set explicitly).
+    """aiconfigurator's compiled engine for `key` (quantization set explicitly); the latest
+    one of its (system, backend) is held so that their measured tables stay loaded.
 
     Raises:
         ImportError: aiconfigurator-core is not installed.
@@ -100,11 +108,13 @@ def handle(key: tuple[str, ...]) -> Any:  # aiconfigurator's EngineHandle
         path = _bundled_dir(path) or path
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
     ranks = int(tp) * int(dp)  # MoE: experts over every GPU of the instance, by TP or EP
-    return EngineHandle.compile(
+    engine = EngineHandle.compile(
         path, system, backend, backend_version=VERSION, tp_size=int(tp),
         attention_dp_size=int(dp), moe_tp_size=ranks // int(ep), moe_ep_size=int(ep),
         gemm_quant_mode=gemm, moe_quant_mode=moe, kvcache_quant_mode=kv,
         fmha_quant_mode="bfloat16")
+    _HELD[(system, backend)] = engine
+    return engine
 
 
 def build_table(key: tuple[str, ...]) -> np.ndarray:
