@@ -40,7 +40,7 @@ def _pick(printed: dict) -> dict:
 def test_json_then_export_round_trip(cli, tmp_path: Path) -> None:
     out = cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
                   "--slo-ttft-p95-ms", "500", "--slo-tpot-p95-ms", "50",
-                  "--max-requests", "2000", "--json", "-o", "rec.json", cwd=tmp_path)
+                  "--max-requests", "500", "--json", "-o", "rec.json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     printed = json.loads(out.stdout)
     assert set(printed) == set(Recommendation.model_fields)

@@ -222,6 +222,8 @@ def test_a_trace_read_with_a_column_map_is_recommended_on_its_own_requests(app_h
     choice = TraceChoice(**(stored.model_dump() | {"options": IngestOptions(
         column_map={"time": "when", "input": "q", "output": "a"})}))
     at = app_on("views/recommend.py", {TRACE_KEY: choice})
+    # 100 of its 400 requests: a sparse trace (0.01 req/s) is simulated step by step, alone
+    at.number_input(key="rec.max_requests").set_value(100)
     next(b for b in at.button if b.label == "Recommend").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     rec = at.session_state[RECOMMENDATION_KEY]

@@ -159,7 +159,7 @@ def test_the_pick_holds_the_most_or_the_tie_is_said(rec: Recommendation) -> None
 def test_unattainable_slo_names_what_would_attain_it() -> None:
     rec = recommend_trace(RecommendRequest(source=str(SAMPLE), gpu="L4", model=MODEL,
                                            slo_ttft_p95_s=0.05, slo_tpot_p95_s=0.01,
-                                           max_requests=1500))
+                                           max_requests=500))
     assert not rec.pick.predicted.slo_met
     [warning] = [w for w in rec.warnings if w.code == "slo_unattainable"]
     gpus = yaml.safe_load((ROOT / "data" / "catalog" / "gpus.yaml").read_text())["gpus"]
@@ -176,19 +176,21 @@ def test_a_profile_json_is_simulated_through_a_synthetic_trace(tmp_path: Path) -
     path = tmp_path / "profile.json"
     path.write_text(profile.model_dump_json())
     rec = recommend_trace(RecommendRequest(source=str(path), gpu="H100-SXM", model=MODEL,
-                                           max_requests=1500))
-    assert "synthetic trace of 1,500 requests" in rec.window
+                                           max_requests=500))
+    assert "synthetic trace of 500 requests" in rec.window
     assert "synthetic_workload" in {w.code for w in rec.warnings}
 
 
-def test_a_held_profile_and_workspace_are_not_read_again(rec: Recommendation,
-                                                        tmp_path: Path) -> None:
+def test_a_held_profile_and_workspace_are_not_read_again(tmp_path: Path) -> None:
     """The app's path: the trace ingested and profiled once, then `recommend_trace` given
     both answers as reading the file does, without ingesting it again."""
+    request = RecommendRequest(source=str(SAMPLE), gpu="H100-SXM", model=MODEL,
+                               max_requests=300)
+    rec = recommend_trace(request)
     workspace = Workspace(tmp_path / "ws.duckdb")
     profile = profile_trace(str(SAMPLE), workspace=workspace)
     ingested_at = (tmp_path / "ws.duckdb").stat().st_mtime_ns
-    held = recommend_trace(rec.request, profile=profile, workspace=workspace)
+    held = recommend_trace(request, profile=profile, workspace=workspace)
     assert (tmp_path / "ws.duckdb").stat().st_mtime_ns == ingested_at
     assert held.pick.label == rec.pick.label
     assert held.pick.predicted.output_throughput_tok_s == pytest.approx(
@@ -211,7 +213,7 @@ def test_long_context_volume_gets_the_disaggregation_warning(tmp_path: Path) -> 
     """A seeded Azure-format trace whose median prompt is ~40K tokens (no bundled trace has
     long-context volume): disaggregation is considered and explained, not silently skipped."""
     rng = np.random.default_rng(0)
-    n = 400
+    n = 200
     stamps = pd.Timestamp("2024-01-01") + pd.to_timedelta(np.cumsum(rng.exponential(1.0, n)),
                                                           unit="s")
     trace = tmp_path / "long.csv"
@@ -237,7 +239,7 @@ def test_multi_turn_conversations_get_prefix_caching_with_its_effect() -> None:
     the conversation so far, so prefix caching stays on and the reason quotes its effect."""
     sharegpt = ROOT / "tests" / "data" / "traces" / "sharegpt_head1000.json.gz"
     rec = recommend_trace(RecommendRequest(source=str(sharegpt), gpu="H100-SXM", model=MODEL,
-                                           arrival_rate_rps=2.0, max_requests=500))
+                                           arrival_rate_rps=2.0, max_requests=300))
     assert rec.pick.config.prefix_caching is not False
     [reason] = [r for r in rec.reasons if r.figure == "prefix_reuse_infinite"]
     assert reason.value > 0.3
