@@ -159,10 +159,10 @@ def _capacity_is_carried_and_reported(printed: dict, report: str) -> None:
 def human_run(tmp_path_factory: pytest.TempPathFactory
               ) -> tuple[subprocess.CompletedProcess, Path]:
     """One real `python -m app recommend` of the sample: the human view on stdout, the
-    Recommendation in -o's file (the two view tests share the process: ~10 s each)."""
+    Recommendation in -o's file (the two view tests share the process)."""
     cwd = tmp_path_factory.mktemp("human")
     out = run_cli("recommend", str(SAMPLE), "--gpu", "H100-SXM", "--model", MODEL,
-                  "--max-requests", "1000", "-o", "rec.json", cwd=cwd)
+                  "--max-requests", "300", "-o", "rec.json", cwd=cwd)
     return out, cwd
 
 
