@@ -7,6 +7,7 @@ Every import counts, those inside functions too (a deferred import is still a de
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,7 +173,8 @@ def test_the_base_finder_sees_direct_subclasses_however_imported() -> None:
     assert _pydantic_subclasses(source) == ["A", "B"]
 
 
-def _defined(source: str) -> set[str]:
+@functools.cache  # one parse per module: `_reexported` asks once per import of it
+def _defined(source: str) -> frozenset[str]:
     """Names a module's top level binds itself (defs, classes, assignments), those inside a
     top-level `if` or `try` too; imported names are not among them."""
     names: set[str] = set()
@@ -185,7 +187,7 @@ def _defined(source: str) -> set[str]:
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return names
+    return frozenset(names)
 
 
 def _reexported(source: str, modules: dict[str, str]) -> list[str]:
