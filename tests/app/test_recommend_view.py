@@ -296,7 +296,7 @@ def test_a_trace_without_timestamps_asks_for_the_forms_rate_and_takes_it(app_hom
     data = (ref.TRACES / "sharegpt_head1000.json.gz").read_bytes()
     at = app_on("views/recommend.py", {
         TRACE_KEY: store_upload(io.BytesIO(data), "sharegpt.json.gz", len(data))})
-    at.number_input(key="rec.max_requests").set_value(200)
+    at.number_input(key="rec.max_requests").set_value(100)
     next(b for b in at.button if b.label == "Recommend").click().run()
     assert not at.exception
     (error,) = [e.value.replace("\\", "") for e in at.error]
