@@ -86,8 +86,15 @@ def _bundled_dir(hf_id: str) -> str | None:
 # aiconfigurator's Rust core loads a system's measured tables for a backend on an engine's
 # first query (~0.3-1 s) and frees them with the last engine that holds them: a table built
 # after the previous cell's engine was dropped loads them again. One engine per (system,
-# backend) is held for the life of the process (tens of MB), so each pair loads once.
+# backend) is held for the life of the process, so each pair loads once (~25 MB a pair: 0.4 GB
+# for 15 pairs, as a calibration fit over every GPU builds; bench/table_build_speed.py).
 _HELD: dict[tuple[str, str], Any] = {}
+
+
+def release_engines() -> None:
+    """Let go of the held engines, and so of the measured tables only they keep loaded (a
+    process done with aiconfigurator; the table-build benchmark's baseline)."""
+    _HELD.clear()
 
 
 def handle(key: tuple[str, ...]) -> Any:  # aiconfigurator's EngineHandle
@@ -142,4 +149,4 @@ def build_table(key: tuple[str, ...]) -> np.ndarray:
 
 
 __all__ = ["CONTEXT", "DECODES", "PREFILL_BATCH_TOKENS", "PROMPT", "TOKENS", "VERSION",
-           "build_table", "handle", "pack"]
+           "build_table", "handle", "pack", "release_engines"]
