@@ -25,7 +25,7 @@ def rec(tmp_path_factory):
     """A real recommendation for the sample (the view benchmarks its pick)."""
     request = RecommendRequest(source=str(ref.SAMPLE), gpu="H100-SXM",
                                model="meta-llama/Llama-3.1-8B-Instruct", slo_ttft_p95_s=2.0,
-                               slo_tpot_p95_s=0.05, max_requests=1_000)
+                               slo_tpot_p95_s=0.05, max_requests=300)
     return recommend_trace(request)
 
 

@@ -37,7 +37,7 @@ PROGRESS: list[tuple[float, str]] = []
 @pytest.fixture(scope="module")
 def rec() -> Recommendation:
     return recommend_trace(RecommendRequest(source=str(SAMPLE), gpu="H100-SXM", model=MODEL,
-                                            max_requests=4000),
+                                            max_requests=1000),
                            progress=lambda f, what: PROGRESS.append((f, what)))
 
 
@@ -112,7 +112,7 @@ def test_ranking_alternatives_and_window(rec: Recommendation) -> None:
     rest = [c.score for c in rec.candidates if c.label not in rec.decision.figures]
     assert rest == sorted(rest, reverse=True)
     assert any(c.pareto for c in rec.candidates)
-    assert "busiest 4,000 consecutive requests of 19,366" in rec.window
+    assert "busiest 1,000 consecutive requests of 19,366" in rec.window
     assert rec.candidates_simulated >= len(rec.candidates) > len(ENGINES)
     assert rec.pick.config.max_model_len >= 4000  # the sample's prompts reach 14K tokens
 
