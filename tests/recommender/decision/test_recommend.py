@@ -181,16 +181,14 @@ def test_a_profile_json_is_simulated_through_a_synthetic_trace(tmp_path: Path) -
     assert "synthetic_workload" in {w.code for w in rec.warnings}
 
 
-def test_a_held_profile_and_workspace_are_not_read_again(tmp_path: Path) -> None:
+def test_a_held_profile_and_workspace_are_not_read_again(rec: Recommendation,
+                                                        tmp_path: Path) -> None:
     """The app's path: the trace ingested and profiled once, then `recommend_trace` given
     both answers as reading the file does, without ingesting it again."""
-    request = RecommendRequest(source=str(SAMPLE), gpu="H100-SXM", model=MODEL,
-                               max_requests=300)
-    rec = recommend_trace(request)
     workspace = Workspace(tmp_path / "ws.duckdb")
     profile = profile_trace(str(SAMPLE), workspace=workspace)
     ingested_at = (tmp_path / "ws.duckdb").stat().st_mtime_ns
-    held = recommend_trace(request, profile=profile, workspace=workspace)
+    held = recommend_trace(rec.request, profile=profile, workspace=workspace)
     assert (tmp_path / "ws.duckdb").stat().st_mtime_ns == ingested_at
     assert held.pick.label == rec.pick.label
     assert held.pick.predicted.output_throughput_tok_s == pytest.approx(
