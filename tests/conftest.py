@@ -1,23 +1,38 @@
-"""Session set-up shared by every test package: one folder, per test run, for the step-time
-tables aiconfigurator's builds leave (`recommender.model.steptime_aic.cache_dir`), shared by the
-xdist workers and the CLI subprocesses they start, never the user's own cache folder; and
-Ctrl-C deliverable to the tests that press it."""
+"""Session set-up shared by every test package: the folder for the step-time tables
+aiconfigurator's builds leave (`recommender.model.steptime_aic.cache_dir`), shared by the xdist
+workers and the CLI subprocesses they start, never the user's own cache folder; and Ctrl-C
+deliverable to the tests that press it.
+
+The tables folder is the checkout's `.pytest_cache/servefit-aic-tables/<digest>`, kept between
+runs: a table is a pure function of its cell key, aiconfigurator's release and the grids (all in
+its file name, `steptime_aic._table_path`), and the digest is of the modules that build and key
+tables, so a change to how a table is built starts an empty folder (the older ones are removed).
+A fresh checkout's first run builds every table the suite asks for (~115, ~10 s of the fast
+suite's time on two cores); later runs read them. The tests of the cache itself set their own
+folder."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
-import tempfile
-import uuid
 from pathlib import Path
 
 import pytest
 
 CACHE_ENV = "SERVEFIT_CACHE_DIR"  # recommender.model.steptime_aic.CACHE_ENV (not imported: light)
-# Set by the process that starts the run; its xdist workers inherit it and share the folder.
-_RUN_ENV = "SERVEFIT_TEST_RUN"
-_FOLDER = pytest.StashKey[Path]()
+ROOT = Path(__file__).resolve().parents[1]
+TABLES_ROOT = ROOT / ".pytest_cache" / "servefit-aic-tables"
+# What a built table depends on besides its file name: the code that builds and keys it.
+TABLE_CODE = [ROOT / "recommender" / "model" / name
+              for name in ("aic_tables.py", "aic_cells.py", "steptime_aic.py")]
+
+
+def tables_folder() -> Path:
+    """The tables folder of the current table-building code (`TABLE_CODE`)."""
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in TABLE_CODE)).hexdigest()[:16]
+    return TABLES_ROOT / digest
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -28,18 +43,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # takes it the default way.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    run = os.environ.get(_RUN_ENV)
-    owner = run is None
-    if run is None:
-        run = uuid.uuid4().hex
-        os.environ[_RUN_ENV] = run
-    folder = Path(tempfile.gettempdir()) / f"servefit-test-cache-{run}"
+    if CACHE_ENV in os.environ and os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # an xdist worker: the controller chose the folder
+    folder = tables_folder()
+    if TABLES_ROOT.is_dir():  # tables of older table-building code: never read again
+        for old in TABLES_ROOT.iterdir():
+            if old != folder:
+                shutil.rmtree(old, ignore_errors=True)
     os.environ[CACHE_ENV] = str(folder)
-    if owner:
-        config.stash[_FOLDER] = folder
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if _FOLDER in config.stash:
-        shutil.rmtree(config.stash[_FOLDER], ignore_errors=True)
-        os.environ.pop(_RUN_ENV, None)

@@ -46,7 +46,8 @@ def _imports(name: str, path: Path) -> tuple[set[str], list[str]]:
     deps: set[str] = set()
     private: list[str] = []
     aliases: dict[str, str] = {}  # local name -> our module it is bound to
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
                 and node.module.split(".")[0] in PACKAGES:
             for alias in node.names:
@@ -62,7 +63,7 @@ def _imports(name: str, path: Path) -> tuple[set[str], list[str]]:
                     deps.add(alias.name)
                     if alias.asname:
                         aliases[alias.asname] = alias.name
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
                 and node.value.id in aliases and node.attr.startswith("_") \
                 and not node.attr.startswith("__") and aliases[node.value.id] != name:
@@ -70,12 +71,21 @@ def _imports(name: str, path: Path) -> tuple[set[str], list[str]]:
     return deps - {name}, private
 
 
-GRAPH: dict[str, set[str]] = {}
-PRIVATE: list[str] = []
-for _name, _path in MODULES.items():
-    _deps, _private = _imports(_name, _path)
-    GRAPH[_name] = {d for d in _deps if d in MODULES}
-    PRIVATE += _private
+@functools.cache
+def _walk() -> tuple[dict[str, set[str]], list[str]]:
+    """(our modules each module imports, private names taken from other modules), over every
+    module; walked when a test first asks (not at collection, which every xdist worker does)."""
+    graph: dict[str, set[str]] = {}
+    private: list[str] = []
+    for name, path in MODULES.items():
+        deps, taken = _imports(name, path)
+        graph[name] = {d for d in deps if d in MODULES}
+        private += taken
+    return graph, private
+
+
+def _graph() -> dict[str, set[str]]:
+    return _walk()[0]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -115,13 +125,13 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_walk_sees_real_imports() -> None:
     # Guards the test itself: a walk that found nothing would pass everything below.
-    assert "core.errors" in GRAPH["profiler.workspace"]
-    assert "engines.config" in GRAPH["recommender.decision.recommendation"]
+    assert "core.errors" in _graph()["profiler.workspace"]
+    assert "engines.config" in _graph()["recommender.decision.recommendation"]
     assert len(MODULES) > 100
 
 
 def test_no_import_cycles() -> None:
-    assert _cycles(GRAPH) == []
+    assert _cycles(_graph()) == []
 
 
 def test_cycle_finder_finds_a_cycle() -> None:
@@ -130,12 +140,12 @@ def test_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_no_module_takes_another_modules_private_names() -> None:
-    assert PRIVATE == []
+    assert _walk()[1] == []
 
 
 def test_packages_import_only_what_design_allows() -> None:
     wrong = sorted(
-        f"{mod} -> {dep}" for mod, deps in GRAPH.items() for dep in deps
+        f"{mod} -> {dep}" for mod, deps in _graph().items() for dep in deps
         if (a := mod.split(".")[0]) != (b := dep.split(".")[0])
         and b != "core" and b not in ALLOWED[a]
     )
@@ -143,7 +153,7 @@ def test_packages_import_only_what_design_allows() -> None:
 
 
 def test_core_is_a_leaf() -> None:
-    assert all(d.startswith("core") for m, deps in GRAPH.items() if m.startswith("core")
+    assert all(d.startswith("core") for m, deps in _graph().items() if m.startswith("core")
                for d in deps)
 
 
@@ -286,7 +296,7 @@ def _private_module_imports(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_private_modules_are_imported_only_within_their_folder() -> None:
-    assert _private_module_imports(GRAPH) == []
+    assert _private_module_imports(_graph()) == []
 
 
 def test_the_private_module_finder_sees_an_outside_import() -> None:

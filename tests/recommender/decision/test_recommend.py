@@ -159,7 +159,7 @@ def test_the_pick_holds_the_most_or_the_tie_is_said(rec: Recommendation) -> None
 def test_unattainable_slo_names_what_would_attain_it() -> None:
     rec = recommend_trace(RecommendRequest(source=str(SAMPLE), gpu="L4", model=MODEL,
                                            slo_ttft_p95_s=0.05, slo_tpot_p95_s=0.01,
-                                           max_requests=500))
+                                           max_requests=200))
     assert not rec.pick.predicted.slo_met
     [warning] = [w for w in rec.warnings if w.code == "slo_unattainable"]
     gpus = yaml.safe_load((ROOT / "data" / "catalog" / "gpus.yaml").read_text())["gpus"]
@@ -176,8 +176,8 @@ def test_a_profile_json_is_simulated_through_a_synthetic_trace(tmp_path: Path) -
     path = tmp_path / "profile.json"
     path.write_text(profile.model_dump_json())
     rec = recommend_trace(RecommendRequest(source=str(path), gpu="H100-SXM", model=MODEL,
-                                           max_requests=500))
-    assert "synthetic trace of 500 requests" in rec.window
+                                           max_requests=200))
+    assert "synthetic trace of 200 requests" in rec.window
     assert "synthetic_workload" in {w.code for w in rec.warnings}
 
 
@@ -237,7 +237,7 @@ def test_multi_turn_conversations_get_prefix_caching_with_its_effect() -> None:
     the conversation so far, so prefix caching stays on and the reason quotes its effect."""
     sharegpt = ROOT / "tests" / "data" / "traces" / "sharegpt_head1000.json.gz"
     rec = recommend_trace(RecommendRequest(source=str(sharegpt), gpu="H100-SXM", model=MODEL,
-                                           arrival_rate_rps=2.0, max_requests=300))
+                                           arrival_rate_rps=2.0, max_requests=150))
     assert rec.pick.config.prefix_caching is not False
     [reason] = [r for r in rec.reasons if r.figure == "prefix_reuse_infinite"]
     assert reason.value > 0.3
