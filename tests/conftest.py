@@ -7,7 +7,7 @@ The tables folder is the checkout's `.pytest_cache/servefit-aic-tables/<digest>`
 runs: a table is a pure function of its cell key, aiconfigurator's release and the grids (all in
 its file name, `steptime_aic._table_path`), and the digest is of the modules that build and key
 tables, so a change to how a table is built starts an empty folder (the older ones are removed).
-A fresh checkout's first run builds every table the suite asks for (~115, ~10 s of the fast
+A fresh checkout's first run builds every table the suite asks for (~115; 12-17 s of the fast
 suite's time on two cores); later runs read them. The tests of the cache itself set their own
 folder."""
 
