@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything the tests need, lint (ruff), type-check (mypy) and run the whole suite:
-# fast tests (two processes), then the slow ones (real browser, the real vLLM's argument
+# fast tests (three processes), then the slow ones (real browser, the real vLLM's argument
 # parser, the Docker image built and run). System packages (Chromium for the browser tests,
 # docker.io and debootstrap for the image) are installed with apt-get when missing and running
 # as root; vLLM's CPU build goes into its own .venv-vllm.

@@ -92,42 +92,71 @@ def dataset_of(raw: Raw) -> Dataset | None:
     return None
 
 
-def max_model_len_of(raw: Raw) -> int | None:
+def max_model_len_of(raw: Raw, engine: str) -> int | None:
     """The served max_model_len where the row states it: Lambda's result files name it
     (`..._tp4_len16000.json`; the notes say "max_model_len per filename (_lenN)" or
-    "max_model_len 16000 per filename"), a vLLM command in the notes sets it."""
+    "max_model_len 16000 per filename"), a command in the notes of a row of `engine` sets it."""
     if re.search(r"max_model_len (\d+ )?per filename", str(raw["notes"])):
         found = re.search(r"_len(\d+)\.json", str(raw["source"]))
         return int(found.group(1)) if found else None
-    return vllm_flags_of(raw).max_model_len
+    return stated_flags_of(raw, engine).max_model_len
 
 
-# vLLM flags a row's notes quote in its server or benchmark command (`vllm serve … --max-model-len
-# 32768`, AMD's benchmark_throughput.py line): the knobs the measured run set.
-_VLLM_FLAGS = {"max_model_len": r"--max-model-len[ =](\d+)\b",
-               "max_batched_tokens": r"--max-num-batched-tokens[ =](\d+)\b"}
+# The knobs a row's notes quote from its server, build or benchmark command, per engine (the
+# flags `predict` takes for them: --max-model-len, --max-batched-tokens, --max-num-seqs,
+# --gpu-memory-fraction): `vllm serve … --max-num-seqs 1024`, `trtllm-serve
+# --max_num_tokens=16384`, an MLPerf config's "gpu_batch_size 896, max_num_tokens 1536,
+# kv_cache_free_gpu_mem_fraction 0.9" (NVIDIA's harness builds the engine's max batch size
+# from gpu_batch_size), `--mem-fraction-static 0.85`. Each field lists every spelling the
+# notes use; the engine's own meaning of the fraction is the plug-in's (vLLM: of the whole
+# memory; TensorRT-LLM: of what the weights leave free; SGLang: static share).
+_STATED: dict[str, dict[str, tuple[str, ...]]] = {
+    "vllm": {"max_model_len": (r"--max-model-len[ =](\d+)\b",),
+             "max_batched_tokens": (r"--max-num-batched-tokens[ =](\d+)\b",),
+             "max_num_seqs": (r"--max-num-seqs[ =](\d+)\b",),
+             "gpu_memory_fraction": (r"--gpu-memory-utilization[ =](0?\.\d+)\b",)},
+    "trtllm": {"max_batched_tokens": (r"--max_num_tokens[ =](\d+)\b", r"\bmax_num_tokens (\d+)\b"),
+               "max_num_seqs": (r"--max_batch_size[ =](\d+)\b", r"\bgpu_batch_size (\d+)\b",
+                                r"\bmax_batch_size (\d+)\b"),
+               "gpu_memory_fraction": (r"\bkv_cache_free_gpu_mem_fraction (0\.\d+)",
+                                       r"\bfree_gpu_memory_fraction[ =:]+(0\.\d+)")},
+    "sglang": {"max_batched_tokens": (r"--chunked-prefill-size[ =](\d+)\b",),
+               "max_num_seqs": (r"--max-running-requests[ =](\d+)\b",),
+               "gpu_memory_fraction": (r"--mem-fraction-static[ =](0?\.\d+)\b",)},
+}
 _VLLM_UNCHUNKED = r"--enable-chunked-prefill[ =](False|false)\b|--no-enable-chunked-prefill\b"
 
 
 @dataclass(frozen=True, slots=True)
-class VllmFlags:
-    """The knobs a vLLM row's quoted command sets (None: not quoted, or quoted twice with two
-    values, which is ambiguous)."""
+class StatedFlags:
+    """The knobs a row's quoted commands or config set (None: not quoted, or quoted with two
+    values, e.g. an MLPerf config's build and runtime max_num_tokens, which is ambiguous)."""
 
     max_model_len: int | None = None
     max_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    gpu_memory_fraction: float | None = None
     chunked_prefill: bool | None = None
 
 
-def vllm_flags_of(raw: Raw) -> VllmFlags:
-    """The vLLM flags the notes of a vLLM row quote (`VllmFlags`)."""
-    if not str(raw["engine"]).startswith("vllm"):  # "vllm", "vllm (ROCm build)"
-        return VllmFlags()
+def stated_flags_of(raw: Raw, engine: str) -> StatedFlags:
+    """The knobs the notes of a row of `engine` (a plug-in kind) quote (`StatedFlags`)."""
     notes = str(raw["notes"])
-    values = {field: set(re.findall(pattern, notes)) for field, pattern in _VLLM_FLAGS.items()}
-    one = {field: int(v.pop()) if len(v) == 1 else None for field, v in values.items()}
-    unchunked = re.search(_VLLM_UNCHUNKED, notes) is not None
-    return VllmFlags(**one, chunked_prefill=False if unchunked else None)
+    found: dict[str, Any] = {}
+    for field, patterns in _STATED.get(engine, {}).items():
+        values = {float(v) for pattern in patterns for v in re.findall(pattern, notes)}
+        if len(values) == 1:
+            value = values.pop()
+            found[field] = value if field == "gpu_memory_fraction" else int(value)
+    chunked = None
+    if engine == "vllm" and re.search(_VLLM_UNCHUNKED, notes):
+        chunked = False
+    # NVIDIA's MLPerf harness runs TensorRT-LLM with chunked context on: its reference
+    # configs' runtime flags set `enable_chunked_context: True` beside the max_num_tokens
+    # the notes quote (256-3584: at 256 and 768 llama2-70b's 1,021-token prompts need it).
+    if engine == "trtllm" and "MLPerf" in notes and "max_batched_tokens" in found:
+        chunked = True
+    return StatedFlags(**found, chunked_prefill=chunked)
 
 
 def version_of(text: object) -> str | None:

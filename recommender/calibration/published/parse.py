@@ -22,8 +22,8 @@ from recommender.calibration.published.columns import (
     max_model_len_of,
     parallelism_of,
     rate_of,
+    stated_flags_of,
     version_of,
-    vllm_flags_of,
 )
 from recommender.calibration.published.labels import ENGINE_NAMES, gpu_of, metric_of, precision_of
 from recommender.calibration.published.runs import chunk_gap_itl, one_throughput_per_run
@@ -76,8 +76,7 @@ def parse_row(index: int, raw: Raw) -> CalRow:
     except ServeFitError as exc:
         raise ValueError(f"model {model!r} not in the catalog") from exc
     concurrency, num_requests, seqs = load_of(raw)
-    frac = re.search(r"kv_cache_free_gpu_mem_fraction (0\.\d+)", str(raw["notes"]))
-    fraction = float(frac.group(1)) if frac else None
+    stated = stated_flags_of(raw, engine)
     # NIM's FP8 TRT-LLM profiles quantize the KV cache too (assumed, from the train rows: at
     # c >= 100 throughput x ITL is ~86 running sequences, twice what a bf16 pool holds).
     nim = str(raw["engine"]).startswith("nim")
@@ -86,19 +85,19 @@ def parse_row(index: int, raw: Raw) -> CalRow:
     version = None if nim else version_of(raw["engine_version"])
     if kv == "auto":
         kv = checkpoint_kv_of(raw, engine, version) or kv
-    stated = vllm_flags_of(raw)
     return CalRow(
         index=index, engine=engine, model=model, gpu=gpu, rate_rps=rate_of(raw),
         gpus=int(raw["num_gpus"]), tp=tp, dp=dp, ep=ep, precision=precision, kv_cache_dtype=kv,
-        isl=isl, osl=osl, concurrency=concurrency, num_requests=num_requests, max_num_seqs=seqs,
-        gpu_memory_fraction=fraction, metric=field,
+        isl=isl, osl=osl, concurrency=concurrency, num_requests=num_requests,
+        max_num_seqs=seqs if seqs is not None else stated.max_num_seqs,
+        gpu_memory_fraction=stated.gpu_memory_fraction, metric=field,
         value=float(raw["value"]) * factor, split=_split(raw),
         source=source_key(str(raw["source"])), family=family_of(str(raw["source"])),
         dataset=dataset,
         harness="in_process" if any(k in str(raw["notes"]) for k in IN_PROCESS_MARKS)
         else "served",
         engine_version=version,  # None for NIM: it states its own release, not its engine's
-        max_model_len=max_model_len_of(raw),
+        max_model_len=max_model_len_of(raw, engine),
         max_batched_tokens=stated.max_batched_tokens, chunked_prefill=stated.chunked_prefill,
     )
 

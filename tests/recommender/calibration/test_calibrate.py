@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -397,13 +398,19 @@ def test_a_simulator_correction_moves_the_fit_to_where_the_simulator_meets_the_r
 def test_rows_run_with_their_releases_memory_fraction(published):
     # vLLM <= 0.11 defaulted gpu_memory_utilization to 0.9 (0.92 in the plug-in's release):
     # a GPUStack row on vLLM 0.11.0 that sets none states its release, and its deployment
-    # runs at 0.9 (recommender.model.defaults.memory_fraction); SGLang derives its own.
+    # runs at 0.9 (recommender.model.defaults.memory_fraction); SGLang derives its own. A row
+    # whose command sets the fraction (AMD's --gpu-memory-utilization 0.9) runs at that.
     rows, _ = published
     frame = pd.read_csv(DEFAULT_CSV)
     params, seen = load_params(), set()
     for r in rows:
         version = str(frame.loc[r.index, "engine_version"])
         config = r.engine_config(get_model(r.model))
+        quoted = re.search(r"--(?:gpu-memory-utilization|mem-fraction-static) (0\.\d+)",
+                           str(frame.loc[r.index, "notes"]))
+        if quoted:  # a command that sets it: the row runs at what it set
+            assert r.gpu_memory_fraction == float(quoted.group(1))
+            continue
         if r.engine == "vllm" and version.startswith(("0.10", "0.11")):
             assert r.gpu_memory_fraction is None and r.engine_version is not None
             assert r.engine_version in version
@@ -491,6 +498,59 @@ def test_the_csvs_quoted_vllm_flags_reach_their_rows(published):
     usable = [i for i in quoted.index if i in by_index]
     assert len(usable) >= 10  # GPUStack's gpt-oss pages
     assert all(by_index[i].max_batched_tokens == 16384 for i in usable)
+
+
+COMMON_LOAD = {"model": "Llama-3.1-70B-Instruct", "gpu": "H100 SXM 80GB", "num_gpus": 8,
+               "tp": "8", "precision": "FP8", "isl": "128", "osl": "2048",
+               "concurrency": "64", "metric": "mean_ttft", "value": 100.0, "unit": "ms"}
+
+
+@pytest.mark.parametrize(("engine", "notes", "expected"), [
+    # each engine's own spelling of the token budget, the batch cap and the memory fraction
+    ("tensorrt-llm", "trtllm-serve --max_num_tokens=16384 --max_batch_size 64 "
+     "kv_cache_config free_gpu_memory_fraction 0.8", (16384, 64, 0.8, None)),
+    ("sglang", "python -m sglang.launch_server --chunked-prefill-size 4096 "
+     "--max-running-requests 128 --mem-fraction-static 0.85", (4096, 128, 0.85, None)),
+    ("vllm", "vllm serve m --max-num-seqs 1024 --gpu-memory-utilization 0.9",
+     (None, 1024, 0.9, None)),
+    # MLPerf's NVIDIA harness: gpu_batch_size is the engine's batch cap, chunked context on
+    ("tensorrt-llm", "MLPerf Inference v5.0 ...; config: gpu_batch_size 896, max_num_tokens "
+     "1536 (build and runtime), kv_cache_free_gpu_mem_fraction 0.9", (1536, 896, 0.9, True)),
+    # a build and a runtime value that differ: neither; another engine's spelling: ignored
+    ("tensorrt-llm", "MLPerf ...; build max_num_tokens 8192, runtime max_num_tokens 2560",
+     (None, None, None, None)),
+    ("vllm", "trtllm-serve --max_num_tokens=16384 --mem-fraction-static 0.85",
+     (None, None, None, None)),
+])
+def test_each_engines_quoted_knobs_are_its_deployment(engine, notes, expected):
+    row = parse_row(9, _row(engine=engine, notes=notes, **COMMON_LOAD))
+    assert (row.max_batched_tokens, row.max_num_seqs, row.gpu_memory_fraction,
+            row.chunked_prefill) == expected
+    argv = row.predict_argv()
+    for flag, value in zip(("--max-batched-tokens", "--max-num-seqs", "--gpu-memory-fraction"),
+                           expected, strict=False):
+        assert (argv[argv.index(flag) + 1] == str(value)) if value is not None else (
+            flag not in argv)
+
+
+def test_the_csvs_mlperf_configs_reach_their_rows(published):
+    """Every usable MLPerf TensorRT-LLM row whose config quotes one max_num_tokens and one
+    gpu_batch_size predicts with them (counted here from the notes with pandas)."""
+    rows, _ = published
+    frame = pd.read_csv(DEFAULT_CSV)
+    by_index = {r.index: r for r in rows}
+    tokens = frame.notes.str.findall(r"\bmax_num_tokens (\d+)").map(set)
+    batch = frame.notes.str.findall(r"\bgpu_batch_size (\d+)").map(set)
+    stated = frame[frame.source.str.contains("mlperf", case=False) & (tokens.map(len) == 1)
+                   & (batch.map(len) == 1)
+                   & ~frame.notes.str.contains(r"max_batch_size \d", regex=True)]
+    usable = [i for i in stated.index if i in by_index]
+    assert len(usable) >= 100
+    for i in usable:
+        row = by_index[i]
+        assert row.max_batched_tokens == int(next(iter(tokens[i])))
+        assert row.max_num_seqs == int(next(iter(batch[i])))
+        assert row.chunked_prefill is True
 
 
 def test_per_gpu_and_per_node_throughput_are_scaled_to_all_gpus():
