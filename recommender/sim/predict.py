@@ -57,6 +57,7 @@ from recommender.model.params import PerfParams, load_params
 from recommender.model.resolve import Harness, scheduler_replicas
 from recommender.model.steptime import DEFAULT_KIND
 from recommender.sim.lengths import draw
+from recommender.sim.overload import overload_warning
 from recommender.sim.refusals import refusal_reason
 from recommender.sim.result import SimResult, histogram_max, histogram_stats
 from recommender.sim.simulator import SimOptions, SimRequests, simulate
@@ -357,6 +358,8 @@ def simulate_load(
         if all(r.summary.completed == 0 for r, _ in runs):
             raise UsageError(f"every request refused, e.g. {reason}")
         warnings.append(f"{refused} request(s) of the drawn lengths refused, e.g. {reason}")
+    warnings += overload_warning(mode, [(req.arrival_s, res) for (req, _, _), (res, _)
+                                        in zip(batches, runs, strict=True)])
     intervals, said = intervals_of(config.engine, gpu, model, regime,
                                    bands_file=bands_file, step_time=fitted.step_time,
                                    engine_version=engine_version)

@@ -7,6 +7,7 @@ two must agree on closed-loop throughput below the knee. Other checks are DESIGN
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from core.load import (
     DatasetLengths,
     FixedLengths,
     LoadSpec,
+    Offline,
     Rate,
     SentRequests,
     TraceWindow,
@@ -256,3 +258,24 @@ def test_a_soak_is_predicted_as_its_steady_load():
 def test_what_one_prediction_cannot_hold_is_one_usage_error(load, message):
     with pytest.raises(UsageError, match=message):
         simulate_load(deploy("vllm", MODEL), MODEL, GPU, load)
+
+
+def test_an_open_loop_past_capacity_says_its_backlog_grows():
+    """Sent at 1.5x and 0.5x what the deployment finishes offline: past capacity the
+    prediction says so with the second half's counts (checked here from the sent offsets the
+    seed draws and a served rate of at most the offline one); below it, nothing is said."""
+    cfg = deploy("vllm", MODEL)
+    lengths = FixedLengths(input_tokens=1000, output_tokens=200)
+    offline = simulate_load(cfg, MODEL, GPU, LoadSpec(lengths=lengths, arrival=Offline(),
+                                                      num_requests=400))
+    capacity = offline.request_throughput_rps
+    over, under = (simulate_load(cfg, MODEL, GPU, fixed(1000, 200, rate_rps=share * capacity,
+                                                        num_requests=600, seed=5))
+                   for share in (1.5, 0.5))
+    assert not [w for w in under.warnings if "capacity" in w]
+    [warned] = [w for w in over.warnings if w.startswith("over capacity")]
+    sent, done = (int(x.replace(",", "")) for x in re.findall(
+        r"was sent ([\d,]+) requests and finished ([\d,]+)", warned)[0])
+    assert 250 <= sent <= 350  # about half of the 600 sends
+    assert done < sent - 3 * np.sqrt(sent)
+    assert over.e2e_s.mean > 3 * under.e2e_s.mean  # the backlog: in the queue or the batch
