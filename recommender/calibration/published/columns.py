@@ -92,16 +92,6 @@ def dataset_of(raw: Raw) -> Dataset | None:
     return None
 
 
-def max_model_len_of(raw: Raw, engine: str) -> int | None:
-    """The served max_model_len where the row states it: Lambda's result files name it
-    (`..._tp4_len16000.json`; the notes say "max_model_len per filename (_lenN)" or
-    "max_model_len 16000 per filename"), a command in the notes of a row of `engine` sets it."""
-    if re.search(r"max_model_len (\d+ )?per filename", str(raw["notes"])):
-        found = re.search(r"_len(\d+)\.json", str(raw["source"]))
-        return int(found.group(1)) if found else None
-    return stated_flags_of(raw, engine).max_model_len
-
-
 # The knobs a row's notes quote from its server, build or benchmark command, per engine (the
 # flags `predict` takes for them: --max-model-len, --max-batched-tokens, --max-num-seqs,
 # --gpu-memory-fraction): `vllm serve … --max-num-seqs 1024`, `trtllm-serve
@@ -157,6 +147,17 @@ def stated_flags_of(raw: Raw, engine: str) -> StatedFlags:
     if engine == "trtllm" and "MLPerf" in notes and "max_batched_tokens" in found:
         chunked = True
     return StatedFlags(**found, chunked_prefill=chunked)
+
+
+def max_model_len_of(raw: Raw, stated: StatedFlags) -> int | None:
+    """The served max_model_len where the row states it: Lambda's result files name it
+    (`..._tp4_len16000.json`; the notes say "max_model_len per filename (_lenN)" or
+    "max_model_len 16000 per filename"), else what the notes' quoted command sets (`stated`,
+    from `stated_flags_of`)."""
+    if re.search(r"max_model_len (\d+ )?per filename", str(raw["notes"])):
+        found = re.search(r"_len(\d+)\.json", str(raw["source"]))
+        return int(found.group(1)) if found else None
+    return stated.max_model_len
 
 
 def version_of(text: object) -> str | None:

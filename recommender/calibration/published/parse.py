@@ -97,7 +97,7 @@ def parse_row(index: int, raw: Raw) -> CalRow:
         harness="in_process" if any(k in str(raw["notes"]) for k in IN_PROCESS_MARKS)
         else "served",
         engine_version=version,  # None for NIM: it states its own release, not its engine's
-        max_model_len=max_model_len_of(raw, engine),
+        max_model_len=max_model_len_of(raw, stated),
         max_batched_tokens=stated.max_batched_tokens, chunked_prefill=stated.chunked_prefill,
     )
 
