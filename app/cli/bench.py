@@ -111,7 +111,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from runners.benchmark.bench_report import report_json
     from runners.benchmark.from_options import bench
     from runners.benchmark.live_run import progress_line
-    from runners.benchmark.shutdown import sigterm_interrupts
+    from runners.benchmark.shutdown import asyncio_ctrl_c, sigterm_interrupts
 
     options = options_of(args)
     config = _launch_config(options)  # fails early, as the prediction does
@@ -122,7 +122,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if live:
             print("\r" + progress_line(sample), end="", file=sys.stderr, flush=True)
 
-    with sigterm_interrupts() as term:
+    # Ctrl-C goes to asyncio's handler, which cancels the run so that it is stored.
+    with sigterm_interrupts() as term, asyncio_ctrl_c():
         try:
             report = bench(options, workspace=args.workspace, argv=args.argv, progress=progress,
                            config=config)

@@ -63,11 +63,16 @@ def key_values(items: list[str], option: str, shape: str) -> list[tuple[str, str
 
 
 def write_output(path: str | Path, text: str) -> None:
-    """Write a command's output file atomically (nothing appears when the write fails).
+    """Write a command's output file atomically (nothing appears when the write fails, nor
+    after a Ctrl-C).
 
     Raises:
         UsageError: the file or its folder cannot be written.
+        KeyboardInterrupt: a Ctrl-C arrived, even one a library swallowed.
     """
+    from runners.benchmark.shutdown import raise_if_interrupted
+
+    raise_if_interrupted()  # a Ctrl-C a library swallowed: the command was stopped, no file
     try:
         write_atomic(path, text)
     except OSError as exc:

@@ -2,7 +2,8 @@
 
 No figures are computed here. Errors a user can cause (ServeFitError) print one line on stderr
 and exit 2; Ctrl-C prints one line and exits 130, and SIGTERM likewise with 143, in every
-command; heavy libraries are imported inside the commands so `--help` stays instant.
+command, even where a library swallowed the KeyboardInterrupt; heavy libraries are imported
+inside the commands so `--help` stays instant.
 """
 
 from __future__ import annotations
@@ -38,15 +39,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(command if command in COMMAND_HELP else "")
     args = parser.parse_args(argv)
     args.argv = argv  # the command line as given (bench stores it with the run)
-    from runners.benchmark.shutdown import sigterm_interrupts  # light: signal and ctypes only
+    # light: signal and ctypes only
+    from runners.benchmark.shutdown import (
+        ctrl_c_kept,
+        forget_caught_interrupt,
+        raise_if_interrupted,
+        sigterm_interrupts,
+    )
 
-    with sigterm_interrupts() as term:  # SIGTERM takes Ctrl-C's path, in every command
+    # SIGTERM takes Ctrl-C's path in every command, and a Ctrl-C a library swallowed still
+    # ends the command as one (write_output checks too, so nothing is written after it).
+    with sigterm_interrupts() as term, ctrl_c_kept():
         try:
-            return int(args.handler(args) or 0)
+            code = int(args.handler(args) or 0)
+            raise_if_interrupted()
+            return code
         except ServeFitError as exc:
             print(f"{PROG}: error: {printable(str(exc))}", file=sys.stderr)
             return exc.exit_code
         except KeyboardInterrupt:
+            forget_caught_interrupt()  # else `python -m` may still die of SIGINT at exit
             code, said = ((EXIT_TERMINATED, "terminated") if term.received
                           else (EXIT_INTERRUPTED, "interrupted"))
             # A second interrupt while saying so (a signal still pending when the first was

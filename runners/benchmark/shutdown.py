@@ -1,6 +1,13 @@
 """How a run ends when its process is told to, or dies: SIGTERM stops a run as Ctrl-C does
-(`sigterm_interrupts`, for the parent), and load workers never outlive their parent
-(`die_with_parent` and `parent_alive`, for the workers).
+(`sigterm_interrupts`, for the parent), a Ctrl-C is not lost when a library swallows its
+KeyboardInterrupt (`ctrl_c_kept`, `raise_if_interrupted`, `forget_caught_interrupt`,
+`asyncio_ctrl_c`), and load workers
+never outlive their parent (`die_with_parent` and `parent_alive`, for the workers).
+
+Why Ctrl-C gets lost: Python raises KeyboardInterrupt wherever the main thread is, and some
+places drop it: code that catches BaseException (an import inside pandas was measured doing so:
+Ctrl-C 1.5 s into `profile` let it finish, exit 0, and write its file), and a ctypes callback
+(numba's compiler). The handler `ctrl_c_kept` installs still runs there, so it remembers.
 
 A worker asks Linux for a parent-death signal (prctl PR_SET_PDEATHSIG: SIGKILL when the thread
 that started it exits, whatever killed it, kill -9 included); elsewhere, and for the moment
@@ -27,6 +34,82 @@ class Termination:
     """Whether SIGTERM arrived while `sigterm_interrupts` was in force."""
 
     received: bool = False
+
+
+@dataclass(eq=False)  # one block's record: `_KEPT` removes it by identity
+class CtrlC:
+    """Whether SIGINT (or SIGTERM, which takes its path) arrived while `ctrl_c_kept` was in
+    force, whether or not its KeyboardInterrupt reached the command."""
+
+    received: bool = False
+
+
+# The records of the `ctrl_c_kept` blocks in force, innermost last: signal handlers are the
+# process's, so the record they write is too. Empty outside the CLI's `main`.
+_KEPT: list[CtrlC] = []
+
+
+@contextlib.contextmanager
+def ctrl_c_kept() -> Iterator[CtrlC]:
+    """While inside, SIGINT is remembered before it raises KeyboardInterrupt, so that
+    `raise_if_interrupted` raises it again where a library swallowed it. Changes nothing
+    outside the main thread or where SIGINT is not Python's default handler (ignored by the
+    shell that started the process, or an event loop's)."""
+    seen = CtrlC()
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield seen
+        return
+
+    def on_int(signum: int, frame: FrameType | None) -> None:
+        seen.received = True
+        signal.default_int_handler(signum, frame)
+
+    _KEPT.append(seen)
+    signal.signal(signal.SIGINT, on_int)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _KEPT.remove(seen)
+
+
+def raise_if_interrupted() -> None:
+    """Raise KeyboardInterrupt when a Ctrl-C came inside a `ctrl_c_kept` block: call it before
+    a command writes what it computed, so a swallowed Ctrl-C still writes nothing.
+
+    Raises:
+        KeyboardInterrupt: a Ctrl-C (or SIGTERM) arrived.
+    """
+    if any(kept.received for kept in _KEPT):
+        raise KeyboardInterrupt
+
+
+def forget_caught_interrupt() -> None:
+    """Call once a KeyboardInterrupt is caught and the command ends with its own exit code.
+
+    CPython marks a KeyboardInterrupt that ends a string `exec` (dataclasses and numba build
+    code that way) as unhandled even when a caller catches it, and under `python -m` an
+    interpreter so marked kills itself with SIGINT at exit (exit status -2), whatever code
+    the program exited with. A string `exec` clears the mark as it starts."""
+    exec("pass", {})  # a constant: only its effect on the mark is wanted
+
+
+@contextlib.contextmanager
+def asyncio_ctrl_c() -> Iterator[None]:
+    """Inside, SIGINT has Python's default handler again, for code that runs an event loop:
+    asyncio installs its own Ctrl-C handler (which cancels the main task, so a run tears
+    down and is stored) only where it finds the default one. `ctrl_c_kept`'s is back after."""
+    kept = signal.getsignal(signal.SIGINT)
+    if (threading.current_thread() is not threading.main_thread()
+            or kept is signal.default_int_handler):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, kept)
 
 
 @contextlib.contextmanager

@@ -184,3 +184,39 @@ def test_an_interrupt_after_the_line_still_exits_130_not_by_signal():
                           text=True, timeout=60, check=False,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert (done.returncode, done.stderr) == (130, INTERRUPTED)
+
+
+# A `python -m` module that runs the real CLI with `profile`'s handler replaced by one that
+# does what a library was measured doing: a Ctrl-C arrives inside a string `exec` (as in
+# dataclasses' and numba's generated code) and is swallowed; the handler then writes its file.
+_SWALLOWING_MAIN = """\
+import runpy
+import app.cli.main
+from app.cli.common import write_output
+
+def swallowing(args):
+    try:
+        exec("import os, signal, time; os.kill(os.getpid(), signal.SIGINT); time.sleep(5)", {})
+    except KeyboardInterrupt:
+        pass
+    write_output(args.output, "computed\\n")
+    return 0
+
+app.cli.main._cmd_profile = swallowing
+runpy.run_module("app", run_name="__main__")
+"""
+
+
+def test_a_ctrl_c_a_library_swallowed_still_exits_130_and_writes_nothing(tmp_path):
+    """CI's failure at 1.2 s: the Ctrl-C landed in pandas' import, something there swallowed
+    it, and `profile` wrote its file and exited 0. Once the handler remembers it, a second
+    trap remains: under `python -m`, a KeyboardInterrupt that ended a string `exec` makes the
+    interpreter kill itself with SIGINT at exit (-2) whatever code it exits with."""
+    (tmp_path / "swallow").mkdir()
+    (tmp_path / "swallow" / "__main__.py").write_text(_SWALLOWING_MAIN)
+    out = tmp_path / "profile.json"
+    done = subprocess.run([sys.executable, "-m", "swallow", "profile", "t.csv", "-o", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    assert (done.returncode, done.stderr) == (130, INTERRUPTED)
+    assert not out.exists()

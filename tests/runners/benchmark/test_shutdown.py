@@ -71,3 +71,31 @@ def test_a_child_dies_when_its_parent_is_killed_with_sigkill():
         assert _gone(child)
     finally:
         middle.kill()
+
+
+def test_a_swallowed_ctrl_c_is_raised_again_inside_ctrl_c_kept_only():
+    from runners.benchmark.shutdown import ctrl_c_kept, raise_if_interrupted
+
+    with ctrl_c_kept() as kept:
+        raise_if_interrupted()  # nothing came yet
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the handler raises here
+        except KeyboardInterrupt:
+            pass  # what a library did
+        assert kept.received
+        with pytest.raises(KeyboardInterrupt):
+            raise_if_interrupted()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    raise_if_interrupted()  # the block's record went with it
+
+
+def test_asyncio_gets_the_default_ctrl_c_handler_it_looks_for():
+    from runners.benchmark.shutdown import asyncio_ctrl_c, ctrl_c_kept
+
+    with ctrl_c_kept():
+        kept = signal.getsignal(signal.SIGINT)
+        assert kept is not signal.default_int_handler
+        with asyncio_ctrl_c():
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is kept
