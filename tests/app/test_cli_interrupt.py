@@ -6,10 +6,11 @@ interrupted"); the workspace turns it back.
 The first test is that mapping in this process. The others run the real command on a trace
 built here: 200,000 requests of 50 prompt blocks each, so that the figures spend a few seconds
 in DuckDB (the prefix-reuse query joins 10 M block hashes) before the LRU simulation. The
-signals come a short while after the process opened the workspace (read from /proc), while
-those queries run: numba's first compile of the LRU kernels, which comes next, calls back into
-Python through ctypes, and a KeyboardInterrupt raised inside such a callback is dropped
-("Exception ignored on calling ctypes callback function"), so that stretch is avoided here.
+signals come a short while after the process opened the workspace (read from /proc). Wherever
+they land, the answer is the same: where a library swallows the KeyboardInterrupt (pandas'
+import was caught doing so at 1.2 s on CI's machine; numba's compiler calls back into Python
+through ctypes, which drops it), the CLI remembered the signal and raises it again before it
+writes (the last test makes that deterministic).
 """
 
 from __future__ import annotations
