@@ -40,36 +40,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = argv  # the command line as given (bench stores it with the run)
     # light: signal and ctypes only
-    from runners.benchmark.shutdown import (
-        ctrl_c_kept,
-        forget_caught_interrupt,
-        raise_if_interrupted,
-        sigterm_interrupts,
-    )
+    from runners.benchmark.shutdown import ctrl_c_kept, raise_if_interrupted, sigterm_interrupts
 
     # SIGTERM takes Ctrl-C's path in every command, and a Ctrl-C a library swallowed still
     # ends the command as one (write_output checks too, so nothing is written after it).
-    with sigterm_interrupts() as term, ctrl_c_kept():
+    with sigterm_interrupts() as term, ctrl_c_kept() as ctrl_c:
         try:
             code = int(args.handler(args) or 0)
             raise_if_interrupted()
             return code
-        except ServeFitError as exc:
-            print(f"{PROG}: error: {printable(str(exc))}", file=sys.stderr)
-            return exc.exit_code
         except KeyboardInterrupt:
-            forget_caught_interrupt()  # else `python -m` may still die of SIGINT at exit
-            code, said = ((EXIT_TERMINATED, "terminated") if term.received
-                          else (EXIT_INTERRUPTED, "interrupted"))
-            # A second interrupt while saying so (a signal still pending when the first was
-            # handled) must not replace the line with a traceback; app/__main__ catches one
-            # that comes later still.
-            with contextlib.suppress(KeyboardInterrupt):
-                print(f"{PROG}: {said}", file=sys.stderr)
-            return code
+            return _stopped(terminated=term.received)
         except BrokenPipeError:  # the reader (e.g. `| head`) went away: nothing left to say
             sys.stderr.close()
             return 0
+        except Exception as exc:
+            # An error that follows a Ctrl-C is what a library made of it (numba wraps the
+            # KeyboardInterrupt of a callback into SystemError, DuckDB into RuntimeError):
+            # the command was stopped, and says so.
+            if ctrl_c.received:
+                return _stopped(terminated=term.received)
+            if not isinstance(exc, ServeFitError):
+                raise
+            print(f"{PROG}: error: {printable(str(exc))}", file=sys.stderr)
+            return exc.exit_code
+
+
+def _stopped(*, terminated: bool) -> int:
+    """Say that the command was stopped (Ctrl-C, or SIGTERM when `terminated`); its exit
+    code."""
+    from runners.benchmark.shutdown import forget_caught_interrupt
+
+    forget_caught_interrupt()  # else `python -m` may still die of SIGINT at exit
+    code, said = ((EXIT_TERMINATED, "terminated") if terminated
+                  else (EXIT_INTERRUPTED, "interrupted"))
+    # A second interrupt while saying so (a signal still pending when the first was handled)
+    # must not replace the line with a traceback; app/__main__ catches one that comes later.
+    with contextlib.suppress(KeyboardInterrupt):
+        print(f"{PROG}: {said}", file=sys.stderr)
+    return code
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

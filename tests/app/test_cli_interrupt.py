@@ -188,36 +188,95 @@ def test_an_interrupt_after_the_line_still_exits_130_not_by_signal():
 
 
 # A `python -m` module that runs the real CLI with `profile`'s handler replaced by one that
-# does what a library was measured doing: a Ctrl-C arrives inside a string `exec` (as in
-# dataclasses' and numba's generated code) and is swallowed; the handler then writes its file.
-_SWALLOWING_MAIN = """\
+# does what libraries were seen doing with a Ctrl-C that arrives inside a string `exec` (as in
+# dataclasses' and numba's generated code): swallow it (pandas' import), or turn it into
+# another error (numba's callbacks into SystemError); the handler then writes its file.
+_LIBRARY_MAIN = """\
 import runpy
 import app.cli.main
 from app.cli.common import write_output
 
-def swallowing(args):
+def library(args):
     try:
         exec("import os, signal, time; os.kill(os.getpid(), signal.SIGINT); time.sleep(5)", {})
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt as exc:
+        {what}
     write_output(args.output, "computed\\n")
     return 0
 
-app.cli.main._cmd_profile = swallowing
+app.cli.main._cmd_profile = library
 runpy.run_module("app", run_name="__main__")
 """
 
 
-def test_a_ctrl_c_a_library_swallowed_still_exits_130_and_writes_nothing(tmp_path):
+@pytest.mark.parametrize("what", [
+    "pass",
+    "raise SystemError('returned a result with an exception set') from exc",
+])
+def test_a_ctrl_c_a_library_swallowed_or_wrapped_still_exits_130_and_writes_nothing(
+        what, tmp_path):
     """CI's failure at 1.2 s: the Ctrl-C landed in pandas' import, something there swallowed
     it, and `profile` wrote its file and exited 0. Once the handler remembers it, a second
     trap remains: under `python -m`, a KeyboardInterrupt that ended a string `exec` makes the
-    interpreter kill itself with SIGINT at exit (-2) whatever code it exits with."""
-    (tmp_path / "swallow").mkdir()
-    (tmp_path / "swallow" / "__main__.py").write_text(_SWALLOWING_MAIN)
+    interpreter kill itself with SIGINT at exit (-2) whatever code it exits with. And the
+    error a library raises instead of it is the interrupt's, not a traceback and exit 1."""
+    (tmp_path / "library").mkdir()
+    (tmp_path / "library" / "__main__.py").write_text(_LIBRARY_MAIN.replace("{what}", what))
     out = tmp_path / "profile.json"
-    done = subprocess.run([sys.executable, "-m", "swallow", "profile", "t.csv", "-o", str(out)],
+    done = subprocess.run([sys.executable, "-m", "library", "profile", "t.csv", "-o", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
                           env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
     assert (done.returncode, done.stderr) == (130, INTERRUPTED)
     assert not out.exists()
+
+SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
+
+
+def _signal_recommend_at(phase: str, sig: int, tmp_path: Path) -> tuple[int, str]:
+    """Run `recommend --progress` on the bundled sample, with its own temp folder and an empty
+    tables folder (so that it builds tables too), and send `sig` 0.3 s after it reports
+    `phase`; (exit code, all of stderr)."""
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "recommend", str(SAMPLE), "--gpu", "H100-SXM",
+         "--model", "meta-llama/Llama-3.1-8B-Instruct", "--progress",
+         "-o", str(tmp_path / "out" / "rec.json")],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path / "tmp"),
+             "SERVEFIT_CACHE_DIR": str(tmp_path / "tables")})
+    said: list[str] = []
+    try:
+        assert proc.stderr is not None
+        while phase not in (said[-1] if said else ""):
+            said.append(proc.stderr.readline())
+            assert said[-1], f"recommend ended before {phase!r}: {''.join(said)}"
+        time.sleep(0.3)
+        assert proc.poll() is None, "recommend finished before the signal"
+        proc.send_signal(sig)
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, "".join(said) + rest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("phase", "sig", "code", "line"), [
+    ("profiling the trace", signal.SIGINT, 130, INTERRUPTED),
+    ("scheduler knobs", signal.SIGINT, 130, INTERRUPTED),
+    ("finalists on the whole window", signal.SIGTERM, 143, TERMINATED),
+    ("how far each engine's best holds", signal.SIGINT, 130, INTERRUPTED),
+])
+def test_a_signal_during_recommend_is_one_line_and_leaves_nothing(phase, sig, code, line,
+                                                                  tmp_path):
+    """Issue 28's `recommend` at four of its phases: the progress lines, then one line; no
+    rec.json, nothing left in the temp folder (the trace's working copy, aiconfigurator's
+    config folders), and no half-written table."""
+    got, err = _signal_recommend_at(phase, sig, tmp_path)
+    assert got == code, err
+    assert err.endswith(line) and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []
+    tables = tmp_path / "tables"
+    assert not tables.exists() or not [p for p in tables.rglob("*") if p.name.startswith(".")]
