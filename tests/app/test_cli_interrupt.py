@@ -113,15 +113,28 @@ def _signal_while_working(trace: Path, ws: Path, out: Path, sig: int, after_s: f
             assert proc.poll() is None, "profile ended before it opened the workspace"
             assert time.monotonic() < deadline, "profile never opened the workspace"
             time.sleep(0.005)
+    except BaseException:
+        _stop(proc)
+        raise
+    return _signal_and_wait(proc, sig, after_s)
+
+
+def _signal_and_wait(proc: subprocess.Popen, sig: int, after_s: float) -> tuple[int, str]:
+    """Send `sig` to the running `proc` `after_s` from now; (its exit code, rest of stderr)."""
+    try:
         time.sleep(after_s)
-        assert proc.poll() is None, "profile finished before the signal: make the trace bigger"
+        assert proc.poll() is None, "the command finished before the signal: give it more work"
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
     return proc.returncode, err
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 def _requests_held(ws: Path) -> int | None:
@@ -250,15 +263,11 @@ def _signal_recommend_at(phase: str, sig: int, tmp_path: Path) -> tuple[int, str
         while phase not in (said[-1] if said else ""):
             said.append(proc.stderr.readline())
             assert said[-1], f"recommend ended before {phase!r}: {''.join(said)}"
-        time.sleep(0.3)
-        assert proc.poll() is None, "recommend finished before the signal"
-        proc.send_signal(sig)
-        _, rest = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, "".join(said) + rest
+    except BaseException:
+        _stop(proc)
+        raise
+    code, rest = _signal_and_wait(proc, sig, 0.3)
+    return code, "".join(said) + rest
 
 
 @pytest.mark.slow
