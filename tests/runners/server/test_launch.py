@@ -152,14 +152,16 @@ def test_free_port_is_bindable():
 
 
 def test_local_ready_serves_and_tears_down(tmp_path, engine):
+    started = time.monotonic()
     with launched(_spec(tmp_path, engine)) as ep:
+        waited_s = time.monotonic() - started
         assert isinstance(ep, Endpoint) and ep.mode == "local"
         assert ep.pid is not None and group_alive(ep.pid)
         assert ep.url.startswith("http://127.0.0.1:") and ep.served_model_name == "fake"
         assert "{port}" not in " ".join(ep.command)
         assert ep.command[-1] == ep.url.rsplit(":", 1)[1]  # the free port went into argv
         assert ep.log_path is not None and "fake engine starting" in ep.log_path.read_text()
-        assert 0 < ep.ready_s < 20
+        assert 0 < ep.ready_s <= waited_s  # seconds from launch to ready (no budget)
         assert _one_request(ep.url)
     assert _gone(ep.pid)
 
