@@ -1,8 +1,8 @@
 """How a run ends when its process is told to, or dies: SIGTERM stops a run as Ctrl-C does
 (`sigterm_interrupts`, for the parent), a Ctrl-C is not lost when a library swallows its
 KeyboardInterrupt (`ctrl_c_kept`, `raise_if_interrupted`, `forget_caught_interrupt`,
-`asyncio_ctrl_c`), and load workers
-never outlive their parent (`die_with_parent` and `parent_alive`, for the workers).
+`asyncio_ctrl_c`), and load workers never outlive their parent (`die_with_parent` and
+`parent_alive`, for the workers).
 
 Why Ctrl-C gets lost: Python raises KeyboardInterrupt wherever the main thread is, and some
 places drop it: code that catches BaseException (an import inside pandas was measured doing so:
