@@ -32,7 +32,8 @@ BOUNDS = {  # (low, high) of each fitted parameter
     # 2 ms per sequence per step: 0.5 s a step at 256 sequences, past any release's Python.
     "serial_loop_seq_s": (1e-7, 2e-3),
     # Above what API work takes (the fit finds 0.1-0.2 s: queueing the model lacks); cut to
-    # 50 ms, leave-one-family-out went 18.1 -> 20.1 % (TTFT 48.4 -> 46.7 %): README there.
+    # 50 ms, leave-one-family-out went 18.1 -> 20.1 % (TTFT 48.4 -> 46.7 %;
+    # data/calibration/README.md), so the bound stays.
     "request_overhead_s": (1e-4, 0.5),
     # Measured tables only (the roofline ignores it): an engine release's prefill GEMMs from
     # twice as fast as the table's to three times as slow.
