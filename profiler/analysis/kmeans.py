@@ -78,7 +78,17 @@ def _lloyd(x: np.ndarray, centres: np.ndarray, tol: float) -> tuple[np.ndarray, 
 
 
 def _sq_dist(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    return ((x[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+    # One n x k array per dimension, added in dimension order: the same sums as reducing an
+    # n x k x d array over its last axis, without that array (a reduction over a short
+    # strided axis is several times slower).
+    return _sum_sq(x[:, 0, None] - centres[None, :, 0], x[:, 1:], centres[:, 1:])
+
+
+def _sum_sq(first: np.ndarray, x: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    total = first ** 2
+    for j in range(x.shape[1]):
+        total += (x[:, j, None] - centres[None, :, j]) ** 2
+    return total
 
 
 def silhouette(
@@ -89,25 +99,51 @@ def silhouette(
     As scikit-learn's `silhouette_score`: the subset's points are scored against the subset
     only; a point alone in its cluster scores 0. Needs 2 <= clusters <= points - 1.
     """
+    (score,) = silhouettes(points, [labels], sample_size=sample_size, seed=seed)
+    if score is None:
+        raise ValueError("silhouette needs 2 <= clusters <= n - 1 in the scored points")
+    return score
+
+
+def silhouettes(
+    points: Any, labelings: list[Any], *, sample_size: int | None = None, seed: int = 0
+) -> list[float | None]:
+    """`silhouette` of each labeling of the same points, on the same seeded subset; None for
+    a labeling whose subset holds fewer than 2 clusters or as many as its points.
+
+    The distance matrix, the costly part, is computed once for all labelings (block by
+    block), so k = 2..4 cost one silhouette's distances, not three.
+    """
     x = np.asarray(points, dtype=float)
-    lab = np.asarray(labels)
+    labs = [np.asarray(lab) for lab in labelings]
     if sample_size is not None and sample_size < len(x):
         pick = np.random.default_rng(seed).choice(len(x), size=sample_size, replace=False)
-        x, lab = x[pick], lab[pick]
-    groups, lab = np.unique(lab, return_inverse=True)
-    if not 2 <= len(groups) <= len(x) - 1:
-        raise ValueError(f"silhouette needs 2 <= clusters <= n - 1, got {len(groups)}")
-    sizes = np.bincount(lab)
-    onehot = np.zeros((len(x), len(groups)))
-    onehot[np.arange(len(x)), lab] = 1.0
+        x, labs = x[pick], [lab[pick] for lab in labs]
+    coded = [np.unique(lab, return_inverse=True) for lab in labs]
+    valid = [2 <= len(groups) <= len(x) - 1 for groups, _ in coded]
+    onehots = [_onehot(lab, len(groups)) for groups, lab in coded]
     # Sum of distances from each point to every cluster: a block of rows of the distance matrix
-    # at a time (at most _BLOCK x n distances in memory) times the one-hot labels (BLAS).
-    sums = np.empty((len(x), len(groups)))
+    # at a time (at most _BLOCK x n distances in memory) times each one-hot labeling (BLAS).
+    sums = [np.empty((len(x), h.shape[1])) for h in onehots]
     for start in range(0, len(x), _BLOCK):
         block = x[start:start + _BLOCK]
-        d2 = sum((block[:, None, j] - x[None, :, j]) ** 2 for j in range(x.shape[1]))
-        sums[start:start + _BLOCK] = np.sqrt(d2) @ onehot
-    rows = np.arange(len(x))
+        dist = np.sqrt(_sum_sq(block[:, 0, None] - x[None, :, 0], block[:, 1:], x[:, 1:]))
+        for total, onehot in zip(sums, onehots, strict=True):
+            total[start:start + _BLOCK] = dist @ onehot
+    return [_mean_coefficient(total, lab) if ok else None
+            for total, (_, lab), ok in zip(sums, coded, valid, strict=True)]
+
+
+def _onehot(lab: np.ndarray, k: int) -> np.ndarray:
+    onehot = np.zeros((len(lab), k))
+    onehot[np.arange(len(lab)), lab] = 1.0
+    return onehot
+
+
+def _mean_coefficient(sums: np.ndarray, lab: np.ndarray) -> float:
+    """Mean of (b - a) / max(a, b) from each point's summed distance to every cluster."""
+    sizes = np.bincount(lab, minlength=sums.shape[1])
+    rows = np.arange(len(lab))
     own = sizes[lab]
     a = sums[rows, lab] / np.maximum(own - 1, 1)  # self-distance is 0, so excluded by n-1
     means = sums / sizes[None, :]

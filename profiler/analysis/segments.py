@@ -119,16 +119,14 @@ def _centroids(sample: Any, seed: int) -> list[tuple[float, float]]:
     best: tuple[float, Any] = (MIN_SILHOUETTE, mean[None, :])
     distinct = len(np.unique(sample, axis=0))
     if len(sample) >= MIN_ROWS_TO_SPLIT and distinct > MAX_K:
-        from profiler.analysis.kmeans import kmeans, silhouette
+        from profiler.analysis.kmeans import kmeans, silhouettes
 
-        for k in range(2, MAX_K + 1):
-            centres, labels, _ = kmeans(sample, k, seed=seed, n_init=3)
-            try:
-                score = silhouette(sample, labels, seed=seed,
-                                   sample_size=min(SILHOUETTE_ROWS, len(sample)))
-            except ValueError:  # the scored subset holds one cluster only: no evidence of k
-                continue
-            if score > best[0]:
+        fits = [kmeans(sample, k, seed=seed, n_init=3) for k in range(2, MAX_K + 1)]
+        scores = silhouettes(sample, [labels for _, labels, _ in fits], seed=seed,
+                             sample_size=min(SILHOUETTE_ROWS, len(sample)))
+        for (centres, _, _), score in zip(fits, scores, strict=True):
+            # None: the scored subset holds one cluster only, no evidence of that k
+            if score is not None and score > best[0]:
                 best = (score, centres)
     centers = sorted((float(x), float(y)) for x, y in best[1])
     return centers

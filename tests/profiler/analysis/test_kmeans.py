@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from profiler.analysis.kmeans import kmeans, silhouette
+from profiler.analysis.kmeans import kmeans, silhouette, silhouettes
 
 TRUE_CENTRES = [(0.0, 0.0), (10.0, 0.0), (5.0, 9.0), (12.0, 12.0)]
 
@@ -103,3 +103,17 @@ def test_silhouette_sample_scores_the_subset_only():
 def test_silhouette_of_separated_blobs_is_near_one():
     points, labels = _blobs(TRUE_CENTRES[:2], 40, 0.1, 1)
     assert silhouette(points, labels) > 0.95
+
+
+def test_several_labelings_score_each_on_the_same_subset():
+    rng = np.random.default_rng(5)
+    points = rng.normal(size=(700, 2)) * [2, 1]
+    labelings = [(points[:, 0] > 0).astype(int), rng.integers(0, 4, size=700),
+                 np.zeros(700, int)]  # one cluster: no silhouette
+    pick = np.random.default_rng(2).choice(700, size=90, replace=False)
+    scores = silhouettes(points, labelings, sample_size=90, seed=2)
+    assert scores[2] is None
+    for score, labels in zip(scores[:2], labelings[:2], strict=True):
+        assert score == pytest.approx(_silhouette_direct(points[pick], labels[pick]), rel=1e-12)
+    with pytest.raises(ValueError):
+        silhouette(points, labelings[2])
