@@ -32,8 +32,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from predict_accuracy import _saved  # bench/, this script's folder: sys.path[0]
+
 from recommender.calibration.cal_row import CalRow
 from recommender.calibration.published.parse import parse_csv
+from recommender.model.steptime import DEFAULT_KIND
 
 WITHIN = 0.30  # the issue's TTFT goal: a median within 30 % needs half the rows inside it
 MIN_ROWS_TO_REGRESS = 4  # a group's regression on three terms needs more rows than terms
@@ -48,17 +51,13 @@ GROUPINGS: list[tuple[str, Key]] = [
 ]
 
 
-def held_out(path: str, metric: str) -> list[tuple[CalRow, float]]:
-    """(today's row, log(measured / LOFO predicted)) of every predicted row of `metric`."""
-    saved = json.loads(Path(path).read_text(encoding="utf-8"))
-    by_index = {r.index: r for r in parse_csv()[0]}
-    out = []
-    for key, entry in saved.get("rows", saved).items():
-        row = by_index.get(int(key))
-        if row is None or row.value != entry["measured"]:
-            sys.exit(f"{path}: row {key} is not today's calibration row: rerun the bench")
-        if row.metric == metric and entry.get("predicted"):
-            out.append((row, float(np.log(entry["measured"] / entry["predicted"]))))
+def held_out(path: str, rows: list[CalRow], metric: str) -> list[tuple[CalRow, float]]:
+    """(today's row, log(measured / LOFO predicted)) of every held-out row of `metric`, read
+    and checked against today's rows as the accuracy bench reads its own file (`_saved`)."""
+    group = json.loads(Path(path).read_text(encoding="utf-8")).get("group", "family")
+    predicted, _ = _saved(path, rows, group, DEFAULT_KIND)
+    out = [(r, float(np.log(r.value / predicted[r.index])))
+           for r in rows if r.metric == metric and r.index in predicted]
     if not out:
         sys.exit(f"{path}: no predicted {metric} rows")
     return out
@@ -98,11 +97,11 @@ def regressed(rows: list[tuple[CalRow, float]], key: Key) -> np.ndarray:
     return np.array(residuals)
 
 
-def replicate_spread(metric: str) -> tuple[int, np.ndarray]:
+def replicate_spread(rows: list[CalRow], metric: str) -> tuple[int, np.ndarray]:
     """(setups measured more than once, each replicate's log deviation from its setup's
-    median) over today's rows of `metric`."""
+    median) over `rows` of `metric`."""
     setups = collections.defaultdict(list)
-    for r in parse_csv()[0]:
+    for r in rows:
         if r.metric == metric:
             setups[(r.engine, r.gpu, r.model, r.precision, r.kv_cache_dtype, r.tp, r.dp, r.ep,
                     r.isl, r.osl, r.concurrency, r.rate_rps, r.num_requests, r.max_num_seqs,
@@ -117,7 +116,8 @@ def main() -> None:
     parser.add_argument("rows_out", help="a bench/predict_accuracy.py --rows-out file")
     parser.add_argument("--metric", default="ttft_s")
     args = parser.parse_args()
-    rows = held_out(args.rows_out, args.metric)
+    today = parse_csv()[0]
+    rows = held_out(args.rows_out, today, args.metric)
     print(f"{args.metric}: {len(rows)} held-out rows")
     print(f"  LOFO as predicted:                                   "
           f"{_score(np.array([v for _, v in rows]))}")
@@ -125,7 +125,7 @@ def main() -> None:
         print(f"  oracle shift per {name:37s}: {_score(shifted(rows, key))}")
     for name, key in GROUPINGS[:2]:
         print(f"  oracle 1 + log c + log ISL per {name:23s}: {_score(regressed(rows, key))}")
-    n_setups, deviations = replicate_spread(args.metric)
+    n_setups, deviations = replicate_spread(today, args.metric)
     print(f"  replicates ({n_setups} setups, {len(deviations)} rows) from their setup's median: "
           f"{_score(deviations)}")
 
