@@ -77,17 +77,15 @@ def _lloyd(x: np.ndarray, centres: np.ndarray, tol: float) -> tuple[np.ndarray, 
     return centres, labels, float(d2[np.arange(len(x)), labels].sum())
 
 
-def _sq_dist(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    # One n x k array per dimension, added in dimension order: the same sums as reducing an
-    # n x k x d array over its last axis, without that array (a reduction over a short
-    # strided axis is several times slower).
-    return _sum_sq(x[:, 0, None] - centres[None, :, 0], x[:, 1:], centres[:, 1:])
+def _sq_dist(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Squared Euclidean distances between the rows of `a` (n x d) and of `b` (m x d): n x m.
 
-
-def _sum_sq(first: np.ndarray, x: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    total = first ** 2
-    for j in range(x.shape[1]):
-        total += (x[:, j, None] - centres[None, :, j]) ** 2
+    One n x m array per dimension, added in dimension order: the same sums as reducing an
+    n x m x d array over its last axis, without that array (a reduction over a short strided
+    axis is several times slower)."""
+    total = (a[:, 0, None] - b[None, :, 0]) ** 2
+    for j in range(1, a.shape[1]):
+        total += (a[:, j, None] - b[None, :, j]) ** 2
     return total
 
 
@@ -127,7 +125,7 @@ def silhouettes(
     sums = [np.empty((len(x), h.shape[1])) for h in onehots]
     for start in range(0, len(x), _BLOCK):
         block = x[start:start + _BLOCK]
-        dist = np.sqrt(_sum_sq(block[:, 0, None] - x[None, :, 0], block[:, 1:], x[:, 1:]))
+        dist = np.sqrt(_sq_dist(block, x))
         for total, onehot in zip(sums, onehots, strict=True):
             total[start:start + _BLOCK] = dist @ onehot
     return [_mean_coefficient(total, lab) if ok else None
