@@ -21,6 +21,7 @@ from core.atomic import write_atomic
 from core.errors import ServeFitError
 from recommender.calibration.answers import errors, refusal
 from recommender.calibration.cal_row import CalRow
+from recommender.calibration.coverage import coverage_of
 from recommender.calibration.fitting import PROCEDURE, fit
 from recommender.calibration.parameters import FITTED, REFERENCE_ARCH, SCALES
 from recommender.calibration.published.parse import DEFAULT_CSV, TEST_RULE, parse_csv
@@ -77,6 +78,8 @@ def calibrate(csv: str | Path = DEFAULT_CSV, out: str | Path = FIT_FILE) -> dict
             "rows_train": [r.index for r in rows if r.split == "train"],
             "rows_test": [r.index for r in rows if r.split == "test"],
             "rows_skipped": [{"row": i, "reason": why} for i, why in skipped],
+            # what `recommend` warns outside of, read without parsing the CSV again
+            "coverage": coverage_of(rows).model_dump(),
             "split_rule": TEST_RULE + " (both splits fitted on; their errors are in-sample)",
             "fit_procedure": PROCEDURE,
             "step_time": f"params: the default provider's ({DEFAULT_KIND}); "

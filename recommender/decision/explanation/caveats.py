@@ -14,9 +14,8 @@ from __future__ import annotations
 import functools
 import json
 
-from core.errors import ServeFitError
 from recommender.calibration.bands_file import BANDS_FILE, band_of_prediction, load_bands
-from recommender.catalog.lookup import get_model
+from recommender.calibration.coverage import Coverage
 from recommender.decision.explanation.context import Context
 from recommender.decision.explanation.shortfall import slo_warning, unservable_warning
 from recommender.decision.recommendation import RecWarning
@@ -53,21 +52,16 @@ def _oom_warnings(ctx: Context) -> list[RecWarning]:
 
 
 @functools.cache
-def _coverage() -> dict | None:
-    """What the fit saw: models, GPUs, engines, ISL range, held-out error per engine."""
-    from recommender.calibration.published.parse import parse_csv
+def _coverage() -> tuple[Coverage, dict] | None:
+    """What the fit saw (fit.json's `provenance.coverage`, written by `calibrate`) and its
+    held-out error per engine; None when the file holds no coverage."""
     from recommender.model.params import FIT_FILE
 
     try:
         fit = json.loads(FIT_FILE.read_text(encoding="utf-8"))
-        used = set(fit["provenance"]["rows_used"])
-        rows = [r for r in parse_csv()[0] if r.index in used]
-    except (OSError, ValueError, KeyError, TypeError, ServeFitError):
+        return Coverage.model_validate(fit["provenance"]["coverage"]), fit.get("errors", {})
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # ValidationError too
         return None
-    return {"models": {get_model(r.model).name for r in rows}, "gpus": {r.gpu for r in rows},
-            "engines": {r.engine for r in rows}, "isl": (min(r.isl for r in rows),
-                                                         max(r.isl for r in rows)),
-            "errors": fit.get("errors", {})}
 
 
 def _band_warning(ctx: Context) -> list[RecWarning]:
@@ -86,23 +80,24 @@ def _band_warning(ctx: Context) -> list[RecWarning]:
 
 
 def _calibration_warnings(ctx: Context) -> list[RecWarning]:
-    cov = _coverage()
-    if cov is None:
+    known = _coverage()
+    if known is None:
         return [RecWarning(code="calibration_unknown",
                            text="calibration coverage could not be read (data/calibration)")]
+    cov, errors = known
     out = []
     t, engine = ctx.target, ctx.best.config.engine
-    if t.model.name not in cov["models"]:
+    if t.model.name not in cov.models:
         out.append(f"model {t.model.name} is not in the calibration data: predictions come "
                    "from shapes and other models' efficiencies")
-    if t.gpu.name not in cov["gpus"]:
+    if t.gpu.name not in cov.gpus:
         out.append(f"GPU {t.gpu.name} is not in the calibration data")
-    lo, hi = cov["isl"]
+    lo, hi = cov.isl_min_tokens, cov.isl_max_tokens
     p99 = ctx.profile.input_tokens.p99
     if p99 > hi or ctx.profile.input_tokens.p50 < lo:
         out.append(f"input lengths (p50 {ctx.profile.input_tokens.p50:,.0f}, p99 {p99:,.0f}) "
                    f"reach outside the calibrated {lo:,}-{hi:,} tokens")
-    err = cov["errors"].get(f"test/{engine}", {}).get("median_ape_pct")
+    err = errors.get(f"test/{engine}", {}).get("median_ape_pct")
     if err is not None and err > HELD_OUT_ERROR_WARN_PCT:
         out.append(f"{engine}'s calibration misses held-out measurements by {err:.0f}% "
                    "(median): treat its figures as rough")

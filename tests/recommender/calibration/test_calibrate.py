@@ -337,6 +337,20 @@ def test_fit_file_loads_and_round_trips():
     assert "test/all" in record["errors"]
 
 
+def test_the_fit_file_records_what_its_rows_measured(published):
+    """`recommend`'s calibrated-range caveats read this instead of parsing the CSV again."""
+    rows, _ = published
+    record = json.loads(FIT_FILE.read_text(encoding="utf-8"))
+    used = set(record["provenance"]["rows_used"])
+    fitted = [r for r in rows if r.index in used]
+    assert len(fitted) == len(used)
+    assert record["provenance"]["coverage"] == {
+        "models": sorted({get_model(r.model).name for r in fitted}),
+        "gpus": sorted({r.gpu for r in fitted}), "engines": ["sglang", "trtllm", "vllm"],
+        "isl_min_tokens": min(r.isl for r in fitted),
+        "isl_max_tokens": max(r.isl for r in fitted)}
+
+
 def test_fit_is_deterministic(published):
     rows, _ = published
     # Nine closed-loop rows of three engines at small concurrency and short requests (quick
