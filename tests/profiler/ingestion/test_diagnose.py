@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import random
+import shutil
 import struct
 import zlib
 from collections.abc import Callable
@@ -98,15 +99,19 @@ def snapshot(ws: Workspace) -> tuple[list[Any], list[Any]]:
 
 
 class WorkspaceState:
-    """A workspace that is either absent or holds the good trace, and the check after a failure."""
+    """A workspace that is either absent or holds the good trace, and the check after a failure.
 
-    def __init__(self, root: Path, populated: bool, good: Path) -> None:
+    A populated one is a copy of `template` (the good trace ingested once for the module,
+    with its snapshot): one file, as ingesting into a fresh path leaves it."""
+
+    def __init__(self, root: Path, template: tuple[Path, Any] | None) -> None:
         self.dir = root / "ws"
         self.ws = Workspace.resolve(self.dir / "w.duckdb")
         self.before = None
-        if populated:
-            ingest(str(good), self.ws, IngestOptions())
-            self.before = snapshot(self.ws)
+        if template is not None:
+            self.dir.mkdir()
+            shutil.copyfile(template[0], self.ws.path)
+            self.before = template[1]
 
     def assert_unchanged(self) -> None:
         if self.before is None:
@@ -117,9 +122,19 @@ class WorkspaceState:
             assert snapshot(self.ws) == self.before
 
 
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory: pytest.TempPathFactory, good_csv: Path) -> tuple[Path, Any]:
+    """The good trace ingested into a workspace, and that workspace's snapshot."""
+    ws = Workspace.resolve(tmp_path_factory.mktemp("populated") / "w.duckdb")
+    ingest(str(good_csv), ws, IngestOptions())
+    assert [p.name for p in ws.path.parent.iterdir()] == ["w.duckdb"]
+    return ws.path, snapshot(ws)
+
+
 @pytest.fixture(params=["fresh", "populated"])
-def state(request: pytest.FixtureRequest, tmp_path: Path, good_csv: Path) -> WorkspaceState:
-    return WorkspaceState(tmp_path, request.param == "populated", good_csv)
+def state(request: pytest.FixtureRequest, tmp_path: Path) -> WorkspaceState:
+    template = request.getfixturevalue("populated") if request.param == "populated" else None
+    return WorkspaceState(tmp_path, template)
 
 
 def fails(
