@@ -2,9 +2,9 @@
 the rows it used (`Coverage`).
 
 `calibrate` writes it into fit.json's provenance (`coverage_of` over the rows it fitted);
-`recommend`'s caveats read it back to say when a question reaches outside
-the calibrated range. Written once at calibration time, so that a recommendation does not
-parse the published-measurements CSV (and import pandas) again: ~0.6 s of a 2.6 s `recommend`.
+`recommend`'s caveats read it back to say when a question reaches outside the calibrated
+range. Written once at calibration time, so that a recommendation does not parse the
+published-measurements CSV again (~0.5 s of a 2.6 s CLI `recommend` of the bundled sample).
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def _coverage() -> tuple[Coverage, dict] | None:
     try:
         fit = json.loads(FIT_FILE.read_text(encoding="utf-8"))
         return Coverage.model_validate(fit["provenance"]["coverage"]), fit.get("errors", {})
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # ValidationError too
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # pydantic's is a ValueError
         return None
 
 
