@@ -3,8 +3,8 @@ file's recorded coverage (what the fitted rows measured), not from the published
 
 The context is the one `recommend` builds for a seeded trace (real profiler, real search, the
 roofline parameters of tests/data/routing_params.json: quick, and no warning here
-depends on the step-time provider). What the shipped fit covers is worked out in the test from
-the CSV rows the fit file lists as used.
+depends on the step-time provider). What the shipped fit covers is its file's `coverage`, which
+tests/recommender/calibration/test_calibrate.py checks against the CSV rows the file lists as used.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pytest
 
 from profiler.analysis.profile import profile_trace
 from profiler.workspace import Workspace
-from recommender.calibration.published.parse import parse_csv
 from recommender.catalog.facts import hardware_facts, model_facts
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.decision.explanation import caveats
@@ -38,12 +37,10 @@ PARAMS = PerfParams.model_validate_json(
 
 @pytest.fixture(scope="module")
 def shipped() -> dict:
-    """What the shipped fit's rows measured: catalog model and GPU names, engines, ISL range."""
-    used = set(json.loads(FIT_FILE.read_text())["provenance"]["rows_used"])
-    rows = [r for r in parse_csv()[0] if r.index in used]
-    assert len(rows) == len(used)
-    return {"models": {get_model(r.model).name for r in rows}, "gpus": {r.gpu for r in rows},
-            "isl": (min(r.isl for r in rows), max(r.isl for r in rows))}
+    """What the shipped fit's rows measured: catalog model and GPU names, ISL range."""
+    coverage = json.loads(FIT_FILE.read_text())["provenance"]["coverage"]
+    return {"models": set(coverage["models"]), "gpus": set(coverage["gpus"]),
+            "isl": (coverage["isl_min_tokens"], coverage["isl_max_tokens"])}
 
 
 @pytest.fixture(scope="module")
