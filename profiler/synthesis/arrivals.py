@@ -22,6 +22,10 @@ CHUNK_ROWS = 1_000_000
 ENVELOPE_WINDOW_S = 60.0
 CALIBRATION_ROWS = 100_000
 _SHAPE_BOUNDS = (1e-2, 1e4)  # Gamma shape = 1/CV² stays within CV 0.01 .. 10
+# Width of log(shape) where the search stops: a CV within ~0.1 % of the target (CV ~ shape^-½
+# for Gamma gaps), finer than the ~0.4 % a CV measured on CALIBRATION_ROWS gaps can tell apart
+# (24 halvings of the whole range, as before, cost 0.6 s of a 1.1 s synthesis).
+_SHAPE_LOG_TOL = 2e-3
 
 
 @dataclass(slots=True)
@@ -156,7 +160,9 @@ def _envelope_stream(env: _Envelope, rng: Any, rows: int = CHUNK_ROWS) -> Iterat
 
 
 def _calibrate_shape(env: _Envelope, n: int, target_cv: float, rng: Any) -> tuple[float, float]:
-    """The Gamma shape whose synthetic inter-arrival CV (over n requests) is nearest target."""
+    """The Gamma shape whose synthetic inter-arrival CV (over n requests) is nearest target:
+    a bound when the target lies past what that bound gives, else bisection in log(shape)
+    down to _SHAPE_LOG_TOL."""
     import numpy as np
 
     state = rng.bit_generator.state
@@ -169,7 +175,11 @@ def _calibrate_shape(env: _Envelope, n: int, target_cv: float, rng: Any) -> tupl
         return float(gaps.std() / gaps.mean()) if gaps.mean() > 0 else 0.0
 
     lo, hi = (math.log(b) for b in _SHAPE_BOUNDS)  # CV falls as the shape grows
-    for _ in range(24):
+    for bound in (lo, hi):  # a burstier (or smoother) target than the bounds reach
+        cv = cv_at(math.exp(bound))
+        if (cv <= target_cv) if bound == lo else (cv >= target_cv):
+            return math.exp(bound), cv
+    while hi - lo > _SHAPE_LOG_TOL:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if cv_at(math.exp(mid)) > target_cv else (lo, mid)
     shape = math.exp((lo + hi) / 2)

@@ -25,6 +25,9 @@ from recommender.catalog.specs import GPU, ModelSpec
 __all__ = ["get_gpu", "get_model", "load_gpus", "load_models"]
 
 DEFAULT_CATALOG_DIR = Path(__file__).resolve().parents[2] / "data" / "catalog"
+# libyaml's safe loader where PyYAML was built with it (the wheels are): the same documents,
+# the catalog read in ~5 ms instead of ~35 ms, which every CLI process pays.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 GPUS_FILE = "gpus.yaml"
 MODELS_FILE = "models.yaml"
 
@@ -39,7 +42,7 @@ def _catalog_dir(catalog_dir: str | Path | None) -> Path:
 
 def _read_entries(path: Path, key: str) -> list[dict[str, Any]]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read catalog ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
