@@ -31,7 +31,6 @@ no match (most steps on open chat), so it overstates the gain there.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
@@ -54,22 +53,26 @@ class Message(NamedTuple):
 
 
 def earliest_followers(tokens: Sequence[Hashable], n_min: int, n_max: int
-                       ) -> dict[tuple[Hashable, ...], int]:
-    """n-gram (n_min ≤ n ≤ n_max) -> index of the token after its earliest occurrence.
+                       ) -> dict[int, list[int]]:
+    """n (n_min ≤ n ≤ n_max) -> for each i, the index of the token after the earliest
+    occurrence of the n-gram tokens[i:i + n] (the last n-gram, with nothing after it, left out).
 
     Built once over a whole conversation: the context at position p is tokens[:p], and the
-    earliest occurrence of the suffix ending at p − 1 lies before p exactly when the suffix
-    occurred earlier, so one index over everything answers every position (the loop runs in
-    C: a per-token Python loop cost 10× the rest of ingest).
+    earliest occurrence of its suffix tokens[p − n:p] lies before p exactly when the entry of
+    i = p − n is below p, so one pass answers every position. The pass runs in C (a dict's
+    setdefault mapped over the n-grams gives each one's earliest follower); the replay then
+    reads a list instead of hashing a tuple per step (a per-token Python loop cost 10× the
+    rest of ingest).
     """
-    follower: dict[tuple[Hashable, ...], int] = {}
+    out: dict[int, list[int]] = {}
     size = len(tokens)
     for n in range(n_min, n_max + 1):
         if size <= n:
             continue
+        follower: dict[tuple[Hashable, ...], int] = {}
         grams = zip(*(tokens[j:size - n + j] for j in range(n)), strict=True)
-        deque(map(follower.setdefault, grams, range(n, size)), maxlen=0)
-    return follower
+        out[n] = list(map(follower.setdefault, grams, range(n, size)))
+    return out
 
 
 @dataclass
@@ -103,20 +106,22 @@ class NgramEstimator:
             tokens.extend(body)
         if not spans:
             return
-        follower = earliest_followers(tokens, self.n_min, self.n_max)
+        followers = earliest_followers(tokens, self.n_min, self.n_max)
+        longest_first = [(n, followers[n]) for n in sorted(followers, reverse=True)]
         for start, end in spans:
-            self._replay(tokens, follower, start, end)
+            self._replay(tokens, longest_first, start, end)
 
-    def _replay(self, tokens: Sequence[Hashable], follower: dict[tuple[Hashable, ...], int],
+    def _replay(self, tokens: Sequence[Hashable], longest_first: list[tuple[int, list[int]]],
                 start: int, end: int) -> None:
-        """Steps over tokens[start:end] (an output) with the context tokens[:p] at each p."""
-        p, k, lengths = start, self.k, range(self.n_max, self.n_min - 1, -1)
+        """Steps over tokens[start:end] (an output) with the context tokens[:p] at each p;
+        `longest_first`: (n, `earliest_followers`' list for n), longest n first."""
+        p, k = start, self.k
         steps = drafted = accepted = 0
         while p < end:
             first = last = 0
-            for n in lengths:
+            for n, after in longest_first:
                 if n <= p:
-                    f = follower.get(tuple(tokens[p - n:p]), p)
+                    f = after[p - n]
                     if f < p:  # occurred before the suffix itself: draft what followed
                         first, last = f, (f + k if f + k < p else p)
                         break
