@@ -1,8 +1,8 @@
 """`profiler.synthesis.arrivals`: the Gamma shape inside the rate envelope is calibrated to the
 profile's inter-arrival CV, and a CV the shape bounds cannot reach gets the bound.
 
-Profiles of real traces (Mooncake conversation, BurstGPT_3's first 400 rows); the CV of the
-stream's gaps is computed here with numpy.
+The profile of a real trace (Mooncake conversation), as it is and with its CV set past each
+bound; the CV of the stream's gaps is computed here with numpy.
 """
 
 from __future__ import annotations
