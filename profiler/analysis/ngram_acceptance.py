@@ -53,9 +53,10 @@ class Message(NamedTuple):
 
 
 def earliest_followers(tokens: Sequence[Hashable], n_min: int, n_max: int
-                       ) -> dict[int, list[int]]:
-    """n (n_min ≤ n ≤ n_max) -> for each i, the index of the token after the earliest
-    occurrence of the n-gram tokens[i:i + n] (the last n-gram, with nothing after it, left out).
+                       ) -> list[tuple[int, list[int]]]:
+    """(n, for each i the index of the token after the earliest occurrence of the n-gram
+    tokens[i:i + n]) for each n from n_max down to n_min that the tokens are longer than (the
+    last n-gram, with nothing after it, left out): longest first, the order the proposer tries.
 
     Built once over a whole conversation: the context at position p is tokens[:p], and the
     earliest occurrence of its suffix tokens[p − n:p] lies before p exactly when the entry of
@@ -64,14 +65,14 @@ def earliest_followers(tokens: Sequence[Hashable], n_min: int, n_max: int
     reads a list instead of hashing a tuple per step (a per-token Python loop cost 10× the
     rest of ingest).
     """
-    out: dict[int, list[int]] = {}
+    out = []
     size = len(tokens)
-    for n in range(n_min, n_max + 1):
+    for n in range(n_max, n_min - 1, -1):
         if size <= n:
             continue
         follower: dict[tuple[Hashable, ...], int] = {}
         grams = zip(*(tokens[j:size - n + j] for j in range(n)), strict=True)
-        out[n] = list(map(follower.setdefault, grams, range(n, size)))
+        out.append((n, list(map(follower.setdefault, grams, range(n, size)))))
     return out
 
 
@@ -106,15 +107,14 @@ class NgramEstimator:
             tokens.extend(body)
         if not spans:
             return
-        followers = earliest_followers(tokens, self.n_min, self.n_max)
-        longest_first = [(n, followers[n]) for n in sorted(followers, reverse=True)]
+        longest_first = earliest_followers(tokens, self.n_min, self.n_max)
         for start, end in spans:
             self._replay(tokens, longest_first, start, end)
 
     def _replay(self, tokens: Sequence[Hashable], longest_first: list[tuple[int, list[int]]],
                 start: int, end: int) -> None:
         """Steps over tokens[start:end] (an output) with the context tokens[:p] at each p;
-        `longest_first`: (n, `earliest_followers`' list for n), longest n first."""
+        `longest_first`: `earliest_followers` of the conversation."""
         p, k = start, self.k
         steps = drafted = accepted = 0
         while p < end:

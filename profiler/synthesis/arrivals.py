@@ -176,10 +176,10 @@ def _calibrate_shape(env: _Envelope, n: int, target_cv: float, rng: Any) -> tupl
         return float(gaps.std() / gaps.mean()) if gaps.mean() > 0 else 0.0
 
     lo, hi = (math.log(b) for b in _SHAPE_BOUNDS)  # CV falls as the shape grows
-    for bound in (lo, hi):  # a burstier (or smoother) target than the bounds reach
-        cv = cv_at(math.exp(bound))
-        if (cv <= target_cv) if bound == lo else (cv >= target_cv):
-            return math.exp(bound), cv
+    if (cv := cv_at(math.exp(lo))) <= target_cv:  # burstier than the lowest shape reaches
+        return math.exp(lo), cv
+    if (cv := cv_at(math.exp(hi))) >= target_cv:  # smoother than the highest shape reaches
+        return math.exp(hi), cv
     while hi - lo > _SHAPE_LOG_TOL:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if cv_at(math.exp(mid)) > target_cv else (lo, mid)
