@@ -44,7 +44,8 @@ fi
 from profiler.analysis.prefix import dense_ids
 dense_ids(np.arange(1, 4097, dtype=np.uint64), np.array([0, 4096], dtype=np.int64))'
 # The checkout's bytecode, compiled once as pip compiles an installed package's (Python skips
-# writing it where PYTHONDONTWRITEBYTECODE is set, and then every process compiles again).
+# writing it where PYTHONDONTWRITEBYTECODE is set, and then every process compiles again); the
+# packages are those of pyproject.toml's [tool.mypy] packages.
 .venv/bin/python -m compileall -q app core profiler recommender runners engines
 # dev: pytest's rewritten test modules too (collection writes them): a fresh checkout's first
 # test run otherwise had its three workers each rewrite and compile every test module at once
