@@ -19,18 +19,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler.analysis.profile import profile_trace
 from profiler.schema import Segment
-from profiler.workspace import Workspace
 from recommender.catalog.facts import hardware_facts, model_facts
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.decision.explanation.context import Context
 from recommender.decision.goals import Goals, Target
-from recommender.decision.recommendation import RecommendRequest
 from recommender.decision.routing import MIN_INPUT_RATIO, _gpu_splits, _split, plan_routing
-from recommender.decision.search import search
 from recommender.model.params import PerfParams
-from recommender.sim.trace_window import head_window, load_workload
+from tests.recommender.decision.seeded import seeded_context
 
 GPU, MODEL = get_gpu("H100-SXM"), get_model("llama-3.1-8b")
 GPUS = 2
@@ -51,17 +47,9 @@ def _target(gpus: int) -> Target:
 def _context(folder: Path, arrival_s: np.ndarray, inputs: np.ndarray, outputs: np.ndarray
              ) -> Context:
     """The Context `recommend` builds for this trace: profile, whole window, full search."""
-    trace = folder / "trace.parquet"
-    pd.DataFrame({"arrival_s": arrival_s, "input_tokens": inputs,
-                  "output_tokens": outputs}).to_parquet(trace)
-    ws = Workspace.resolve(folder / "w.duckdb")
-    profile = profile_trace(str(trace), workspace=ws, lru_capacities=[])
-    workload = load_workload(ws, max_requests=N)
-    target = _target(GPUS)
-    result = search(workload.requests, head_window(workload.requests, N), target, GOALS)
-    request = RecommendRequest(source=str(trace), gpu=GPU.name, model=MODEL.name, gpus=GPUS)
-    return Context(request=request, profile=profile, workload=workload, target=target,
-                   goals=GOALS, result=result, synthetic=False)
+    requests = pd.DataFrame({"arrival_s": arrival_s, "input_tokens": inputs,
+                             "output_tokens": outputs})
+    return seeded_context(folder, requests, _target(GPUS), GOALS)
 
 
 @pytest.fixture(scope="module")

@@ -17,18 +17,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from profiler.analysis.profile import profile_trace
-from profiler.workspace import Workspace
 from recommender.catalog.facts import hardware_facts, model_facts
 from recommender.catalog.lookup import get_gpu, get_model
 from recommender.decision.explanation import caveats
 from recommender.decision.explanation.context import Context
 from recommender.decision.goals import Goals, Target
-from recommender.decision.recommendation import RecommendRequest
-from recommender.decision.search import search
 from recommender.model import params as params_module
 from recommender.model.params import FIT_FILE, PerfParams
-from recommender.sim.trace_window import head_window, load_workload
+from tests.recommender.decision.seeded import seeded_context
 
 N = 60
 PARAMS = PerfParams.model_validate_json(
@@ -46,22 +42,14 @@ def shipped() -> dict:
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory) -> Context:
     """Llama-3.1-8B on one H100-SXM, 60 requests of 100-2,999 input tokens at 4 req/s."""
-    folder = tmp_path_factory.mktemp("caveats")
     rng = np.random.default_rng(0)
-    trace = folder / "trace.parquet"
-    pd.DataFrame({"arrival_s": np.cumsum(rng.exponential(0.25, N)),
-                  "input_tokens": rng.integers(100, 3_000, N),
-                  "output_tokens": rng.integers(20, 200, N)}).to_parquet(trace)
-    ws = Workspace.resolve(folder / "w.duckdb")
-    profile = profile_trace(str(trace), workspace=ws, lru_capacities=[])
-    workload = load_workload(ws, max_requests=N)
+    requests = pd.DataFrame({"arrival_s": np.cumsum(rng.exponential(0.25, N)),
+                             "input_tokens": rng.integers(100, 3_000, N),
+                             "output_tokens": rng.integers(20, 200, N)})
     gpu, model = get_gpu("H100-SXM"), get_model("llama-3.1-8b")
     target = Target(gpu, model, 1, hardware_facts(gpu, 1), model_facts(model), PARAMS)
-    goals = Goals("goodput", 0.3, 0.05)
-    result = search(workload.requests, head_window(workload.requests, N), target, goals)
-    request = RecommendRequest(source=str(trace), gpu=gpu.name, model=model.name)
-    return Context(request=request, profile=profile, workload=workload, target=target,
-                   goals=goals, result=result, synthetic=False)
+    return seeded_context(tmp_path_factory.mktemp("caveats"), requests, target,
+                          Goals("goodput", 0.3, 0.05))
 
 
 @pytest.fixture
