@@ -94,13 +94,18 @@ def shifted(rows: list[tuple[CalRow, float]], key: Key) -> np.ndarray:
     return np.array([value - medians[key(row)] for row, value in rows])
 
 
+def load_and_length(row: CalRow) -> list[float]:
+    """The terms of the load-and-length shape: 1, log(concurrency or requests of the burst),
+    log(input length)."""
+    return [1.0, float(np.log(row.concurrency or row.num_requests or 1)), float(np.log(row.isl))]
+
+
 def regressed(rows: list[tuple[CalRow, float]], key: Key) -> np.ndarray:
-    """Residuals of a least-squares fit per group of the log ratio on 1, log(concurrency or
-    requests of the burst) and log(input length); groups too small to fit are shifted."""
+    """Residuals of a least-squares fit per group of the log ratio on `load_and_length`;
+    groups too small to fit are shifted."""
     groups = collections.defaultdict(list)
     for row, value in rows:
-        load = row.concurrency or row.num_requests or 1
-        groups[key(row)].append(([1.0, np.log(load), np.log(row.isl)], value))
+        groups[key(row)].append((load_and_length(row), value))
     residuals: list[float] = []
     for members in groups.values():
         x = np.array([f for f, _ in members])
@@ -154,8 +159,7 @@ def held_out_fitted(rows: list[tuple[CalRow, float]], predicted: dict[int, float
     fold = np.array([fold_of[r.index] for r, _ in rows])
     y = np.array([v for _, v in rows])
     engine = np.array([r.engine for r, _ in rows])
-    x = np.array([[1.0, np.log(r.concurrency or r.num_requests or 1), np.log(r.isl)]
-                  for r, _ in rows])
+    x = np.array([load_and_length(r) for r, _ in rows])
     pred = np.array([predicted[r.index] for r, _ in rows])
     step = np.array([step_s[r.index] for r, _ in rows])
     measured = pred * np.exp(y)
