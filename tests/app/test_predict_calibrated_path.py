@@ -10,7 +10,6 @@ predict` process and compared with the bench's score. Slow: one row per source.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -25,6 +24,7 @@ from recommender.calibration.cal_row import CalRow
 from recommender.calibration.published.parse import parse_csv
 from recommender.catalog.lookup import get_model
 from recommender.model.params import load_params
+from tests.bench.modules import bench_module
 
 REPO = Path(__file__).resolve().parents[2]
 # The row's metric → where `predict --json` puts it (latencies: ms, the mean).
@@ -35,15 +35,7 @@ JSON_KEY = {"ttft_s": ("ttft_ms", 1e-3), "tpot_s": ("tpot_ms", 1e-3),
             "request_throughput_rps": ("request_throughput_rps", 1.0)}
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("predict_accuracy",
-                                                  REPO / "bench" / "predict_accuracy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-BENCH = _bench()
+BENCH = bench_module("predict_accuracy")
 ROWS, SKIPPED = parse_csv()
 BY_INDEX = {r.index: r for r in ROWS}
 

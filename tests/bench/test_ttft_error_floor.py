@@ -5,32 +5,12 @@ out here with numpy)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 
 from recommender.calibration.cal_row import CalRow
+from tests.bench.modules import bench_module
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _floor():
-    # the script imports its sibling by name, as run from bench/ (sys.path[0] there)
-    if "predict_accuracy" not in sys.modules:
-        sys.modules["predict_accuracy"] = _load("predict_accuracy")
-    return _load("ttft_error_floor")
-
-
-FLOOR = _floor()
+FLOOR = bench_module("ttft_error_floor", needs=("predict_accuracy",))
 
 
 def _rows(families: dict[str, int], seed: int = 0) -> tuple[list[CalRow], dict, dict]:
